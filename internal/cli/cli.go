@@ -1,0 +1,100 @@
+// Package cli implements the leasehold command line: one file per
+// subcommand, each registering itself with register. Main parses the
+// subcommand name, sets up logging and signal handling, and runs it.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand. run gets a context cancelled on SIGINT or
+// SIGTERM and the arguments after the subcommand name.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) { commands[c.name] = c }
+
+// exitError carries a process exit status out of a subcommand.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// Main runs the subcommand named by args[0] and returns the exit status.
+func Main(args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(os.Stdout)
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "leasehold: unknown command %q\n\n", args[0])
+		usage(os.Stderr)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := c.run(ctx, args[1:])
+	var exit exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &exit):
+		return exit.code
+	default:
+		fmt.Fprintf(os.Stderr, "leasehold %s: %v\n", c.name, err)
+		return 1
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "leasehold: the Kubernetes Lease mechanism as a standalone coordination service")
+	fmt.Fprintln(w, "\nUsage: leasehold COMMAND [flags]\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'leasehold COMMAND --help' for a command's flags.")
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("leasehold "+name, flag.ContinueOnError)
+	return fs
+}
+
+// newLogger returns the process logger: text or JSON on stderr at level.
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
+	}
+}

@@ -1,0 +1,103 @@
+package registry
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Leases is coordination.k8s.io/v1 Lease.
+var Leases = &Resource{
+	GroupVersion:             coordinationv1.SchemeGroupVersion,
+	Name:                     "leases",
+	SingularName:             "lease",
+	Kind:                     "Lease",
+	Namespaced:               true,
+	New:                      func() runtime.Object { return &coordinationv1.Lease{} },
+	NewList:                  func() runtime.Object { return &coordinationv1.LeaseList{} },
+	Validate:                 func(obj runtime.Object) field.ErrorList { return ValidateLease(obj.(*coordinationv1.Lease)) },
+	ValidateUpdate:           func(obj, _ runtime.Object) field.ErrorList { return ValidateLease(obj.(*coordinationv1.Lease)) },
+	AllowUnconditionalUpdate: true,
+	Columns: []metav1.TableColumnDefinition{
+		{Name: "Holder", Type: "string", Description: coordinationv1.LeaseSpec{}.SwaggerDoc()["holderIdentity"]},
+		AgeColumn,
+	},
+	Cells: func(obj runtime.Object, now time.Time) []interface{} {
+		l := obj.(*coordinationv1.Lease)
+		holder := ""
+		if l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		return []interface{}{holder, Age(l.CreationTimestamp, now)}
+	},
+}
+
+func init() { register(Leases) }
+
+// knownLeaseStrategies are the strategies Kubernetes defines; others must be
+// prefixed ("example.com/my-strategy").
+var knownLeaseStrategies = []coordinationv1.CoordinatedLeaseStrategy{coordinationv1.OldestEmulationVersion}
+
+// ValidateLease checks a Lease's spec the way kube-apiserver does, with the
+// same field paths and messages. Metadata is checked by the caller.
+func ValidateLease(l *coordinationv1.Lease) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	if d := l.Spec.LeaseDurationSeconds; d != nil && *d <= 0 {
+		errs = append(errs, field.Invalid(spec.Child("leaseDurationSeconds"), *d, "must be greater than 0"))
+	}
+	if t := l.Spec.LeaseTransitions; t != nil && *t < 0 {
+		errs = append(errs, field.Invalid(spec.Child("leaseTransitions"), *t, "must be greater than or equal to 0"))
+	}
+	if l.Spec.Strategy != nil {
+		errs = append(errs, validateLeaseStrategy(*l.Spec.Strategy, spec.Child("strategy"))...)
+	}
+	if p := l.Spec.PreferredHolder; p != nil && *p != "" && (l.Spec.Strategy == nil || *l.Spec.Strategy == "") {
+		errs = append(errs, field.Forbidden(spec.Child("preferredHolder"), "may only be specified if `strategy` is defined"))
+	}
+	return errs
+}
+
+// validateLeaseStrategy checks a strategy name shared by Lease and
+// LeaseCandidate. kube-apiserver reports an unknown short name one level
+// below the field (".strategy.strategy"); clients see that path, so it is
+// kept.
+func validateLeaseStrategy(s coordinationv1.CoordinatedLeaseStrategy, path *field.Path) field.ErrorList {
+	if !strings.Contains(string(s), "/") {
+		if slices.Contains(knownLeaseStrategies, s) {
+			return nil
+		}
+		return field.ErrorList{field.NotSupported(path.Child("strategy"), s, knownLeaseStrategies)}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(string(s)) {
+		errs = append(errs, field.Invalid(path.Child("strategy"), s, msg))
+	}
+	return errs
+}
+
+// ValidateObjectMeta checks metadata on create: the name rule of the kind
+// (DNS subdomain for most, DNS label for namespaces), labels, annotations,
+// ownerReferences, finalizers, and namespace presence.
+func ValidateObjectMeta(r *Resource, meta *metav1.ObjectMeta) field.ErrorList {
+	return apivalidation.ValidateObjectMeta(meta, r.Namespaced, r.nameRule(), field.NewPath("metadata"))
+}
+
+// ValidateObjectMetaUpdate checks metadata on update against the stored one.
+func ValidateObjectMetaUpdate(r *Resource, meta, old *metav1.ObjectMeta) field.ErrorList {
+	return apivalidation.ValidateObjectMetaUpdate(meta, old, field.NewPath("metadata"))
+}
+
+func (r *Resource) nameRule() apivalidation.ValidateNameFunc {
+	if r.NameRule != nil {
+		return r.NameRule
+	}
+	return apivalidation.NameIsDNSSubdomain
+}

@@ -1,0 +1,88 @@
+package registry
+
+import (
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Namespaces is v1 Namespace. Deleting one marks it Terminating; the
+// namespace controller empties it and then removes the "kubernetes"
+// finalizer through the finalize subresource, as in Kubernetes.
+var Namespaces = &Resource{
+	GroupVersion:      corev1.SchemeGroupVersion,
+	Name:              "namespaces",
+	SingularName:      "namespace",
+	Kind:              "Namespace",
+	ShortNames:        []string{"ns"},
+	NameRule:          apivalidation.ValidateNamespaceName,
+	StatusSubresource: true,
+	New:               func() runtime.Object { return &corev1.Namespace{} },
+	NewList:           func() runtime.Object { return &corev1.NamespaceList{} },
+	PrepareForCreate: func(obj runtime.Object) {
+		ns := obj.(*corev1.Namespace)
+		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
+		if !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+			ns.Spec.Finalizers = append(ns.Spec.Finalizers, corev1.FinalizerKubernetes)
+		}
+		setNamespaceNameLabel(ns)
+	},
+	PrepareForUpdate: func(obj, old runtime.Object) {
+		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+		ns.Spec.Finalizers = o.Spec.Finalizers
+		ns.Status = o.Status
+		setNamespaceNameLabel(ns)
+	},
+	PrepareForStatusUpdate: func(obj, old runtime.Object) {
+		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+		ns.Spec = o.Spec
+	},
+	Validate: func(obj runtime.Object) field.ErrorList {
+		return validateNamespaceFinalizers(obj.(*corev1.Namespace))
+	},
+	ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
+		return validateNamespaceFinalizers(obj.(*corev1.Namespace))
+	},
+	Columns: []metav1.TableColumnDefinition{
+		{Name: "Status", Type: "string", Description: "The status of the namespace"},
+		AgeColumn,
+	},
+	Cells: func(obj runtime.Object, now time.Time) []interface{} {
+		ns := obj.(*corev1.Namespace)
+		return []interface{}{string(ns.Status.Phase), Age(ns.CreationTimestamp, now)}
+	},
+	SelectableFields: func(obj runtime.Object) map[string]string {
+		return map[string]string{"status.phase": string(obj.(*corev1.Namespace).Status.Phase)}
+	},
+}
+
+func init() { register(Namespaces) }
+
+// InitialNamespaces exist from the first start, as in a new cluster.
+var InitialNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+
+// setNamespaceNameLabel keeps the immutable kubernetes.io/metadata.name
+// label Kubernetes puts on every namespace.
+func setNamespaceNameLabel(ns *corev1.Namespace) {
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	ns.Labels[corev1.LabelMetadataName] = ns.Name
+}
+
+func validateNamespaceFinalizers(ns *corev1.Namespace) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("spec", "finalizers")
+	for i, f := range ns.Spec.Finalizers {
+		for _, msg := range validation.IsQualifiedName(string(f)) {
+			errs = append(errs, field.Invalid(path.Index(i), f, msg))
+		}
+	}
+	return errs
+}

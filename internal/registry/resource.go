@@ -1,0 +1,141 @@
+package registry
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Resource is one REST resource: its names, types and strategy. Nil hooks do
+// nothing; a nil Validate accepts everything but metadata errors (the API
+// server always validates ObjectMeta).
+type Resource struct {
+	// GroupVersion is the API group and version, e.g. coordination.k8s.io/v1.
+	GroupVersion schema.GroupVersion
+	// Name is the plural resource name in URLs, e.g. "leases".
+	Name string
+	// SingularName is the lower-case singular name, e.g. "lease".
+	SingularName string
+	// Kind is the object kind, e.g. "Lease"; the list kind is Kind+"List".
+	Kind string
+	// ShortNames are kubectl's abbreviations, e.g. "ns" for namespaces.
+	ShortNames []string
+	// Categories group resources for kubectl get, e.g. "all".
+	Categories []string
+	// Namespaced says whether objects live in a namespace.
+	Namespaced bool
+	// Verbs are the verbs discovery advertises; nil means the full set
+	// (create, delete, deletecollection, get, list, patch, update, watch).
+	Verbs []string
+	// StatusSubresource says whether /status is served; if so, writes to the
+	// main resource keep the old status and writes to /status keep the old
+	// spec (see PrepareForUpdate and PrepareForStatusUpdate).
+	StatusSubresource bool
+	// Storage says whether objects persist (false for virtual resources such
+	// as access reviews, which only answer create).
+	Virtual bool
+
+	// NameRule validates metadata.name; nil means a DNS subdomain.
+	NameRule func(name string, prefix bool) []string
+
+	// New returns an empty object of Kind; NewList an empty list.
+	New     func() runtime.Object
+	NewList func() runtime.Object
+
+	// PrepareForCreate clears or defaults fields before validation on create.
+	PrepareForCreate func(obj runtime.Object)
+	// PrepareForUpdate does the same on update of the main resource; old is
+	// the stored object (for example to keep its status).
+	PrepareForUpdate func(obj, old runtime.Object)
+	// PrepareForStatusUpdate does the same on update of /status (for example
+	// to keep the stored spec).
+	PrepareForStatusUpdate func(obj, old runtime.Object)
+	// Validate checks a new object (ObjectMeta is checked by the caller).
+	Validate func(obj runtime.Object) field.ErrorList
+	// ValidateUpdate checks an update against the stored object.
+	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
+
+	// Columns are the Table columns after the implicit first column NAME.
+	Columns []metav1.TableColumnDefinition
+	// Cells returns one cell per entry of Columns; now is the time ages are
+	// measured against.
+	Cells func(obj runtime.Object, now time.Time) []interface{}
+
+	// SelectableFields returns field selector values beyond metadata.name and
+	// metadata.namespace, which every resource has.
+	SelectableFields func(obj runtime.Object) map[string]string
+
+	// AllowCreateOnUpdate lets PUT create a missing object.
+	AllowCreateOnUpdate bool
+	// AllowUnconditionalUpdate lets PUT without a resourceVersion overwrite.
+	AllowUnconditionalUpdate bool
+}
+
+// DefaultVerbs is what a stored resource supports.
+var DefaultVerbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+
+// GroupVersionResource names the resource.
+func (r *Resource) GroupVersionResource() schema.GroupVersionResource {
+	return r.GroupVersion.WithResource(r.Name)
+}
+
+// GroupVersionKind names its kind.
+func (r *Resource) GroupVersionKind() schema.GroupVersionKind {
+	return r.GroupVersion.WithKind(r.Kind)
+}
+
+// GroupResource is the group-qualified name Kubernetes uses in error
+// messages, e.g. leases.coordination.k8s.io.
+func (r *Resource) GroupResource() schema.GroupResource {
+	return schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Name}
+}
+
+// AllVerbs returns Verbs or the default set.
+func (r *Resource) AllVerbs() []string {
+	if r.Verbs != nil {
+		return r.Verbs
+	}
+	return DefaultVerbs
+}
+
+// StoragePrefix is the etcd key prefix below the registry root, Kubernetes'
+// layout: "leases" holds /registry/leases/<namespace>/<name>. Kinds stored in
+// a group other than core keep Kubernetes' plain resource name too.
+func (r *Resource) StoragePrefix() string { return r.Name }
+
+// ObjectFields returns the selectable fields of obj: metadata.name,
+// metadata.namespace and the resource's own.
+func (r *Resource) ObjectFields(name, namespace string, obj runtime.Object) fields.Set {
+	set := fields.Set{"metadata.name": name}
+	if r.Namespaced {
+		set["metadata.namespace"] = namespace
+	}
+	if r.SelectableFields != nil {
+		for k, v := range r.SelectableFields(obj) {
+			set[k] = v
+		}
+	}
+	return set
+}
+
+// All returns the served resources, in discovery order.
+func All() []*Resource { return resources }
+
+var resources []*Resource
+
+// register adds a resource; each kind's file calls it from init.
+func register(r *Resource) { resources = append(resources, r) }
+
+// Lookup finds a resource by group, version and plural name.
+func Lookup(gv schema.GroupVersion, name string) (*Resource, bool) {
+	for _, r := range resources {
+		if r.GroupVersion == gv && r.Name == name {
+			return r, true
+		}
+	}
+	return nil, false
+}
