@@ -1,0 +1,197 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// batcher is group commit: concurrent, independent compare-and-swap writes
+// are sent to etcd as nested transactions of one outer transaction, so many
+// writes share one raft round and one fsync. Each nested transaction keeps
+// its own compare, so one write's conflict does not fail the others.
+//
+// Model: writers queue requests; up to maxInFlight batches are at etcd at a
+// time; a batch takes everything queued when it starts, up to maxBatch
+// requests, and never two writes of the same key (etcd rejects a transaction
+// that puts one key twice; the second waits for the next batch). With no
+// concurrency a write goes alone at once, so latency is etcd's.
+type batcher struct {
+	client *clientv3.Client
+	queue  chan *txnRequest
+}
+
+const (
+	maxBatch    = 100 // below etcd's default limit of 128 operations per transaction
+	maxInFlight = 4
+)
+
+type txnRequest struct {
+	ctx  context.Context
+	key  string
+	cmp  clientv3.Cmp
+	then clientv3.Op
+	done chan txnResult
+}
+
+// txnResult is one write's outcome: whether its compare held, the revision
+// of the transaction, and, when it did not hold, the key's current value
+// (nil if the key does not exist).
+type txnResult struct {
+	succeeded bool
+	rev       int64
+	current   *mvccpb.KeyValue
+	err       error
+}
+
+func newBatcher(c *clientv3.Client) *batcher {
+	return &batcher{client: c, queue: make(chan *txnRequest, 4*maxBatch)}
+}
+
+// do runs "if cmp then op else get key" through the batcher.
+func (b *batcher) do(ctx context.Context, key string, cmp clientv3.Cmp, then clientv3.Op) txnResult {
+	req := &txnRequest{ctx: ctx, key: key, cmp: cmp, then: then, done: make(chan txnResult, 1)}
+	select {
+	case b.queue <- req:
+	case <-ctx.Done():
+		return txnResult{err: ctx.Err()}
+	}
+	select {
+	case r := <-req.done:
+		return r
+	case <-ctx.Done():
+		// The write may still happen; the caller reports the timeout, as
+		// kube-apiserver does when etcd is slow.
+		return txnResult{err: ctx.Err()}
+	}
+}
+
+func (b *batcher) run(ctx context.Context) {
+	slots := make(chan struct{}, maxInFlight)
+	var carry []*txnRequest // requests whose key was already in the last batch
+	for {
+		var batch []*txnRequest
+		if len(carry) > 0 {
+			batch, carry = carry, nil
+		} else {
+			select {
+			case <-ctx.Done():
+				b.drain(ctx.Err())
+				return
+			case r := <-b.queue:
+				batch = append(batch, r)
+			}
+		}
+		keys := make(map[string]bool, len(batch))
+		kept := batch[:0]
+		for _, r := range batch {
+			if keys[r.key] {
+				carry = append(carry, r)
+				continue
+			}
+			keys[r.key] = true
+			kept = append(kept, r)
+		}
+		batch = kept
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-b.queue:
+				if keys[r.key] {
+					carry = append(carry, r)
+					continue
+				}
+				keys[r.key] = true
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			for _, r := range batch {
+				r.done <- txnResult{err: ctx.Err()}
+			}
+			b.drain(ctx.Err())
+			return
+		}
+		go func() {
+			defer func() { <-slots }()
+			b.commit(batch)
+		}()
+	}
+}
+
+func (b *batcher) drain(err error) {
+	for {
+		select {
+		case r := <-b.queue:
+			r.done <- txnResult{err: err}
+		default:
+			return
+		}
+	}
+}
+
+func (b *batcher) commit(batch []*txnRequest) {
+	// Drop requests whose caller gave up before the batch went out.
+	live := batch[:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- txnResult{err: err}
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	batchSize.Observe(float64(len(live)))
+	if len(live) == 1 {
+		r := live[0]
+		resp, err := b.client.Txn(r.ctx).If(r.cmp).Then(r.then).Else(clientv3.OpGet(r.key)).Commit()
+		r.done <- single(resp, err)
+		return
+	}
+	ops := make([]clientv3.Op, len(live))
+	for i, r := range live {
+		ops[i] = clientv3.OpTxn([]clientv3.Cmp{r.cmp}, []clientv3.Op{r.then}, []clientv3.Op{clientv3.OpGet(r.key)})
+	}
+	resp, err := b.client.Txn(context.Background()).Then(ops...).Commit()
+	if err != nil {
+		for _, r := range live {
+			r.done <- txnResult{err: err}
+		}
+		return
+	}
+	for i, r := range live {
+		nested := resp.Responses[i].GetResponseTxn()
+		if nested == nil {
+			r.done <- txnResult{err: errors.New("etcd returned no nested transaction response")}
+			continue
+		}
+		res := txnResult{succeeded: nested.Succeeded, rev: resp.Header.Revision}
+		if !nested.Succeeded {
+			if kvs := nested.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+				res.current = kvs[0]
+			}
+		}
+		r.done <- res
+	}
+}
+
+func single(resp *clientv3.TxnResponse, err error) txnResult {
+	if err != nil {
+		return txnResult{err: err}
+	}
+	res := txnResult{succeeded: resp.Succeeded, rev: resp.Header.Revision}
+	if !resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			res.current = kvs[0]
+		}
+	}
+	return res
+}

@@ -1,0 +1,365 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+)
+
+// cache is the watch cache of one kind. One goroutine (run) follows etcd:
+// it lists the kind's key range, then watches it from the next revision,
+// applying each change to an in-memory copy of the current state and to a
+// ring of recent events, and handing each event to the registered watchers.
+// When etcd compacts past the cache (after a long disconnection) it lists
+// again and closes every watcher, whose clients resume or relist.
+//
+// Lock order: c.mu only. Watchers' channels are written without blocking
+// while c.mu is held; a watcher whose buffer is full is closed (its client
+// reconnects from the last revision it saw, which the ring still holds).
+type cache struct {
+	k     *Kind
+	size  int
+	clock clock.WithTicker
+	log   *slog.Logger
+	ready chan struct{}
+
+	mu          sync.RWMutex
+	items       map[string]runtime.Object
+	keys        []string // sorted keys of items; nil when stale
+	rv          int64    // revision the state reflects
+	windowStart int64    // every event with a revision above this is in ring
+	ring        []*Event
+	head, n     int // ring holds n events starting at head
+	watchers    map[*watcher]struct{}
+	rvChanged   chan struct{} // closed and replaced whenever rv advances
+}
+
+// Event is one change of an object, shared by every watcher that receives
+// it. Object must not be modified.
+type Event struct {
+	Type   watch.EventType
+	Object runtime.Object
+	// RV is the revision of the change (of the Object).
+	RV int64
+	// prev is the object before the change (nil when added); used to tell
+	// watchers with a filter that an object left or entered their view.
+	prev runtime.Object
+	memo memo
+}
+
+// memo holds encodings of an event, computed once and shared by every
+// watcher that wants the same encoding.
+type memo struct {
+	mu   sync.Mutex
+	keys []string
+	vals [][]byte
+}
+
+// Encoded returns the encoding of e named key, computing it with f once.
+func (e *Event) Encoded(key string, f func() ([]byte, error)) ([]byte, error) {
+	e.memo.mu.Lock()
+	defer e.memo.mu.Unlock()
+	for i, k := range e.memo.keys {
+		if k == key {
+			return e.memo.vals[i], nil
+		}
+	}
+	b, err := f()
+	if err != nil {
+		return nil, err
+	}
+	e.memo.keys = append(e.memo.keys, key)
+	e.memo.vals = append(e.memo.vals, b)
+	return b, nil
+}
+
+func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache {
+	return &cache{
+		k: k, size: size, clock: clk, log: log,
+		ready:     make(chan struct{}),
+		items:     map[string]runtime.Object{},
+		ring:      make([]*Event, size),
+		watchers:  map[*watcher]struct{}{},
+		rvChanged: make(chan struct{}),
+	}
+}
+
+var errCompactedWatch = errors.New("watch compacted")
+
+func (c *cache) run(ctx context.Context, bookmarkInterval time.Duration) {
+	bookmarks := c.clock.NewTicker(bookmarkInterval)
+	defer bookmarks.Stop()
+	reload, first := true, true
+	for ctx.Err() == nil {
+		if reload {
+			if err := c.reload(ctx, first); err != nil {
+				if ctx.Err() == nil {
+					c.log.Warn("watch cache: listing from etcd failed; retrying", "err", err)
+					select {
+					case <-ctx.Done():
+					case <-c.clock.After(time.Second):
+					}
+				}
+				continue
+			}
+			if first {
+				close(c.ready)
+				first = false
+			}
+		}
+		err := c.follow(ctx, bookmarks.C())
+		reload = errors.Is(err, errCompactedWatch)
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("watch cache: etcd watch ended; resuming", "err", err, "relist", reload)
+			select {
+			case <-ctx.Done():
+			case <-c.clock.After(100 * time.Millisecond):
+			}
+		}
+	}
+	c.mu.Lock()
+	for w := range c.watchers {
+		c.closeWatcherLocked(w)
+	}
+	c.mu.Unlock()
+}
+
+// reload replaces the state with a fresh list from etcd.
+func (c *cache) reload(ctx context.Context, first bool) error {
+	items := map[string]runtime.Object{}
+	start, end := c.k.prefix, clientv3.GetPrefixRangeEnd(c.k.prefix)
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(10000)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := c.k.s.client.Get(ctx, start, opts...)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			obj, err := c.k.decode(kv)
+			if err != nil {
+				c.log.Error("watch cache: skipping undecodable object", "key", string(kv.Key), "err", err)
+				continue
+			}
+			items[string(kv.Key)] = obj
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items, c.keys = items, nil
+	c.head, c.n = 0, 0
+	c.windowStart = rev
+	if !first {
+		// Watchers may have missed changes: make them start over.
+		for w := range c.watchers {
+			c.closeWatcherLocked(w)
+		}
+	}
+	c.setRVLocked(rev)
+	return nil
+}
+
+// follow watches etcd from the revision after the cache's and applies
+// events until the watch fails.
+func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time) error {
+	c.mu.RLock()
+	from := c.rv + 1
+	c.mu.RUnlock()
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := c.k.s.client.Watch(wctx, c.k.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-bookmarks:
+			c.sendBookmarks()
+		case resp, ok := <-wch:
+			if !ok {
+				return errors.New("etcd watch channel closed")
+			}
+			if resp.CompactRevision != 0 {
+				return errCompactedWatch
+			}
+			if err := resp.Err(); err != nil {
+				return err
+			}
+			if resp.IsProgressNotify() {
+				c.mu.Lock()
+				if resp.Header.Revision > c.rv {
+					c.setRVLocked(resp.Header.Revision)
+				}
+				c.mu.Unlock()
+				continue
+			}
+			c.apply(resp.Events)
+		}
+	}
+}
+
+func (c *cache) apply(evs []*clientv3.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	cacheEvents.WithLabelValues(c.k.resource).Add(float64(len(evs)))
+	// Decode outside the lock.
+	decoded := make([]runtime.Object, len(evs))
+	for i, ev := range evs {
+		if ev.Type == clientv3.EventTypePut {
+			obj, err := c.k.decode(ev.Kv)
+			if err != nil {
+				c.log.Error("watch cache: skipping undecodable object", "key", string(ev.Kv.Key), "err", err)
+				continue
+			}
+			decoded[i] = obj
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var last int64
+	for i, ev := range evs {
+		key := string(ev.Kv.Key)
+		rev := ev.Kv.ModRevision
+		last = rev
+		prev := c.items[key]
+		var e *Event
+		switch ev.Type {
+		case clientv3.EventTypePut:
+			if decoded[i] == nil {
+				continue
+			}
+			e = &Event{Type: watch.Modified, Object: decoded[i], RV: rev, prev: prev}
+			if prev == nil {
+				e.Type = watch.Added
+				c.keys = nil
+			}
+			c.items[key] = decoded[i]
+		case clientv3.EventTypeDelete:
+			if prev == nil {
+				continue
+			}
+			gone := prev.DeepCopyObject()
+			setResourceVersion(gone, rev)
+			e = &Event{Type: watch.Deleted, Object: gone, RV: rev, prev: prev}
+			delete(c.items, key)
+			c.keys = nil
+		}
+		c.pushLocked(e)
+		for w := range c.watchers {
+			w.offerLocked(c, key, e)
+		}
+	}
+	if last > c.rv {
+		c.setRVLocked(last)
+	}
+}
+
+func (c *cache) pushLocked(e *Event) {
+	if c.n == c.size {
+		old := c.ring[c.head]
+		c.ring[c.head] = nil
+		c.head = (c.head + 1) % c.size
+		c.n--
+		c.windowStart = old.RV
+	}
+	c.ring[(c.head+c.n)%c.size] = e
+	c.n++
+}
+
+func (c *cache) setRVLocked(rv int64) {
+	c.rv = rv
+	close(c.rvChanged)
+	c.rvChanged = make(chan struct{})
+}
+
+// waitFor blocks until the cache has caught up with rev, for at most
+// waitTimeout.
+func (c *cache) waitFor(ctx context.Context, rev int64) error {
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var timeout <-chan time.Time
+	for {
+		c.mu.RLock()
+		cur, changed := c.rv, c.rvChanged
+		c.mu.RUnlock()
+		if cur >= rev {
+			return nil
+		}
+		if timeout == nil {
+			t := c.clock.NewTimer(waitTimeout)
+			defer t.Stop()
+			timeout = t.C()
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			return ErrTooLargeResourceVersion
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (c *cache) get(key string) (runtime.Object, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if obj, ok := c.items[key]; ok {
+		return obj, nil
+	}
+	return nil, ErrNotFound
+}
+
+// list answers from memory once the cache has reached minRV.
+func (c *cache) list(ctx context.Context, opts ListOptions, minRV int64) (*ListResult, error) {
+	if err := c.waitFor(ctx, minRV); err != nil {
+		return nil, err
+	}
+	prefix := c.k.Prefix(opts.Namespace)
+	c.mu.Lock()
+	keys, rv := c.sortedKeysLocked(), c.rv
+	res := &ListResult{ResourceVersion: rv}
+	i := sort.SearchStrings(keys, prefix)
+	for ; i < len(keys) && strings.HasPrefix(keys[i], prefix); i++ {
+		obj := c.items[keys[i]]
+		if opts.Filter == nil || opts.Filter(obj) {
+			res.Items = append(res.Items, obj)
+		}
+	}
+	c.mu.Unlock()
+	return res, nil
+}
+
+// sortedKeysLocked returns the keys of items in order, sorting them again
+// only after keys were added or removed (renewals change neither).
+func (c *cache) sortedKeysLocked() []string {
+	if c.keys == nil {
+		c.keys = make([]string, 0, len(c.items))
+		for k := range c.items {
+			c.keys = append(c.keys, k)
+		}
+		sort.Strings(c.keys)
+	}
+	return c.keys
+}

@@ -1,0 +1,66 @@
+package embedded
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// zapSlog is a zapcore.Core that hands etcd's log entries to slog, so the
+// whole process logs in one format. Entries below warning are dropped (etcd
+// is chatty at info), and so are the errors etcd logs while it is being
+// closed on purpose.
+type zapSlog struct {
+	log     *slog.Logger
+	fields  []zapcore.Field
+	closing *atomic.Bool // shared with the cores made by With
+}
+
+var _ zapcore.Core = (*zapSlog)(nil)
+
+func (z *zapSlog) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
+
+func (z *zapSlog) With(fields []zapcore.Field) zapcore.Core {
+	return &zapSlog{log: z.log, fields: append(append([]zapcore.Field(nil), z.fields...), fields...), closing: z.closing}
+}
+
+func (z *zapSlog) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if z.Enabled(e.Level) {
+		return ce.AddCore(e, z)
+	}
+	return ce
+}
+
+// quiet are warnings etcd gives for choices leasehold makes on purpose: one
+// port for gRPC and HTTP on loopback, and the simple auth token (auth is off).
+var quiet = map[string]bool{
+	"Running http and grpc server on single port. This is not recommended for production.": true,
+	"simple token is not cryptographically signed": true,
+}
+
+func (z *zapSlog) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	if z.closing.Load() || quiet[e.Message] {
+		return nil
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range z.fields {
+		f.AddTo(enc)
+	}
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	attrs := make([]any, 0, 2*len(enc.Fields))
+	for k, v := range enc.Fields {
+		attrs = append(attrs, k, v)
+	}
+	level := slog.LevelWarn
+	if e.Level >= zapcore.ErrorLevel {
+		level = slog.LevelError
+	}
+	z.log.Log(context.Background(), level, e.Message, attrs...)
+	return nil
+}
+
+func (z *zapSlog) Sync() error { return nil }

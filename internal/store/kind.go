@@ -1,0 +1,276 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Kind is the storage of one resource.
+type Kind struct {
+	s          *Store
+	resource   string
+	prefix     string // <root>/<resource>/
+	gvk        schema.GroupVersionKind
+	namespaced bool
+	newObj     func() runtime.Object
+	newList    func() runtime.Object
+	encoder    runtime.Encoder
+	cache      *cache
+}
+
+// Key is the etcd key of an object.
+func (k *Kind) Key(namespace, name string) string {
+	if k.namespaced {
+		return k.prefix + namespace + "/" + name
+	}
+	return k.prefix + name
+}
+
+// Prefix is the key prefix of all objects of the kind in namespace, or of
+// all objects when namespace is "".
+func (k *Kind) Prefix(namespace string) string {
+	if k.namespaced && namespace != "" {
+		return k.prefix + namespace + "/"
+	}
+	return k.prefix
+}
+
+func (k *Kind) encode(obj runtime.Object) ([]byte, error) {
+	// The stored copy carries no resourceVersion: etcd's revision is the
+	// truth, set again on every read.
+	rv := resourceVersion(obj)
+	clearResourceVersion(obj)
+	var buf bytes.Buffer
+	err := k.encoder.Encode(obj, &buf)
+	if rv != 0 {
+		setResourceVersion(obj, rv)
+	}
+	return buf.Bytes(), err
+}
+
+func (k *Kind) decode(kv *mvccpb.KeyValue) (runtime.Object, error) {
+	obj := k.newObj()
+	out, _, err := k.s.proto.Decode(kv.Value, nil, obj)
+	if err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", kv.Key, err)
+	}
+	setResourceVersion(out, kv.ModRevision)
+	return out, nil
+}
+
+// Get reads the object at key with a quorum read.
+func (k *Kind) Get(ctx context.Context, key string) (runtime.Object, error) {
+	start := k.s.cfg.Clock.Now()
+	resp, err := k.s.client.Get(ctx, key)
+	observe("get", k.resource, start, k.s.cfg.Clock)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, ErrNotFound
+	}
+	return k.decode(resp.Kvs[0])
+}
+
+// GetAtRevision reads the object as it was at rev; ErrCompacted if that
+// revision is gone.
+func (k *Kind) GetAtRevision(ctx context.Context, key string, rev int64) (runtime.Object, error) {
+	resp, err := k.s.client.Get(ctx, key, clientv3.WithRev(rev))
+	if err != nil {
+		return nil, mapEtcdError(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, ErrNotFound
+	}
+	return k.decode(resp.Kvs[0])
+}
+
+// Cached returns the object as the watch cache has it (possibly a little
+// behind etcd), or ErrNotFound. Callers must not modify it.
+func (k *Kind) Cached(key string) (runtime.Object, error) {
+	return k.cache.get(key)
+}
+
+// Create stores obj at key if the key does not exist and returns it with its
+// resourceVersion set. With dryRun nothing is written.
+func (k *Kind) Create(ctx context.Context, key string, obj runtime.Object, dryRun bool) (runtime.Object, error) {
+	data, err := k.encode(obj)
+	if err != nil {
+		return nil, err
+	}
+	if dryRun {
+		if _, err := k.Get(ctx, key); err == nil {
+			return nil, ErrExists
+		} else if err != ErrNotFound {
+			return nil, err
+		}
+		return obj, nil
+	}
+	start := k.s.cfg.Clock.Now()
+	res := k.s.batch.do(ctx, key, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, string(data)))
+	observe("create", k.resource, start, k.s.cfg.Clock)
+	if res.err != nil {
+		return nil, mapEtcdError(res.err)
+	}
+	if !res.succeeded {
+		return nil, ErrExists
+	}
+	setResourceVersion(obj, res.rev)
+	return obj, nil
+}
+
+// UpdateFunc computes the new object from the current one (nil when the key
+// does not exist and creation is allowed). It must not modify current. It
+// returns ErrConflict when the caller's precondition does not hold.
+type UpdateFunc func(current runtime.Object) (runtime.Object, error)
+
+// UpdateOptions tune Update.
+type UpdateOptions struct {
+	// Guess is a recent copy of the current object (for example from the
+	// watch cache) that spares a read; if it turns out stale, Update reads
+	// etcd and tries again.
+	Guess runtime.Object
+	// AllowCreate passes nil to the UpdateFunc when the key does not exist
+	// and creates the object.
+	AllowCreate bool
+	// DryRun computes and returns the result without writing.
+	DryRun bool
+}
+
+// Update applies fn to the current object and writes the result with a
+// compare on the current revision, retrying with fresh state when another
+// writer got there first. fn is called again on each retry, so a
+// precondition it checks is always checked against the state written over.
+// An update that changes nothing writes nothing and returns current.
+func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn UpdateFunc) (runtime.Object, error) {
+	current, fresh := opts.Guess, false
+	if current == nil {
+		var err error
+		current, err = k.Get(ctx, key)
+		if err == ErrNotFound {
+			current = nil
+		} else if err != nil {
+			return nil, err
+		}
+		fresh = true
+	}
+	var origData []byte
+	for {
+		if current == nil && !opts.AllowCreate {
+			return nil, ErrNotFound
+		}
+		updated, err := fn(current)
+		if err != nil {
+			if !fresh {
+				if current, err = k.refresh(ctx, key); err != nil {
+					return nil, err
+				}
+				fresh = true
+				continue
+			}
+			return nil, err
+		}
+		data, err := k.encode(updated)
+		if err != nil {
+			return nil, err
+		}
+		var cmp clientv3.Cmp
+		if current == nil {
+			cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		} else {
+			if origData == nil {
+				if origData, err = k.encode(current.DeepCopyObject()); err != nil {
+					return nil, err
+				}
+			}
+			if bytes.Equal(origData, data) {
+				return current, nil
+			}
+			cmp = clientv3.Compare(clientv3.ModRevision(key), "=", resourceVersion(current))
+		}
+		if opts.DryRun {
+			return updated, nil
+		}
+		start := k.s.cfg.Clock.Now()
+		res := k.s.batch.do(ctx, key, cmp, clientv3.OpPut(key, string(data)))
+		observe("update", k.resource, start, k.s.cfg.Clock)
+		if res.err != nil {
+			return nil, mapEtcdError(res.err)
+		}
+		if res.succeeded {
+			setResourceVersion(updated, res.rev)
+			return updated, nil
+		}
+		// Someone else wrote first: start again from what is there now.
+		origData, fresh = nil, true
+		if res.current == nil {
+			current = nil
+			continue
+		}
+		if current, err = k.decode(res.current); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (k *Kind) refresh(ctx context.Context, key string) (runtime.Object, error) {
+	cur, err := k.Get(ctx, key)
+	if err == ErrNotFound {
+		return nil, nil
+	}
+	return cur, err
+}
+
+// DeleteFunc checks preconditions on the current object before delete.
+type DeleteFunc func(current runtime.Object) error
+
+// Delete removes the object at key if check passes on its current state,
+// retrying when it changes in between. It returns the object as it was.
+func (k *Kind) Delete(ctx context.Context, key string, dryRun bool, check DeleteFunc) (runtime.Object, error) {
+	current, err := k.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		if check != nil {
+			if err := check(current); err != nil {
+				return nil, err
+			}
+		}
+		if dryRun {
+			return current, nil
+		}
+		start := k.s.cfg.Clock.Now()
+		res := k.s.batch.do(ctx, key, clientv3.Compare(clientv3.ModRevision(key), "=", resourceVersion(current)), clientv3.OpDelete(key))
+		observe("delete", k.resource, start, k.s.cfg.Clock)
+		if res.err != nil {
+			return nil, mapEtcdError(res.err)
+		}
+		if res.succeeded {
+			return current, nil
+		}
+		if res.current == nil {
+			return nil, ErrNotFound
+		}
+		if current, err = k.decode(res.current); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func mapEtcdError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if strings.Contains(err.Error(), "required revision has been compacted") {
+		return fmt.Errorf("%w: %v", ErrCompacted, err)
+	}
+	return err
+}

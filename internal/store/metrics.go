@@ -1,0 +1,42 @@
+package store
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+)
+
+var (
+	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "leasehold_storage_request_duration_seconds",
+		Help:    "Latency of etcd requests by operation and resource.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"operation", "resource"})
+	watchers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "leasehold_watch_cache_watchers",
+		Help: "Open watches served by the watch cache, by resource.",
+	}, []string{"resource"})
+	cacheEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leasehold_watch_cache_events_total",
+		Help: "Events the watch cache received from etcd, by resource.",
+	}, []string{"resource"})
+	watchersTerminated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leasehold_watch_cache_terminated_watchers_total",
+		Help: "Watches closed because the client did not keep up, by resource.",
+	}, []string{"resource"})
+	batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "leasehold_storage_batch_size",
+		Help:    "Writes committed together in one etcd transaction (group commit).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 100},
+	})
+)
+
+// Collectors are the store's Prometheus metrics, for the server to register.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{requestDuration, watchers, cacheEvents, watchersTerminated, batchSize}
+}
+
+func observe(op, resource string, start time.Time, clk clock.PassiveClock) {
+	requestDuration.WithLabelValues(op, resource).Observe(clk.Since(start).Seconds())
+}

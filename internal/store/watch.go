@@ -1,0 +1,275 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// WatchOptions select what Watch delivers.
+type WatchOptions struct {
+	// Namespace restricts to one namespace; "" is all.
+	Namespace string
+	// ResourceVersion: "" starts from a fresh consistent state, "0" from any
+	// cached state (both first deliver the current objects as ADDED events);
+	// "N" delivers every change after revision N.
+	ResourceVersion string
+	// SendInitialEvents, when set, says explicitly whether the current
+	// objects come first as ADDED events (the watch-list protocol).
+	SendInitialEvents *bool
+	// Bookmarks asks for periodic BOOKMARK events carrying the revision.
+	Bookmarks bool
+	// Filter keeps objects for which it returns true; an object that stops
+	// matching is delivered as DELETED, one that starts matching as ADDED.
+	Filter func(obj runtime.Object) bool
+	// BufferSize is how many events may wait for a slow reader before the
+	// watch is closed; default 1024.
+	BufferSize int
+}
+
+// Watch is an open watch. Initial events come first; then Events delivers
+// changes until it is closed (the client should watch again from the last
+// revision it saw).
+type Watch struct {
+	Initial []*Event
+	// InitialRV is the revision Initial reflects.
+	InitialRV int64
+	Events    <-chan *Event
+	stop      func()
+}
+
+// Stop ends the watch and releases it.
+func (w *Watch) Stop() { w.stop() }
+
+type watcher struct {
+	prefix    string
+	filter    func(runtime.Object) bool
+	minRV     int64
+	bookmarks bool
+	ch        chan *Event
+	closed    bool
+}
+
+// Watch opens a watch on the kind.
+func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
+	c := k.cache
+	if opts.BufferSize <= 0 {
+		opts.BufferSize = 1024
+	}
+	w := &watcher{prefix: k.Prefix(opts.Namespace), filter: opts.Filter, bookmarks: opts.Bookmarks, ch: make(chan *Event, opts.BufferSize)}
+	rv := opts.ResourceVersion
+	initial := rv == "" || rv == "0"
+	if opts.SendInitialEvents != nil {
+		initial = *opts.SendInitialEvents
+	}
+	var minRV int64
+	switch rv {
+	case "":
+		cur, err := k.s.CurrentRevision(ctx)
+		if err != nil {
+			return nil, err
+		}
+		minRV = cur
+	case "0":
+	default:
+		n, err := strconv.ParseInt(rv, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("invalid resourceVersion %q", rv)
+		}
+		minRV = n
+	}
+	if initial {
+		if err := c.waitFor(ctx, minRV); err != nil {
+			return nil, err
+		}
+	} else {
+		select {
+		case <-c.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+
+	c.mu.Lock()
+	out := &Watch{Events: w.ch}
+	switch {
+	case initial:
+		for _, key := range c.sortedKeysLocked() {
+			if !strings.HasPrefix(key, w.prefix) {
+				continue
+			}
+			obj := c.items[key]
+			if w.filter != nil && !w.filter(obj) {
+				continue
+			}
+			out.Initial = append(out.Initial, &Event{Type: watch.Added, Object: obj, RV: resourceVersion(obj)})
+		}
+		w.minRV = c.rv
+	case minRV >= c.windowStart:
+		for i := 0; i < c.n; i++ {
+			e := c.ring[(c.head+i)%c.size]
+			if e.RV <= minRV || !strings.HasPrefix(k.keyOf(e.Object), w.prefix) {
+				continue
+			}
+			if te := w.transform(e); te != nil {
+				out.Initial = append(out.Initial, te)
+			}
+		}
+		w.minRV = max(minRV, c.rv)
+	default:
+		c.mu.Unlock()
+		return k.watchEtcd(ctx, w, minRV)
+	}
+	out.InitialRV = c.rv
+	c.watchers[w] = struct{}{}
+	watchers.WithLabelValues(k.resource).Inc()
+	c.mu.Unlock()
+	out.stop = func() {
+		c.mu.Lock()
+		c.closeWatcherLocked(w)
+		c.mu.Unlock()
+	}
+	return out, nil
+}
+
+func (k *Kind) keyOf(obj runtime.Object) string {
+	m, err := metaAccessor(obj)
+	if err != nil {
+		return ""
+	}
+	return k.Key(m.GetNamespace(), m.GetName())
+}
+
+func (c *cache) closeWatcherLocked(w *watcher) {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	close(w.ch)
+	if _, ok := c.watchers[w]; ok {
+		delete(c.watchers, w)
+		watchers.WithLabelValues(c.k.resource).Dec()
+	}
+}
+
+func (w *watcher) offerLocked(c *cache, key string, e *Event) {
+	if e.RV <= w.minRV || !strings.HasPrefix(key, w.prefix) {
+		return
+	}
+	te := w.transform(e)
+	if te == nil {
+		return
+	}
+	select {
+	case w.ch <- te:
+	default:
+		watchersTerminated.WithLabelValues(c.k.resource).Inc()
+		c.closeWatcherLocked(w)
+	}
+}
+
+// transform adapts a shared event to this watcher's filter.
+func (w *watcher) transform(e *Event) *Event {
+	if w.filter == nil {
+		return e
+	}
+	prevIn := e.prev != nil && w.filter(e.prev)
+	if e.Type == watch.Deleted {
+		if prevIn {
+			return e
+		}
+		return nil
+	}
+	curIn := w.filter(e.Object)
+	switch {
+	case curIn && (prevIn || e.Type == watch.Added):
+		return e
+	case curIn:
+		return &Event{Type: watch.Added, Object: e.Object, RV: e.RV}
+	case prevIn:
+		gone := e.prev.DeepCopyObject()
+		setResourceVersion(gone, e.RV)
+		return &Event{Type: watch.Deleted, Object: gone, RV: e.RV}
+	}
+	return nil
+}
+
+// sendBookmarks offers every watcher that asked for them a BOOKMARK at the
+// cache's revision; a full watcher simply misses this one.
+func (c *cache) sendBookmarks() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.watchers) == 0 {
+		return
+	}
+	e := c.k.Bookmark(c.rv)
+	for w := range c.watchers {
+		if w.bookmarks && c.rv > w.minRV {
+			select {
+			case w.ch <- e:
+			default:
+			}
+		}
+	}
+}
+
+// Bookmark returns a BOOKMARK event at rev: an empty object of the kind
+// carrying only the resourceVersion.
+func (k *Kind) Bookmark(rev int64) *Event {
+	obj := k.newObj()
+	setResourceVersion(obj, rev)
+	return &Event{Type: watch.Bookmark, Object: obj, RV: rev}
+}
+
+// watchEtcd serves a watch from a revision older than the cache's window
+// straight from etcd, or fails with ErrCompacted when etcd no longer has it.
+func (k *Kind) watchEtcd(ctx context.Context, w *watcher, from int64) (*Watch, error) {
+	if _, err := k.s.client.Get(ctx, w.prefix, clientv3.WithRev(from), clientv3.WithLimit(1), clientv3.WithKeysOnly()); err != nil {
+		return nil, mapEtcdError(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(w.ch)
+		wch := k.s.client.Watch(wctx, w.prefix, clientv3.WithPrefix(), clientv3.WithRev(from+1), clientv3.WithPrevKV())
+		for resp := range wch {
+			if resp.Err() != nil || resp.CompactRevision != 0 {
+				return
+			}
+			for _, ev := range resp.Events {
+				e := &Event{RV: ev.Kv.ModRevision}
+				if ev.PrevKv != nil {
+					e.prev, _ = k.decode(ev.PrevKv)
+				}
+				if ev.Type == clientv3.EventTypeDelete {
+					if e.prev == nil {
+						continue
+					}
+					e.Type, e.Object = watch.Deleted, e.prev.DeepCopyObject()
+					setResourceVersion(e.Object, e.RV)
+				} else {
+					obj, err := k.decode(ev.Kv)
+					if err != nil {
+						continue
+					}
+					e.Type, e.Object = watch.Modified, obj
+					if ev.IsCreate() {
+						e.Type = watch.Added
+					}
+				}
+				if te := w.transform(e); te != nil {
+					select {
+					case w.ch <- te:
+					case <-wctx.Done():
+						return
+					}
+				}
+			}
+		}
+	}()
+	return &Watch{Events: w.ch, stop: cancel}, nil
+}
