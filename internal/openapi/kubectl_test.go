@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -153,14 +154,14 @@ func (s *fakeAPIServer) serveLease(w http.ResponseWriter, r *http.Request) {
 }
 
 // kubectlEnv starts the fake server and writes a kubeconfig for it.
-func kubectlEnv(t *testing.T) (run func(stdin string, args ...string) (string, error), srv *fakeAPIServer) {
+func kubectlEnv(t *testing.T, resources []*registry.Resource) (run func(stdin string, args ...string) (string, error), srv *fakeAPIServer) {
 	t.Helper()
 	kubectl := kubectlPath(t)
-	docs, err := New(registry.All(), version.Info{GitVersion: "v1.32.0"})
+	docs, err := New(resources, version.Info{GitVersion: "v1.32.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv = &fakeAPIServer{docs: docs, resources: registry.All(), leases: map[string][]byte{}}
+	srv = &fakeAPIServer{docs: docs, resources: resources, leases: map[string][]byte{}}
 	ts := httptest.NewTLSServer(srv)
 	t.Cleanup(ts.Close)
 
@@ -197,7 +198,7 @@ current-context: leasehold
 }
 
 func TestKubectlExplain(t *testing.T) {
-	run, _ := kubectlEnv(t)
+	run, _ := kubectlEnv(t, registry.All())
 	tests := []struct {
 		args []string
 		want []string
@@ -220,5 +221,96 @@ func TestKubectlExplain(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKubectlApply checks what kubectl decides from the documents: that the
+// server validates fields (fieldValidation on PATCH in the v3 document, so
+// kubectl leaves an unknown field to the server rather than rejecting it
+// itself), and that a re-apply is a strategic merge patch computed from the
+// schema.
+func TestKubectlApply(t *testing.T) {
+	run, srv := kubectlEnv(t, registry.All())
+	manifest := `apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata:
+  name: demo
+  namespace: default
+spec:
+  holderIdentity: alpha
+  leaseDurationSeconds: 40
+  unknownField: left-to-the-server
+`
+	out, err := run(manifest, "apply", "-f", "-")
+	if err != nil {
+		t.Fatalf("first apply: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "lease.coordination.k8s.io/demo created") {
+		t.Errorf("first apply output = %q, want created", out)
+	}
+	out, err = run(strings.Replace(manifest, "alpha", "beta", 1), "apply", "-f", "-")
+	if err != nil {
+		t.Fatalf("second apply: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "lease.coordination.k8s.io/demo configured") {
+		t.Errorf("second apply output = %q, want configured", out)
+	}
+
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if len(srv.writes) != 2 {
+		t.Fatalf("got %d writes, want 2: %+v", len(srv.writes), srv.writes)
+	}
+	create, patch := srv.writes[0], srv.writes[1]
+	if create.method != http.MethodPost || create.query["fieldValidation"][0] != "Strict" {
+		t.Errorf("create = %s %v, want POST with fieldValidation=Strict", create.method, create.query)
+	}
+	if !strings.Contains(create.body, "unknownField") {
+		t.Errorf("create body = %s, want the unknown field passed to the server", create.body)
+	}
+	if patch.method != http.MethodPatch || patch.contentType != "application/strategic-merge-patch+json" {
+		t.Errorf("re-apply = %s %s, want a strategic merge PATCH", patch.method, patch.contentType)
+	}
+	if got := patch.query["fieldValidation"]; len(got) != 1 || got[0] != "Strict" {
+		t.Errorf("re-apply fieldValidation = %v, want Strict", got)
+	}
+	if !strings.Contains(patch.body, `"holderIdentity":"beta"`) {
+		t.Errorf("re-apply patch = %s, want holderIdentity beta", patch.body)
+	}
+}
+
+// TestKubectlClientSideValidation serves Leases without patch: kubectl then
+// finds no fieldValidation support and validates against the schema itself.
+func TestKubectlClientSideValidation(t *testing.T) {
+	noPatch := *registry.Leases
+	noPatch.Verbs = []string{"create", "get", "list"}
+	run, srv := kubectlEnv(t, []*registry.Resource{&noPatch})
+	tests := []struct {
+		name, spec string
+		wantErr    string // "" means accepted
+	}{
+		{"valid", "  holderIdentity: alpha\n", ""},
+		{"unknown field", "  holderIdentity: alpha\n  bogus: 1\n", `unknown field "bogus" in io.k8s.api.coordination.v1.LeaseSpec`},
+		{"wrong type", "  leaseDurationSeconds: forty\n", `invalid type for io.k8s.api.coordination.v1.LeaseSpec.leaseDurationSeconds`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			manifest := "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: v" + strconv.Itoa(i) + "\nspec:\n" + tt.spec
+			out, err := run(manifest, "create", "-f", "-")
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("create: %v\n%s", err, out)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(out, tt.wantErr) {
+				t.Fatalf("create: err %v, output %q; want an error containing %q", err, out, tt.wantErr)
+			}
+		})
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if len(srv.writes) != 1 {
+		t.Errorf("server saw %d writes, want 1 (only the valid object)", len(srv.writes))
 	}
 }
