@@ -1,0 +1,455 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+)
+
+// Errors returned by Run when a term ends other than by cancellation.
+var (
+	// ErrLeadershipLost: the Lease could not be renewed within
+	// RenewDeadline, or another contender holds it.
+	ErrLeadershipLost = errors.New("election: leadership lost")
+	// ErrHandedOver: spec.preferredHolder named another contender, and
+	// this one released the Lease to it.
+	ErrHandedOver = errors.New("election: leadership handed over to the preferred holder")
+)
+
+// Elector campaigns for one Lease. Create it with New; call Run (or
+// Observe) from one goroutine at a time.
+type Elector struct {
+	cfg             Config
+	leases          coordinationv1client.LeaseInterface
+	clock           clock.WithTicker
+	log             *slog.Logger
+	durationSeconds int32
+
+	running atomic.Bool
+
+	mu        sync.Mutex
+	obs       observation   // guarded by mu
+	obsRV     string        // resourceVersion of obs (also for a missing Lease); guarded by mu
+	changed   chan struct{} // closed when obs changes; guarded by mu
+	leader    string        // last observed holder; guarded by mu
+	notes     []string      // holders not yet given to OnNewLeader; guarded by mu
+	noteReady chan struct{} // signals notes, capacity 1
+	term      *Term         // the current term, nil when not leading; guarded by mu
+}
+
+// New validates cfg, fills in defaults, and returns an Elector.
+func New(cfg Config) (*Elector, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Elector{
+		cfg:             cfg,
+		leases:          cfg.Client.Leases(cfg.Namespace),
+		clock:           cfg.Clock,
+		log:             cfg.Logger.With("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity),
+		durationSeconds: int32(cfg.LeaseDuration / time.Second),
+		changed:         make(chan struct{}),
+		noteReady:       make(chan struct{}, 1),
+	}, nil
+}
+
+// IsLeader reports whether this Elector is in a term whose
+// OnStartedLeading ctx has not been cancelled.
+func (e *Elector) IsLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.term != nil
+}
+
+// Term returns the current term, and false when not leading.
+func (e *Elector) Term() (Term, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.term == nil {
+		return Term{}, false
+	}
+	return *e.term, true
+}
+
+// Leader returns the holder identity last observed ("" for none, or
+// before the Lease has been read).
+func (e *Elector) Leader() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leader
+}
+
+// Observe follows the Lease without campaigning, calling OnNewLeader on
+// every change of holder, until ctx ends. It returns nil then.
+func (e *Elector) Observe(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("election: Run or Observe is already running")
+	}
+	defer e.running.Store(false)
+	stop := e.startBackground(ctx)
+	<-ctx.Done()
+	stop()
+	return nil
+}
+
+// Run campaigns for the Lease and leads for one term. It returns nil when
+// ctx ends (after the term, if one had started, has wound down),
+// ErrLeadershipLost or ErrHandedOver when the term ends otherwise, or an
+// error for a Config unfit to run. Run returns only once OnStartedLeading
+// has returned; it may be called again afterwards to campaign for a new
+// term.
+func (e *Elector) Run(ctx context.Context) error {
+	if e.cfg.Callbacks.OnStartedLeading == nil {
+		return errors.New("election: Callbacks.OnStartedLeading must be set to Run")
+	}
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("election: Run or Observe is already running")
+	}
+	defer e.running.Store(false)
+	// The watch outlives ctx: a leader winding down keeps renewing.
+	stop := e.startBackground(context.WithoutCancel(ctx))
+	defer stop()
+	term, sent, err := e.campaign(ctx)
+	if err != nil {
+		return nil // ctx ended before a term began
+	}
+	return e.lead(ctx, term, sent)
+}
+
+// startBackground starts the watch and the OnNewLeader delivery; the
+// returned func stops them and waits for them to exit.
+func (e *Elector) startBackground(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { e.watchLoop(ctx) })
+	wg.Go(func() { e.notifyLoop(ctx) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// campaign waits until decide says to take the Lease and a take succeeds.
+// It returns the new term and the time its acquiring request was sent, or
+// ctx's error.
+func (e *Elector) campaign(ctx context.Context) (Term, time.Time, error) {
+	e.log.Info("campaigning")
+	var (
+		notBefore time.Time // after a failure, wait RetryPeriod
+		conflicts int
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return Term{}, time.Time{}, err
+		}
+		obs, changed := e.snapshot()
+		now := e.clock.Now()
+		d := decide(e.cfg.Identity, obs, now)
+		if d.act != actWait && now.Before(notBefore) {
+			d = decision{act: actWait, at: notBefore, why: "backing off after a failure"}
+		}
+		if d.act != actWait {
+			e.log.Debug("taking lease", "action", d.act, "why", d.why)
+			term, sent, err := e.acquire(ctx, obs, d.act)
+			switch {
+			case err == nil && e.clock.Since(sent) < e.cfg.RenewDeadline:
+				return term, sent, nil
+			case err == nil:
+				// Acknowledged too late to lead safely; the record names
+				// this identity and expires like anyone's.
+				e.log.Warn("lease acquired after renewDeadline, not leading")
+				notBefore = e.clock.Now().Add(e.cfg.RetryPeriod)
+			case ctx.Err() != nil:
+				return Term{}, time.Time{}, ctx.Err()
+			case (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && conflicts < 3:
+				// Someone wrote first: read what they wrote and decide again.
+				conflicts++
+				e.log.Debug("lease changed under us", "err", err)
+				if _, err := e.read(ctx); err != nil {
+					notBefore = e.clock.Now().Add(e.cfg.RetryPeriod)
+				}
+			default:
+				e.log.Warn("taking lease failed", "action", d.act, "err", err)
+				conflicts = 0
+				notBefore = e.clock.Now().Add(e.cfg.RetryPeriod)
+			}
+			continue
+		}
+		conflicts = 0
+		e.log.Debug("waiting", "why", d.why, "until", d.at)
+		var timer clock.Timer
+		var fire <-chan time.Time
+		if !d.at.IsZero() {
+			timer = e.clock.NewTimer(d.at.Sub(now))
+			fire = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-fire:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// acquire creates or takes over the Lease observed as obs.
+func (e *Elector) acquire(ctx context.Context, obs observation, act action) (Term, time.Time, error) {
+	rctx, cancel := e.contextFor(ctx, e.cfg.RenewDeadline)
+	defer cancel()
+	sent := e.clock.Now()
+	var (
+		got *coordinationv1.Lease
+		err error
+	)
+	if act == actCreate {
+		got, err = e.leases.Create(rctx, createRecord(e.cfg.Namespace, e.cfg.Name, e.cfg.Identity, e.durationSeconds, sent), metav1.CreateOptions{})
+	} else {
+		got, err = e.leases.Update(rctx, acquireRecord(obs.lease, e.cfg.Identity, e.durationSeconds, sent), metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return Term{}, time.Time{}, err
+	}
+	e.setObserved(got, got.ResourceVersion)
+	return Term{
+		Identity:     e.cfg.Identity,
+		FencingToken: int64(transitionsOf(got)),
+		AcquiredAt:   sent,
+	}, sent, nil
+}
+
+// renewResult is the outcome of one renewal request.
+type renewResult struct {
+	sent  time.Time
+	lease *coordinationv1.Lease // the renewed Lease, on success
+	fresh *coordinationv1.Lease // the Lease read after a conflict
+	err   error
+}
+
+// lead runs one term that began with a request sent at sent: it starts
+// OnStartedLeading, renews every RetryPeriod, and ends the term
+//   - at once, when leadership may be lost: no renewal sent in the last
+//     RenewDeadline has succeeded, or the Lease names another holder;
+//   - gracefully, when ctx ends or spec.preferredHolder names another
+//     contender: OnStartedLeading's ctx is cancelled, the Lease is still
+//     renewed until OnStartedLeading returns, then released (always for a
+//     handover, with ReleaseOnCancel when ctx ended).
+func (e *Elector) lead(ctx context.Context, term Term, sent time.Time) error {
+	leadCtx, cancelLead := context.WithCancel(ctx)
+	defer cancelLead()
+	e.mu.Lock()
+	e.term = &term
+	e.mu.Unlock()
+	e.log.Info("started leading", "fencingToken", term.FencingToken)
+
+	callbackDone := make(chan struct{})
+	go func() {
+		defer close(callbackDone)
+		e.cfg.Callbacks.OnStartedLeading(leadCtx, term)
+	}()
+
+	// Renewals go on while a cancelled ctx winds down.
+	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReqs()
+
+	var (
+		validUntil     = sent.Add(e.cfg.RenewDeadline)
+		nextRenew      = sent.Add(e.cfg.RetryPeriod)
+		results        = make(chan renewResult, 1)
+		inflight       bool
+		stopping       bool // leadCtx cancelled on purpose, Lease still held
+		release        bool
+		lost           bool
+		callbackReturn bool
+		result         error
+	)
+	endTerm := func() {
+		e.mu.Lock()
+		e.term = nil
+		e.mu.Unlock()
+		cancelLead()
+	}
+	stop := func(reason error, rel bool, why string) {
+		stopping, result, release = true, reason, rel
+		endTerm()
+		e.log.Info("stopping leading", "why", why, "release", rel)
+	}
+	for {
+		now := e.clock.Now()
+		obs, changed := e.snapshot()
+		if !now.Before(validUntil) {
+			lost = true
+			e.log.Warn("leadership may be lost: no renewal succeeded within renewDeadline", "lastValidUntil", validUntil)
+		} else if h := holderOf(obs.lease); h != e.cfg.Identity {
+			lost = true
+			e.log.Warn("leadership lost: lease now held by another", "holder", h, "exists", obs.lease != nil)
+		}
+		if lost {
+			endTerm()
+			result = ErrLeadershipLost
+			break
+		}
+		if !stopping {
+			if p := preferredOf(obs.lease); p != "" && p != e.cfg.Identity {
+				stop(ErrHandedOver, true, "preferred holder is "+p)
+			} else if ctx.Err() != nil {
+				stop(nil, e.cfg.ReleaseOnCancel, "context ended")
+			}
+		}
+		if stopping && callbackReturn && !inflight {
+			break
+		}
+		if !inflight && !now.Before(nextRenew) {
+			inflight = true
+			base, until := obs.lease.DeepCopy(), validUntil
+			go func() { results <- e.renew(reqCtx, base, now, until) }()
+		}
+
+		deadline := e.clock.NewTimer(validUntil.Sub(now))
+		var renewTimer clock.Timer
+		var renewC <-chan time.Time
+		if !inflight {
+			renewTimer = e.clock.NewTimer(nextRenew.Sub(now))
+			renewC = renewTimer.C()
+		}
+		var done, cb <-chan struct{}
+		if !stopping {
+			done = ctx.Done()
+		}
+		if !callbackReturn {
+			cb = callbackDone
+		}
+		select {
+		case <-deadline.C():
+		case <-renewC:
+		case <-changed:
+		case <-done:
+		case <-cb:
+			callbackReturn = true
+		case r := <-results:
+			inflight = false
+			switch {
+			case r.err == nil:
+				e.setObserved(r.lease, r.lease.ResourceVersion)
+				if v := r.sent.Add(e.cfg.RenewDeadline); v.After(validUntil) {
+					validUntil = v
+				}
+				nextRenew = r.sent.Add(e.cfg.RetryPeriod)
+			case r.fresh != nil:
+				// Changed under us (a label, preferredHolder, or a new
+				// holder): look at it above, and retry at once if still ours.
+				e.setObserved(r.fresh, r.fresh.ResourceVersion)
+				nextRenew = r.sent
+			default:
+				e.log.Warn("renewing lease failed", "err", r.err)
+				nextRenew = r.sent.Add(e.cfg.RetryPeriod)
+			}
+		}
+		deadline.Stop()
+		if renewTimer != nil {
+			renewTimer.Stop()
+		}
+	}
+
+	if inflight {
+		if lost {
+			cancelReqs()
+		}
+		if r := <-results; r.err == nil && !lost {
+			e.setObserved(r.lease, r.lease.ResourceVersion)
+		}
+	}
+	if !callbackReturn {
+		<-callbackDone
+	}
+	if release && !lost {
+		e.release(context.WithoutCancel(ctx))
+	}
+	e.log.Info("stopped leading", "fencingToken", term.FencingToken, "result", result)
+	if e.cfg.Callbacks.OnStoppedLeading != nil {
+		e.cfg.Callbacks.OnStoppedLeading()
+	}
+	return result
+}
+
+// renew sends one renewal of base, giving up at validUntil.
+func (e *Elector) renew(ctx context.Context, base *coordinationv1.Lease, sent, validUntil time.Time) renewResult {
+	rctx, cancel := e.contextFor(ctx, validUntil.Sub(sent))
+	defer cancel()
+	got, err := e.leases.Update(rctx, renewRecord(base, e.cfg.Identity, e.durationSeconds, sent), metav1.UpdateOptions{})
+	if err == nil {
+		return renewResult{sent: sent, lease: got}
+	}
+	r := renewResult{sent: sent, err: err}
+	if apierrors.IsConflict(err) {
+		if fresh, gerr := e.leases.Get(rctx, e.cfg.Name, metav1.GetOptions{}); gerr == nil {
+			r.fresh = fresh
+		}
+	}
+	return r
+}
+
+// release gives the Lease up if it still names this identity, retrying on
+// conflict (with a renewal that raced it, or a metadata change) for at most
+// RenewDeadline.
+func (e *Elector) release(ctx context.Context) {
+	ctx, cancel := e.contextFor(ctx, e.cfg.RenewDeadline)
+	defer cancel()
+	obs, _ := e.snapshot()
+	cur := obs.lease
+	for range 5 {
+		if holderOf(cur) != e.cfg.Identity {
+			return
+		}
+		got, err := e.leases.Update(ctx, releaseRecord(cur, e.clock.Now()), metav1.UpdateOptions{})
+		if err == nil {
+			e.setObserved(got, got.ResourceVersion)
+			e.log.Info("released lease")
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			e.log.Warn("releasing lease failed", "err", err)
+			return
+		}
+		if cur, err = e.leases.Get(ctx, e.cfg.Name, metav1.GetOptions{}); err != nil {
+			e.log.Warn("releasing lease failed", "err", err)
+			return
+		}
+	}
+}
+
+// contextFor returns a child of ctx cancelled after d on e's clock.
+func (e *Elector) contextFor(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	t := e.clock.NewTimer(d)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-t.C():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// sleep waits d on e's clock, or until ctx ends.
+func (e *Elector) sleep(ctx context.Context, d time.Duration) {
+	t := e.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-ctx.Done():
+	}
+}
