@@ -198,7 +198,7 @@ current-context: leasehold
 }
 
 func TestKubectlExplain(t *testing.T) {
-	run, _ := kubectlEnv(t, registry.All())
+	run, _ := kubectlEnv(t, testResources())
 	tests := []struct {
 		args []string
 		want []string
@@ -208,6 +208,12 @@ func TestKubectlExplain(t *testing.T) {
 		{[]string{"explain", "namespace.status"}, []string{"KIND:       Namespace", "phase\t<string>", "enum: Active, Terminating", "conditions\t<[]NamespaceCondition>"}},
 		{[]string{"explain", "leases.spec.holderIdentity"}, []string{"FIELD: holderIdentity <string>", "identity of the holder"}},
 		{[]string{"explain", "ns.metadata.ownerReferences"}, []string{"FIELD: ownerReferences <[]OwnerReference>", "controller\t<boolean>"}},
+		{[]string{"explain", "node.spec.taints"}, []string{"FIELD: taints <[]Taint>", "effect\t<string> -required-", "enum: NoExecute, NoSchedule, PreferNoSchedule"}},
+		{[]string{"explain", "node.status.conditions"}, []string{"lastHeartbeatTime\t<string>", "type\t<string> -required-"}},
+		{[]string{"explain", "events.regarding", "--api-version=events.k8s.io/v1"}, []string{"GROUP:      events.k8s.io", "FIELD: regarding <ObjectReference>"}},
+		{[]string{"explain", "clusterrole.rules"}, []string{"verbs\t<[]string> -required-"}},
+		{[]string{"explain", "leasecandidate.spec"}, []string{"VERSION:    v1beta1", "leaseName\t<string> -required-"}},
+		{[]string{"explain", "subjectaccessreview.spec"}, []string{"resourceAttributes\t<ResourceAttributes>"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

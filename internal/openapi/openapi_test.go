@@ -18,7 +18,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -699,5 +703,52 @@ func BenchmarkNew(b *testing.B) {
 		if _, err := New(rs, version.Info{GitVersion: "v1.32.0"}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestDefinitionsDriveServerSideApply feeds Definitions to apimachinery's
+// type converter, as an API server does for server-side apply, and checks
+// that list types come through: ownerReferences merge by uid.
+func TestDefinitionsDriveServerSideApply(t *testing.T) {
+	d := newTestDocuments(t)
+	tc, err := managedfields.NewTypeConverter(d.Definitions(), false)
+	if err != nil {
+		t.Fatalf("NewTypeConverter: %v", err)
+	}
+	lease := func(holder string, owners ...string) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+			ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: "kube-node-lease"},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder},
+		}
+		for _, uid := range owners {
+			l.OwnerReferences = append(l.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "n1", UID: types.UID(uid)})
+		}
+		return l
+	}
+	live, err := tc.ObjectToTyped(lease("a", "u1"))
+	if err != nil {
+		t.Fatalf("ObjectToTyped: %v", err)
+	}
+	applied, err := tc.ObjectToTyped(lease("b", "u2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := live.Merge(applied)
+	if err != nil {
+		t.Fatalf("Merge: %v", err)
+	}
+	obj, err := tc.TypedToObject(merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := obj.(*unstructured.Unstructured)
+	owners, _, _ := unstructured.NestedSlice(u.Object, "metadata", "ownerReferences")
+	if len(owners) != 2 {
+		t.Errorf("merged ownerReferences = %v, want both (a map keyed by uid, not atomic)", owners)
+	}
+	holder, _, _ := unstructured.NestedString(u.Object, "spec", "holderIdentity")
+	if holder != "b" {
+		t.Errorf("holderIdentity = %q, want b", holder)
 	}
 }
