@@ -22,6 +22,7 @@ var Namespaces = &Resource{
 	Kind:              "Namespace",
 	ShortNames:        []string{"ns"},
 	NameRule:          apivalidation.ValidateNamespaceName,
+	Verbs:             []string{"create", "delete", "get", "list", "patch", "update", "watch"},
 	StatusSubresource: true,
 	New:               func() runtime.Object { return &corev1.Namespace{} },
 	NewList:           func() runtime.Object { return &corev1.NamespaceList{} },

@@ -23,9 +23,6 @@ var Scheme = runtime.NewScheme()
 // Codecs serializes to and from JSON, YAML and protobuf, strictly when asked.
 var Codecs = serializer.NewCodecFactory(Scheme, serializer.EnableStrict)
 
-// ParameterCodec decodes query parameters into option structs.
-var ParameterCodec = runtime.NewParameterCodec(Scheme)
-
 func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		coordinationv1.AddToScheme,

@@ -37,7 +37,7 @@ func (z *zapSlog) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Chec
 // port for gRPC and HTTP on loopback, and the simple auth token (auth is off).
 var quiet = map[string]bool{
 	"Running http and grpc server on single port. This is not recommended for production.": true,
-	"simple token is not cryptographically signed": true,
+	"simple token is not cryptographically signed":                                         true,
 }
 
 func (z *zapSlog) Write(e zapcore.Entry, fields []zapcore.Field) error {

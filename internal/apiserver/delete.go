@@ -1,0 +1,225 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/leasehold/leasehold/internal/registry"
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+func (s *Server) deleteOptions(req *request) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	body, err := s.readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > 0 {
+		if _, err := decodeBody(req.r.Header.Get("Content-Type"), body, opts, metav1.SchemeGroupVersion.WithKind("DeleteOptions"), false); err != nil {
+			// Older clients label the options with their own group.
+			if _, _, err2 := registry.Codecs.UniversalDeserializer().Decode(body, nil, opts); err2 != nil {
+				return nil, err
+			}
+		}
+	} else if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	if _, err := parseWriteOptions(req, opts.DryRun, "", ""); err != nil {
+		return nil, err
+	}
+	if opts.OrphanDependents != nil && opts.PropagationPolicy != nil {
+		return nil, badRequest("OrphanDependents and DeletionPropagation cannot be both set")
+	}
+	if p := opts.PropagationPolicy; p != nil {
+		switch *p {
+		case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan:
+		default:
+			return nil, badRequest("DeletionPropagation must be one of %q, %q or %q", metav1.DeletePropagationForeground, metav1.DeletePropagationBackground, metav1.DeletePropagationOrphan)
+		}
+	}
+	return opts, nil
+}
+
+func checkPreconditions(p *metav1.Preconditions, obj runtime.Object, gr schema.GroupResource) error {
+	if p == nil {
+		return nil
+	}
+	m, _ := meta.Accessor(obj)
+	if p.UID != nil && *p.UID != m.GetUID() {
+		return apierrors.NewConflict(gr, m.GetName(), fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
+		return apierrors.NewConflict(gr, m.GetName(), fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
+	}
+	return nil
+}
+
+func (s *Server) delete(req *request) error {
+	opts, err := s.deleteOptions(req)
+	if err != nil {
+		return err
+	}
+	if _, err := s.negotiate(req.r); err != nil {
+		return err
+	}
+	obj, deleted, err := s.deleteOne(req, req.info.namespace, req.info.name, opts)
+	if err != nil {
+		return err
+	}
+	if !deleted {
+		return s.respond(req, http.StatusOK, obj)
+	}
+	m, _ := meta.Accessor(obj)
+	st := &metav1.Status{Status: metav1.StatusSuccess, Details: &metav1.StatusDetails{
+		Name: m.GetName(), Group: req.res.GroupVersion.Group, Kind: req.res.Name, UID: m.GetUID(),
+	}}
+	st.Kind, st.APIVersion = "Status", "v1"
+	e, _ := s.negotiate(req.r)
+	if e.as != "" {
+		e = s.negotiateOrJSON(req.r)
+	}
+	s.writeObject(req.w, req.r, http.StatusOK, e, st, coreV1)
+	return nil
+}
+
+// deleteOne deletes an object or, when finalizers must run first (its own,
+// the namespace's, or those the propagation policy asks the garbage
+// collector for), marks it deleted and leaves it to them. deleted says
+// whether the object is gone.
+func (s *Server) deleteOne(req *request, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	key := req.kind.Key(namespace, name)
+	dryRun := len(opts.DryRun) > 0
+	var addFinalizers []string
+	if s.cfg.GarbageCollection {
+		switch policy(opts) {
+		case metav1.DeletePropagationForeground:
+			addFinalizers = []string{metav1.FinalizerDeleteDependents}
+		case metav1.DeletePropagationOrphan:
+			addFinalizers = []string{metav1.FinalizerOrphanDependents}
+		}
+	}
+	var gone runtime.Object
+	var deleted bool
+	out, err := req.kind.Update(req.ctx, key, store.UpdateOptions{DryRun: dryRun}, func(cur runtime.Object) (runtime.Object, error) {
+		if err := checkPreconditions(opts.Preconditions, cur, req.gr); err != nil {
+			return nil, err
+		}
+		cm, _ := meta.Accessor(cur)
+		finalizers := cm.GetFinalizers()
+		ns, isNamespace := cur.(*corev1.Namespace)
+		pending := len(finalizers) > 0 || (isNamespace && len(ns.Spec.Finalizers) > 0)
+		for _, f := range addFinalizers {
+			if !slices.Contains(finalizers, f) {
+				pending = true
+			}
+		}
+		if !pending {
+			gone, deleted = cur, true
+			return nil, errDeleteNow
+		}
+		deleted = false
+		obj := cur.DeepCopyObject()
+		m, _ := meta.Accessor(obj)
+		if m.GetDeletionTimestamp() == nil {
+			now := metav1.NewTime(s.clock.Now())
+			m.SetDeletionTimestamp(&now)
+			zero := int64(0)
+			m.SetDeletionGracePeriodSeconds(&zero)
+		}
+		for _, f := range addFinalizers {
+			if !slices.Contains(m.GetFinalizers(), f) {
+				m.SetFinalizers(append(m.GetFinalizers(), f))
+			}
+		}
+		if isNamespace {
+			obj.(*corev1.Namespace).Status.Phase = corev1.NamespaceTerminating
+		}
+		return obj, nil
+	})
+	switch {
+	case err == errDeleteNow:
+		rv := resourceVersionOf(gone)
+		obj, err := req.kind.Delete(req.ctx, key, dryRun, func(cur runtime.Object) error {
+			if resourceVersionOf(cur) != rv {
+				return store.ErrConflict
+			}
+			return nil
+		})
+		if err == store.ErrConflict {
+			return s.deleteOne(req, namespace, name, opts)
+		}
+		return obj, err == nil, err
+	case err != nil:
+		return nil, false, err
+	}
+	return out, deleted, nil
+}
+
+// errDeleteNow tells deleteOne's update function found nothing to wait for.
+var errDeleteNow = fmt.Errorf("delete now")
+
+func resourceVersionOf(obj runtime.Object) string {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return m.GetResourceVersion()
+}
+
+func policy(opts *metav1.DeleteOptions) metav1.DeletionPropagation {
+	if opts.PropagationPolicy != nil {
+		return *opts.PropagationPolicy
+	}
+	if opts.OrphanDependents != nil {
+		if *opts.OrphanDependents {
+			return metav1.DeletePropagationOrphan
+		}
+		return metav1.DeletePropagationBackground
+	}
+	return metav1.DeletePropagationBackground
+}
+
+func (s *Server) deleteCollection(req *request) error {
+	opts, err := s.deleteOptions(req)
+	if err != nil {
+		return err
+	}
+	lo, err := listOptions(req)
+	if err != nil {
+		return err
+	}
+	pred, err := filter(req.res, lo.LabelSelector, lo.FieldSelector)
+	if err != nil {
+		return err
+	}
+	result, err := req.kind.List(req.ctx, store.ListOptions{Namespace: req.info.namespace, Filter: pred})
+	if err != nil {
+		return err
+	}
+	var items []runtime.Object
+	for _, obj := range result.Items {
+		m, _ := meta.Accessor(obj)
+		out, _, err := s.deleteOne(req, m.GetNamespace(), m.GetName(), opts)
+		if err == store.ErrNotFound {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		items = append(items, out)
+	}
+	list := req.res.NewList()
+	if err := meta.SetList(list, items); err != nil {
+		return err
+	}
+	return s.respond(req, http.StatusOK, list)
+}

@@ -1,0 +1,182 @@
+package apiserver
+
+import (
+	"bytes"
+	"fmt"
+	"mime"
+	"net/http"
+	"reflect"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/leasehold/leasehold/internal/registry"
+)
+
+var (
+	coreV1 = schema.GroupVersion{Version: "v1"}
+	metaV1 = metav1.SchemeGroupVersion
+)
+
+// Media types leasehold reads and writes.
+const (
+	mediaJSON     = runtime.ContentTypeJSON
+	mediaYAML     = runtime.ContentTypeYAML
+	mediaProtobuf = runtime.ContentTypeProtobuf
+)
+
+// encoding is the negotiated response format: a serializer and, for the
+// meta.k8s.io transformations, what to turn objects into first.
+type encoding struct {
+	info      runtime.SerializerInfo
+	mediaType string // the Content-Type written
+	pretty    bool
+	// as is "", "Table", "PartialObjectMetadata" or
+	// "PartialObjectMetadataList".
+	as string
+}
+
+func serializerFor(mediaType string) (runtime.SerializerInfo, bool) {
+	return runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), mediaType)
+}
+
+// negotiate reads the Accept header the way kube-apiserver does: the first
+// acceptable entry wins; wildcards mean JSON; as=Table and
+// as=PartialObjectMetadata[List] with g=meta.k8s.io turn objects into those
+// forms.
+func (s *Server) negotiate(r *http.Request) (encoding, error) {
+	pretty := wantPretty(r)
+	accept := r.Header.Get("Accept")
+	if accept == "" {
+		info, _ := serializerFor(mediaJSON)
+		return encoding{info: info, mediaType: mediaJSON, pretty: pretty}, nil
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case "*/*", "application/*":
+			mt = mediaJSON
+		}
+		info, ok := serializerFor(mt)
+		if !ok {
+			continue
+		}
+		e := encoding{info: info, mediaType: mt, pretty: pretty}
+		if as := params["as"]; as != "" {
+			if params["g"] != metav1.GroupName || (params["v"] != "v1" && params["v"] != "v1beta1") {
+				continue
+			}
+			switch as {
+			case "Table", "PartialObjectMetadata", "PartialObjectMetadataList":
+			default:
+				continue
+			}
+			e.as = as
+			e.mediaType = fmt.Sprintf("%s;as=%s;v=v1;g=%s", mt, as, metav1.GroupName)
+		}
+		return e, nil
+	}
+	return encoding{}, notAcceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf")
+}
+
+// negotiateOrJSON is negotiate for error responses: they are always
+// written, in JSON when nothing else is acceptable.
+func (s *Server) negotiateOrJSON(r *http.Request) encoding {
+	e, err := s.negotiate(r)
+	if err != nil || e.as != "" {
+		info, _ := serializerFor(mediaJSON)
+		mt := mediaJSON
+		if err == nil {
+			info, mt = e.info, e.info.MediaType
+		}
+		return encoding{info: info, mediaType: mt, pretty: wantPretty(r)}
+	}
+	return e
+}
+
+func wantPretty(r *http.Request) bool {
+	if p := r.URL.Query().Get("pretty"); p != "" {
+		return p == "true" || p == "1"
+	}
+	ua := r.UserAgent()
+	return strings.HasPrefix(ua, "curl") || strings.HasPrefix(ua, "Wget")
+}
+
+// encode serializes obj as gv in e's format. obj is shallow-copied first:
+// encoding sets apiVersion and kind on the object, and objects from the
+// watch cache are shared.
+func encode(e encoding, obj runtime.Object, gv schema.GroupVersion) ([]byte, error) {
+	ser := e.info.Serializer
+	if e.pretty && e.info.PrettySerializer != nil {
+		ser = e.info.PrettySerializer
+	}
+	var buf bytes.Buffer
+	enc := runtime.WithVersionEncoder{Version: gv, Encoder: ser, ObjectTyper: registry.Scheme}
+	if err := enc.Encode(shallowCopy(obj), &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e encoding, obj runtime.Object, gv schema.GroupVersion) {
+	data, err := encode(e, obj, gv)
+	if err != nil {
+		s.log.Error("encoding response", "err", err, "path", r.URL.Path)
+		http.Error(w, "encoding response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", e.mediaType)
+	w.WriteHeader(code)
+	w.Write(data)
+}
+
+// shallowCopy returns a new top-level struct with the same field values.
+func shallowCopy(obj runtime.Object) runtime.Object {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return obj
+	}
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	return c.Interface().(runtime.Object)
+}
+
+// decodeBody decodes a request body of the resource's kind. strict reports
+// unknown and duplicate fields as a strict decoding error.
+func decodeBody(contentType string, body []byte, into runtime.Object, gvk schema.GroupVersionKind, strict bool) (runtime.Object, error) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || contentType == "" {
+		mt = mediaJSON
+	}
+	info, ok := serializerFor(mt)
+	if !ok {
+		return nil, unsupportedMediaType(mt)
+	}
+	dec := runtime.Decoder(info.Serializer)
+	if strict && info.StrictSerializer != nil {
+		dec = info.StrictSerializer
+	}
+	obj, got, err := dec.Decode(body, &gvk, into)
+	if err != nil && !runtime.IsStrictDecodingError(err) {
+		if got != nil && got.Kind != "" && (got.Kind != gvk.Kind || got.GroupVersion() != gvk.GroupVersion()) {
+			return nil, kindMismatch(*got, gvk)
+		}
+		return nil, badRequest("error decoding request body: %v", err)
+	}
+	if got != nil && (got.Kind != gvk.Kind || got.GroupVersion() != gvk.GroupVersion()) {
+		return nil, kindMismatch(*got, gvk)
+	}
+	return obj, err
+}
+
+func kindMismatch(got, want schema.GroupVersionKind) error {
+	if got.GroupVersion() != want.GroupVersion() {
+		return badRequest("the API version in the data (%s) does not match the expected API version (%s)", got.GroupVersion(), want.GroupVersion())
+	}
+	return badRequest("the kind in the data (%s) does not match the expected kind (%s)", got.Kind, want.Kind)
+}

@@ -1,0 +1,94 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+// statusFor is the one place an error becomes a metav1.Status: the code,
+// reason, message and details kube-apiserver gives for the same failure,
+// which client-go's apierrors.IsNotFound, IsConflict, IsAlreadyExists,
+// IsInvalid, IsGone and friends depend on. gr and name describe the object
+// the request was about (empty for collections).
+func statusFor(err error, gr schema.GroupResource, name string) *metav1.Status {
+	var api apierrors.APIStatus
+	switch {
+	case errors.As(err, &api):
+		s := api.Status()
+		return &s
+	case errors.Is(err, store.ErrNotFound):
+		return status(apierrors.NewNotFound(gr, name))
+	case errors.Is(err, store.ErrExists):
+		return status(apierrors.NewAlreadyExists(gr, name))
+	case errors.Is(err, store.ErrConflict):
+		return status(apierrors.NewConflict(gr, name, errors.New(conflictMessage)))
+	case errors.Is(err, store.ErrCompacted):
+		return status(apierrors.NewResourceExpired("too old resource version: " + err.Error()))
+	case errors.Is(err, store.ErrInvalidContinue):
+		return status(apierrors.NewBadRequest(err.Error()))
+	case errors.Is(err, store.ErrTooLargeResourceVersion):
+		return status(apierrors.NewTooManyRequestsError("Too large resource version"))
+	case errors.Is(err, context.DeadlineExceeded):
+		return status(apierrors.NewTimeoutError("request did not complete within the allowed duration", 1))
+	default:
+		return status(apierrors.NewInternalError(err))
+	}
+}
+
+// conflictMessage is Kubernetes' wording for a stale resourceVersion.
+const conflictMessage = "the object has been modified; please apply your changes to the latest version and try again"
+
+func status(err *apierrors.StatusError) *metav1.Status {
+	s := err.Status()
+	return &s
+}
+
+// writeError answers with the Status for err in the negotiated format.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, gr schema.GroupResource, name string) {
+	st := statusFor(err, gr, name)
+	if st.Code == http.StatusInternalServerError {
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	s.writeStatus(w, r, st)
+}
+
+func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, st *metav1.Status) {
+	st.Kind, st.APIVersion = "Status", "v1"
+	if st.Status == "" {
+		st.Status = metav1.StatusFailure
+	}
+	if st.Code == http.StatusTooManyRequests && st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(st.Details.RetryAfterSeconds))
+	}
+	enc := s.negotiateOrJSON(r)
+	s.writeObject(w, r, int(st.Code), enc, st, coreV1)
+}
+
+// badRequest, unsupportedMediaType and friends build the Statuses that have
+// no constructor in apierrors.
+func badRequest(format string, args ...any) error {
+	return apierrors.NewBadRequest(fmt.Sprintf(format, args...))
+}
+
+func unsupportedMediaType(contentType string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s", contentType),
+	}}
+}
+
+func notAcceptable(accepted string) error {
+	return apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "", schema.GroupResource{}, "", "only the following media types are accepted: "+accepted, 0, false)
+}
+
+func methodNotAllowed(method string) error {
+	return apierrors.NewMethodNotSupported(schema.GroupResource{}, method)
+}

@@ -1,0 +1,600 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/leasehold/leasehold/internal/registry"
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+// request is one resource request being served.
+type request struct {
+	w    http.ResponseWriter
+	r    *http.Request
+	ctx  context.Context
+	info requestInfo
+	res  *registry.Resource
+	kind *store.Kind
+	gr   schema.GroupResource
+	// warnings go out in Warning headers before the body.
+	warnings []string
+}
+
+func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
+	res, ok := info.lookup()
+	if !ok {
+		s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")
+		return
+	}
+	req := &request{w: w, r: r, ctx: r.Context(), info: info, res: res, kind: s.kinds[res], gr: res.GroupResource()}
+	switch {
+	case res.Namespaced && info.namespace == "" && info.verb != "list" && info.verb != "watch" && info.verb != "deletecollection" && !(res.Virtual && info.verb == "create"),
+		!res.Namespaced && info.namespace != "",
+		info.subresource != "" && !slices.ContainsFunc(subresources(res), func(sr subresource) bool { return sr.name == info.subresource }):
+		s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")
+		return
+	}
+	verbs := res.AllVerbs()
+	if info.subresource != "" {
+		for _, sr := range subresources(res) {
+			if sr.name == info.subresource {
+				verbs = sr.verbs
+			}
+		}
+	}
+	if !slices.Contains(verbs, info.verb) {
+		s.writeError(w, r, methodNotAllowed(r.Method), req.gr, info.name)
+		return
+	}
+	var err error
+	switch info.verb {
+	case "get":
+		err = s.get(req)
+	case "list":
+		err = s.list(req)
+	case "watch":
+		err = s.watch(req)
+	case "create":
+		err = s.create(req)
+	case "update":
+		err = s.update(req)
+	case "patch":
+		err = s.patch(req)
+	case "delete":
+		err = s.delete(req)
+	case "deletecollection":
+		err = s.deleteCollection(req)
+	default:
+		err = methodNotAllowed(r.Method)
+	}
+	if err != nil {
+		s.writeError(w, r, err, req.gr, info.name)
+	}
+}
+
+// respond writes obj (or its Table or metadata form) with code.
+func (s *Server) respond(req *request, code int, obj runtime.Object) error {
+	e, err := s.negotiate(req.r)
+	if err != nil {
+		return err
+	}
+	for _, wmsg := range req.warnings {
+		req.w.Header().Add("Warning", fmt.Sprintf("299 - %q", wmsg))
+	}
+	gv := req.res.GroupVersion
+	switch e.as {
+	case "Table":
+		obj, err = s.table(req, e, obj)
+		if err != nil {
+			return err
+		}
+		gv = metaV1
+	case "PartialObjectMetadata", "PartialObjectMetadataList":
+		obj, err = partialMetadata(obj, e.as)
+		if err != nil {
+			return err
+		}
+		gv = metaV1
+	}
+	s.writeObject(req.w, req.r, code, e, obj, gv)
+	return nil
+}
+
+func (s *Server) get(req *request) error {
+	var opts metav1.GetOptions
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+		return badRequest("%v", err)
+	}
+	key := req.kind.Key(req.info.namespace, req.info.name)
+	var obj runtime.Object
+	var err error
+	if opts.ResourceVersion == "0" {
+		obj, err = req.kind.Cached(key)
+	} else {
+		obj, err = req.kind.Get(req.ctx, key)
+	}
+	if err != nil {
+		return err
+	}
+	return s.respond(req, http.StatusOK, obj)
+}
+
+// listOptions decodes and checks list and watch parameters as
+// kube-apiserver does.
+func listOptions(req *request) (*metainternalversion.ListOptions, error) {
+	opts := &metainternalversion.ListOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	var errs field.ErrorList
+	if opts.Continue != "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+		errs = append(errs, field.Forbidden(field.NewPath("resourceVersion"), "specifying resource version is not allowed when using continue"))
+	}
+	if opts.ResourceVersionMatch != "" {
+		switch {
+		case opts.Watch:
+			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "resourceVersionMatch is forbidden for watch"))
+		case opts.ResourceVersion == "":
+			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "resourceVersionMatch is forbidden unless resourceVersion is provided"))
+		case opts.Continue != "":
+			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "resourceVersionMatch is forbidden when continue is provided"))
+		case opts.ResourceVersionMatch != metav1.ResourceVersionMatchExact && opts.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan:
+			errs = append(errs, field.NotSupported(field.NewPath("resourceVersionMatch"), opts.ResourceVersionMatch,
+				[]string{string(metav1.ResourceVersionMatchExact), string(metav1.ResourceVersionMatchNotOlderThan), ""}))
+		case opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && opts.ResourceVersion == "0":
+			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""))
+		}
+	}
+	if opts.SendInitialEvents != nil {
+		switch {
+		case !opts.Watch:
+			errs = append(errs, field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for list"))
+		case *opts.SendInitialEvents && !opts.AllowWatchBookmarks:
+			errs = append(errs, field.Forbidden(field.NewPath("allowWatchBookmarks"), "allowWatchBookmarks must be set to true when sendInitialEvents is true"))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
+	}
+	return opts, nil
+}
+
+// filter returns the predicate of a label and field selector, or nil when
+// both are empty. Field selectors may name only the resource's fields.
+func filter(res *registry.Resource, ls labels.Selector, fs fields.Selector) (func(runtime.Object) bool, error) {
+	emptyLabels := ls == nil || ls.Empty()
+	emptyFields := fs == nil || fs.Empty()
+	if emptyLabels && emptyFields {
+		return nil, nil
+	}
+	if !emptyFields {
+		known := res.ObjectFields("", "", res.New())
+		for _, req := range fs.Requirements() {
+			if _, ok := known[req.Field]; !ok {
+				return nil, badRequest("field label not supported: %s", req.Field)
+			}
+		}
+	}
+	return func(obj runtime.Object) bool {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return false
+		}
+		if !emptyLabels && !ls.Matches(labels.Set(m.GetLabels())) {
+			return false
+		}
+		return emptyFields || fs.Matches(res.ObjectFields(m.GetName(), m.GetNamespace(), obj))
+	}, nil
+}
+
+func (s *Server) list(req *request) error {
+	opts, err := listOptions(req)
+	if err != nil {
+		return err
+	}
+	pred, err := filter(req.res, opts.LabelSelector, opts.FieldSelector)
+	if err != nil {
+		return err
+	}
+	result, err := req.kind.List(req.ctx, store.ListOptions{
+		Namespace: req.info.namespace, ResourceVersion: opts.ResourceVersion, Match: opts.ResourceVersionMatch,
+		Limit: opts.Limit, Continue: opts.Continue, Filter: pred,
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrCompacted) && opts.Continue != "" {
+			return apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+		}
+		return err
+	}
+	list := req.res.NewList()
+	if err := meta.SetList(list, result.Items); err != nil {
+		return err
+	}
+	lm, _ := meta.ListAccessor(list)
+	lm.SetResourceVersion(fmt.Sprint(result.ResourceVersion))
+	lm.SetContinue(result.Continue)
+	lm.SetRemainingItemCount(result.RemainingItemCount)
+	return s.respond(req, http.StatusOK, list)
+}
+
+// readBody reads a request body within the size limit.
+func (s *Server) readBody(req *request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(req.w, req.r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", s.cfg.MaxBodyBytes))
+		}
+		return nil, badRequest("reading request body: %v", err)
+	}
+	return body, nil
+}
+
+// writeOptions are the parameters every write takes.
+type writeOptions struct {
+	dryRun          bool
+	fieldManager    string
+	fieldValidation string
+}
+
+func parseWriteOptions(req *request, dryRun []string, manager, validation string) (writeOptions, error) {
+	o := writeOptions{fieldManager: manager, fieldValidation: validation}
+	for _, d := range dryRun {
+		if d != metav1.DryRunAll {
+			return o, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "Options"}, "",
+				field.ErrorList{field.NotSupported(field.NewPath("dryRun"), d, []string{metav1.DryRunAll})})
+		}
+		o.dryRun = true
+	}
+	switch validation {
+	case "", metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict:
+	default:
+		return o, badRequest("fieldValidation must be one of %q, %q or %q; got %q", metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict, validation)
+	}
+	if len(o.fieldManager) > 128 {
+		return o, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "Options"}, "",
+			field.ErrorList{field.TooLong(field.NewPath("fieldManager"), "", 128)})
+	}
+	if o.fieldManager == "" {
+		// Kubernetes names an unnamed manager after the client.
+		o.fieldManager, _, _ = strings.Cut(req.r.UserAgent(), "/")
+	}
+	return o, nil
+}
+
+// decodeObject decodes the body into an object of the resource's kind,
+// honouring fieldValidation: Strict fails on unknown or duplicate fields,
+// Warn (the default) warns, Ignore drops them silently.
+func (s *Server) decodeObject(req *request, body []byte, validation string) (runtime.Object, error) {
+	obj, err := decodeBody(req.r.Header.Get("Content-Type"), body, req.res.New(), req.res.GroupVersionKind(), true)
+	if err != nil {
+		if !runtime.IsStrictDecodingError(err) {
+			return nil, err
+		}
+		switch validation {
+		case metav1.FieldValidationStrict:
+			return nil, badRequest("%v", err)
+		case metav1.FieldValidationIgnore:
+		default:
+			if sde, ok := err.(interface{ Errors() []error }); ok {
+				for _, e := range sde.Errors() {
+					req.warnings = append(req.warnings, e.Error())
+				}
+			}
+		}
+	}
+	return obj, nil
+}
+
+func (s *Server) create(req *request) error {
+	if req.res.Virtual {
+		return s.review(req)
+	}
+	var opts metav1.CreateOptions
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+		return badRequest("%v", err)
+	}
+	wo, err := parseWriteOptions(req, opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	if err != nil {
+		return err
+	}
+	if _, err := s.negotiate(req.r); err != nil {
+		return err
+	}
+	body, err := s.readBody(req)
+	if err != nil {
+		return err
+	}
+	obj, err := s.decodeObject(req, body, wo.fieldValidation)
+	if err != nil {
+		return err
+	}
+	if err := s.checkNamespace(req, obj); err != nil {
+		return err
+	}
+	m, _ := meta.Accessor(obj)
+	if m.GetResourceVersion() != "" {
+		return badRequest("resourceVersion should not be set on objects to be created")
+	}
+	if m.GetName() == "" && m.GetGenerateName() != "" {
+		m.SetName(m.GetGenerateName() + utilrand.String(5))
+	}
+	req.info.name = m.GetName()
+	if err := s.namespaceAccepts(req); err != nil {
+		return err
+	}
+	obj, err = s.prepareCreate(req, obj, wo.fieldManager)
+	if err != nil {
+		return err
+	}
+	created, err := req.kind.Create(req.ctx, req.kind.Key(m.GetNamespace(), m.GetName()), obj, wo.dryRun)
+	if err != nil {
+		return err
+	}
+	return s.respond(req, http.StatusCreated, created)
+}
+
+// checkNamespace fills in or checks the namespace of a body object against
+// the URL's.
+func (s *Server) checkNamespace(req *request, obj runtime.Object) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	if !req.res.Namespaced {
+		m.SetNamespace("")
+		return nil
+	}
+	switch ns := m.GetNamespace(); {
+	case ns == "":
+		m.SetNamespace(req.info.namespace)
+	case ns != req.info.namespace:
+		return badRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return nil
+}
+
+// namespaceAccepts checks, like Kubernetes' NamespaceLifecycle admission,
+// that the request's namespace exists and is not being deleted.
+func (s *Server) namespaceAccepts(req *request) error {
+	if !req.res.Namespaced {
+		return nil
+	}
+	nsKind := s.kinds[registry.Namespaces]
+	key := nsKind.Key("", req.info.namespace)
+	obj, err := nsKind.Cached(key)
+	if err != nil {
+		// Just created, perhaps, and not yet in the cache.
+		if obj, err = nsKind.Get(req.ctx, key); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return apierrors.NewNotFound(registry.Namespaces.GroupResource(), req.info.namespace)
+			}
+			return err
+		}
+	}
+	if ns := obj.(*corev1.Namespace); ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating {
+		return apierrors.NewForbidden(req.gr, req.info.name,
+			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", req.info.namespace))
+	}
+	return nil
+}
+
+// prepareCreate sets the fields the server owns, runs the resource's
+// strategy, records managed fields and validates.
+func (s *Server) prepareCreate(req *request, obj runtime.Object, manager string) (runtime.Object, error) {
+	m, _ := meta.Accessor(obj)
+	m.SetUID(uuid.NewUUID())
+	m.SetCreationTimestamp(metav1.NewTime(s.clock.Now()))
+	m.SetDeletionTimestamp(nil)
+	m.SetDeletionGracePeriodSeconds(nil)
+	m.SetSelfLink("")
+	if req.res.PrepareForCreate != nil {
+		req.res.PrepareForCreate(obj)
+	}
+	fm := s.fields[fieldManagerKey{req.res, ""}]
+	obj = fm.UpdateNoErrors(req.res.New(), obj, manager)
+	m, _ = meta.Accessor(obj)
+	errs := registry.ValidateObjectMeta(req.res, objectMeta(obj))
+	if m.GetName() == "" && m.GetGenerateName() == "" {
+		errs = field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")}
+	}
+	if req.res.Validate != nil {
+		errs = append(errs, req.res.Validate(obj)...)
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(req.res.GroupVersionKind().GroupKind(), m.GetName(), errs)
+	}
+	return obj, nil
+}
+
+// objectMeta returns the ObjectMeta struct of an object (every served kind
+// embeds one).
+func objectMeta(obj runtime.Object) *metav1.ObjectMeta {
+	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if om, ok := a.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			return om
+		}
+	}
+	return &metav1.ObjectMeta{}
+}
+
+// prepareUpdate turns a proposed object into the one to store over cur:
+// resourceVersion precondition, server-owned metadata carried over, the
+// strategy for the main resource or the subresource, managed fields (unless
+// the caller already computed them, as apply does), validation.
+func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager string, managed bool) (runtime.Object, error) {
+	nm, _ := meta.Accessor(obj)
+	cm, _ := meta.Accessor(cur)
+	switch rv := nm.GetResourceVersion(); {
+	case rv == "" && !req.res.AllowUnconditionalUpdate:
+		return nil, apierrors.NewInvalid(req.res.GroupVersionKind().GroupKind(), nm.GetName(), field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "resourceVersion"), rv, "must be specified for an update")})
+	case rv != "" && rv != cm.GetResourceVersion():
+		return nil, store.ErrConflict
+	}
+	nm.SetResourceVersion(cm.GetResourceVersion())
+	if nm.GetUID() == "" {
+		nm.SetUID(cm.GetUID())
+	}
+	nm.SetCreationTimestamp(cm.GetCreationTimestamp())
+	nm.SetDeletionTimestamp(cm.GetDeletionTimestamp())
+	nm.SetDeletionGracePeriodSeconds(cm.GetDeletionGracePeriodSeconds())
+	nm.SetGeneration(cm.GetGeneration())
+	nm.SetSelfLink("")
+	switch req.info.subresource {
+	case "status":
+		if req.res.PrepareForStatusUpdate != nil {
+			req.res.PrepareForStatusUpdate(obj, cur)
+		}
+		// Metadata other than labels and annotations stays as it was.
+		nm.SetFinalizers(cm.GetFinalizers())
+		nm.SetOwnerReferences(cm.GetOwnerReferences())
+	case "finalize":
+		ns, old := obj.(*corev1.Namespace), cur.(*corev1.Namespace)
+		finalizers := ns.Spec.Finalizers
+		*ns = *old.DeepCopy()
+		ns.Spec.Finalizers = finalizers
+	default:
+		if req.res.PrepareForUpdate != nil {
+			req.res.PrepareForUpdate(obj, cur)
+		}
+	}
+	if managed {
+		obj = s.fields[fieldManagerKey{req.res, statusOnly(req.info.subresource)}].UpdateNoErrors(cur, obj, manager)
+		nm, _ = meta.Accessor(obj)
+	}
+	errs := registry.ValidateObjectMetaUpdate(req.res, objectMeta(obj), objectMeta(cur))
+	if req.res.ValidateUpdate != nil {
+		errs = append(errs, req.res.ValidateUpdate(obj, cur)...)
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(req.res.GroupVersionKind().GroupKind(), nm.GetName(), errs)
+	}
+	return obj, nil
+}
+
+func statusOnly(sub string) string {
+	if sub == "status" {
+		return "status"
+	}
+	return ""
+}
+
+func (s *Server) update(req *request) error {
+	var opts metav1.UpdateOptions
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+		return badRequest("%v", err)
+	}
+	wo, err := parseWriteOptions(req, opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	if err != nil {
+		return err
+	}
+	if _, err := s.negotiate(req.r); err != nil {
+		return err
+	}
+	body, err := s.readBody(req)
+	if err != nil {
+		return err
+	}
+	obj, err := s.decodeObject(req, body, wo.fieldValidation)
+	if err != nil {
+		return err
+	}
+	if err := s.checkNamespace(req, obj); err != nil {
+		return err
+	}
+	m, _ := meta.Accessor(obj)
+	if m.GetName() != req.info.name {
+		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), req.info.name)
+	}
+	key := req.kind.Key(req.info.namespace, req.info.name)
+	created := false
+	out, err := req.kind.Update(req.ctx, key, store.UpdateOptions{
+		Guess:       s.guess(req.kind, key, m.GetResourceVersion()),
+		AllowCreate: req.res.AllowCreateOnUpdate && req.info.subresource == "",
+		DryRun:      wo.dryRun,
+	}, func(cur runtime.Object) (runtime.Object, error) {
+		proposed := obj.DeepCopyObject()
+		if cur == nil {
+			created = true
+			if err := s.namespaceAccepts(req); err != nil {
+				return nil, err
+			}
+			meta.NewAccessor().SetResourceVersion(proposed, "")
+			return s.prepareCreate(req, proposed, wo.fieldManager)
+		}
+		created = false
+		return s.prepareUpdate(req, proposed, cur, wo.fieldManager, true)
+	})
+	if err != nil {
+		return err
+	}
+	out, err = s.finishDeletion(req, key, out, wo.dryRun)
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	return s.respond(req, code, out)
+}
+
+// guess returns the cached object when it is at the revision the client
+// based its write on, sparing a read from etcd on the hot path.
+func (s *Server) guess(k *store.Kind, key, rv string) runtime.Object {
+	if rv == "" {
+		return nil
+	}
+	obj, err := k.Cached(key)
+	if err != nil {
+		return nil
+	}
+	if m, err := meta.Accessor(obj); err != nil || m.GetResourceVersion() != rv {
+		return nil
+	}
+	return obj
+}
+
+// finishDeletion deletes an object that is being deleted once its last
+// finalizer is gone, as Kubernetes does on the update that removes it.
+func (s *Server) finishDeletion(req *request, key string, obj runtime.Object, dryRun bool) (runtime.Object, error) {
+	m, _ := meta.Accessor(obj)
+	if m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 || dryRun {
+		return obj, nil
+	}
+	if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
+		return obj, nil
+	}
+	rv := m.GetResourceVersion()
+	_, err := req.kind.Delete(req.ctx, key, false, func(cur runtime.Object) error {
+		if cm, _ := meta.Accessor(cur); cm.GetResourceVersion() != rv {
+			return store.ErrConflict
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+		return nil, err
+	}
+	return obj, nil
+}

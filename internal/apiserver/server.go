@@ -1,0 +1,232 @@
+// Package apiserver is leasehold's Kubernetes API: the HTTP layer that turns
+// requests for the resources in internal/registry into store operations and
+// answers in the formats kubectl and client-go speak (JSON, YAML, protobuf,
+// Table, watch streams), with discovery and OpenAPI documents so clients can
+// find their way. Errors become metav1.Status in one place (errors.go).
+//
+// Request flow: route (URL grammar of kube-apiserver) → authenticate →
+// decode (body limit, content type, strict fields) → strategy (defaulting,
+// validation) → store → encode. Watches stream from the store's watch cache
+// until the client leaves, the server shuts down, or the timeout ends.
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/registry"
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+// Config configures a Server. Zero values mean defaults.
+type Config struct {
+	// Store holds the objects. Required; New registers each resource's kind
+	// with it, so call New before Store.Run.
+	Store *store.Store
+	// Authenticator identifies request senders. Required.
+	Authenticator auth.Authenticator
+	// OpenAPI serves /openapi/v2 and /openapi/v3; nil answers 404.
+	OpenAPI http.Handler
+	// Extra non-resource handlers (for example /metrics), by exact path.
+	Extra map[string]http.Handler
+	// MaxBodyBytes bounds request bodies; default 3 MiB as in Kubernetes.
+	MaxBodyBytes int64
+	// GarbageCollection says a garbage collector runs: deletions with the
+	// Orphan or Foreground policy then wait for it. Without one they are
+	// immediate.
+	GarbageCollection bool
+	// Clock for timestamps and timeouts; default the real clock.
+	Clock clock.WithTicker
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves the Kubernetes API over the store.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	clock  clock.WithTicker
+	kinds  map[*registry.Resource]*store.Kind
+	fields map[fieldManagerKey]*managedfields.FieldManager
+
+	// shutdown ends open watches when the server stops.
+	shutdown     chan struct{}
+	shutdownOnce sync.Once
+}
+
+type fieldManagerKey struct {
+	r           *registry.Resource
+	subresource string
+}
+
+// New validates cfg and returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Authenticator == nil {
+		return nil, errors.New("apiserver: Store and Authenticator are required")
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 3 << 20
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{
+		cfg: cfg, log: cfg.Logger, clock: cfg.Clock,
+		kinds:    map[*registry.Resource]*store.Kind{},
+		fields:   map[fieldManagerKey]*managedfields.FieldManager{},
+		shutdown: make(chan struct{}),
+	}
+	typeConverter := applyconfigurations.NewTypeConverter(registry.Scheme)
+	for _, r := range registry.All() {
+		if r.Virtual {
+			continue
+		}
+		s.kinds[r] = cfg.Store.Kind(r.StoragePrefix(), r.GroupVersionKind(), r.Namespaced, r.New, r.NewList)
+		subs := []string{""}
+		if r.StatusSubresource {
+			subs = append(subs, "status")
+		}
+		for _, sub := range subs {
+			fm, err := managedfields.NewDefaultFieldManager(typeConverter, registry.Scheme, registry.Scheme, registry.Scheme,
+				r.GroupVersionKind(), r.GroupVersion, sub, nil)
+			if err != nil {
+				return nil, fmt.Errorf("field manager for %s: %w", r.Name, err)
+			}
+			s.fields[fieldManagerKey{r, sub}] = fm
+		}
+	}
+	return s, nil
+}
+
+// Kind returns the storage of a resource, for in-process users.
+func (s *Server) Kind(r *registry.Resource) *store.Kind { return s.kinds[r] }
+
+// Shutdown ends open watches; in-flight requests finish on their own.
+func (s *Server) Shutdown() { s.shutdownOnce.Do(func() { close(s.shutdown) }) }
+
+// Handler returns the HTTP handler of the whole API.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(s.serveHTTP)
+}
+
+// publicPaths answer without credentials, as kube-apiserver's
+// system:public-info-viewer role allows.
+var publicPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true, "/version": true}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.clock.Now()
+	rw := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	info := parseRequest(r)
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("panic serving request", "path", r.URL.Path, "panic", p)
+			if !rw.wrote {
+				s.writeError(rw, r, fmt.Errorf("%v", p), schema.GroupResource{}, "")
+			}
+		}
+		observeRequest(info, rw.code, s.clock.Since(start))
+	}()
+	rw.Header().Set("Cache-Control", "no-cache, private")
+
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	if publicPaths[path] {
+		s.serveNonResource(rw, r, path)
+		return
+	}
+	u, ok, err := s.cfg.Authenticator.Authenticate(r)
+	if err != nil || !ok {
+		s.writeStatus(rw, r, statusFor(unauthorized(), schema.GroupResource{}, ""))
+		return
+	}
+	r = r.WithContext(auth.WithUser(r.Context(), u))
+
+	if !info.resourceRequest {
+		s.serveNonResource(rw, r, path)
+		return
+	}
+	s.serveResource(rw, r, info)
+}
+
+func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, path string) {
+	switch {
+	case path == "/healthz" || path == "/livez":
+		writeText(w, http.StatusOK, "ok")
+	case path == "/readyz":
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.cfg.Store.Check(ctx); err != nil {
+			writeText(w, http.StatusServiceUnavailable, "[-]etcd failed: "+err.Error()+"\nreadyz check failed")
+			return
+		}
+		writeText(w, http.StatusOK, "ok")
+	case path == "/version":
+		s.serveVersion(w, r)
+	case strings.HasPrefix(path, "/openapi/"):
+		if s.cfg.OpenAPI == nil {
+			s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")
+			return
+		}
+		s.cfg.OpenAPI.ServeHTTP(w, r)
+	case path == "/api" || path == "/apis" || strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/apis/"):
+		s.serveDiscovery(w, r, path)
+	default:
+		if h, ok := s.cfg.Extra[path]; ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")
+	}
+}
+
+func writeText(w http.ResponseWriter, code int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	fmt.Fprint(w, text)
+}
+
+// statusRecorder remembers the response code for metrics and logs.
+type statusRecorder struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.code, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+// Flush lets watch streams reach the client event by event.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

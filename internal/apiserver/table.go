@@ -1,0 +1,113 @@
+package apiserver
+
+import (
+	"bytes"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/leasehold/leasehold/internal/registry"
+)
+
+// table converts an object or a list into the Table kubectl prints: the
+// NAME column, the resource's own columns, and per row the object's
+// metadata (or the whole object, or nothing, per includeObject).
+func (s *Server) table(req *request, e encoding, obj runtime.Object) (*metav1.Table, error) {
+	include := metav1.IncludeObjectPolicy(req.r.URL.Query().Get("includeObject"))
+	switch include {
+	case "":
+		include = metav1.IncludeMetadata
+	case metav1.IncludeNone, metav1.IncludeMetadata, metav1.IncludeObject:
+	default:
+		return nil, badRequest("includeObject must be one of None, Metadata or Object")
+	}
+	t := &metav1.Table{ColumnDefinitions: append([]metav1.TableColumnDefinition{registry.NameColumn}, req.res.Columns...)}
+	var items []runtime.Object
+	if meta.IsListType(obj) {
+		var err error
+		if items, err = meta.ExtractList(obj); err != nil {
+			return nil, err
+		}
+		lm, _ := meta.ListAccessor(obj)
+		t.ResourceVersion, t.Continue, t.RemainingItemCount = lm.GetResourceVersion(), lm.GetContinue(), lm.GetRemainingItemCount()
+	} else {
+		items = []runtime.Object{obj}
+		m, _ := meta.Accessor(obj)
+		t.ResourceVersion = m.GetResourceVersion()
+	}
+	// Embedded objects are encoded the way the response is (YAML responses
+	// embed JSON, which YAML contains).
+	embed := e
+	embed.pretty = false
+	if e.info.MediaType == mediaYAML {
+		embed.info, _ = serializerFor(mediaJSON)
+	}
+	now := s.clock.Now()
+	t.Rows = make([]metav1.TableRow, 0, len(items))
+	for _, item := range items {
+		row, err := tableRow(req.res, item, include, embed, now)
+		if err != nil {
+			return nil, err
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t, nil
+}
+
+func tableRow(res *registry.Resource, obj runtime.Object, include metav1.IncludeObjectPolicy, embed encoding, now time.Time) (metav1.TableRow, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return metav1.TableRow{}, err
+	}
+	cells := []interface{}{m.GetName()}
+	if res.Cells != nil {
+		cells = append(cells, res.Cells(obj, now)...)
+	}
+	row := metav1.TableRow{Cells: cells}
+	var embedded runtime.Object
+	gv := metaV1
+	switch include {
+	case metav1.IncludeMetadata:
+		embedded = &metav1.PartialObjectMetadata{ObjectMeta: *objectMetaCopy(obj)}
+	case metav1.IncludeObject:
+		embedded, gv = obj, res.GroupVersion
+	}
+	if embedded != nil {
+		raw, err := encode(embed, embedded, gv)
+		if err != nil {
+			return row, err
+		}
+		row.Object.Raw = bytes.TrimSpace(raw)
+	}
+	return row, nil
+}
+
+// partialMetadata converts an object or list into PartialObjectMetadata or
+// PartialObjectMetadataList.
+func partialMetadata(obj runtime.Object, as string) (runtime.Object, error) {
+	if !meta.IsListType(obj) {
+		if as != "PartialObjectMetadata" {
+			return nil, notAcceptable("PartialObjectMetadata for a single object")
+		}
+		return &metav1.PartialObjectMetadata{ObjectMeta: *objectMetaCopy(obj)}, nil
+	}
+	if as != "PartialObjectMetadataList" {
+		return nil, notAcceptable("PartialObjectMetadataList for a list")
+	}
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return nil, err
+	}
+	lm, _ := meta.ListAccessor(obj)
+	out := &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{
+		ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue(), RemainingItemCount: lm.GetRemainingItemCount(),
+	}}
+	for _, item := range items {
+		out.Items = append(out.Items, metav1.PartialObjectMetadata{ObjectMeta: *objectMetaCopy(item)})
+	}
+	return out, nil
+}
+
+func objectMetaCopy(obj runtime.Object) *metav1.ObjectMeta { return objectMeta(obj).DeepCopy() }

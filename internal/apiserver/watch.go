@@ -1,0 +1,190 @@
+package apiserver
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+// minWatchTimeout is kube-apiserver's --min-request-timeout: a watch
+// without timeoutSeconds ends after a random time between it and twice it,
+// so that reconnecting clients spread over the servers.
+const minWatchTimeout = 30 * time.Minute
+
+// initialEventsEnd is the annotation on the bookmark that ends the initial
+// events of a watch-list (sendInitialEvents=true).
+const initialEventsEnd = "k8s.io/initial-events-end"
+
+func (s *Server) watch(req *request) error {
+	opts, err := listOptions(req)
+	if err != nil {
+		return err
+	}
+	e, err := s.negotiate(req.r)
+	if err != nil {
+		return err
+	}
+	if e.info.StreamSerializer == nil {
+		return notAcceptable("application/json, application/vnd.kubernetes.protobuf")
+	}
+	pred, err := filter(req.res, opts.LabelSelector, opts.FieldSelector)
+	if err != nil {
+		return err
+	}
+	timeout := time.Duration(float64(minWatchTimeout) * (1 + rand.Float64()))
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
+		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	w, werr := req.kind.Watch(req.ctx, store.WatchOptions{
+		Namespace: req.info.namespace, ResourceVersion: opts.ResourceVersion,
+		SendInitialEvents: opts.SendInitialEvents, Bookmarks: opts.AllowWatchBookmarks, Filter: pred,
+	})
+	if werr != nil && !errors.Is(werr, store.ErrCompacted) {
+		return werr
+	}
+
+	framer := e.info.StreamSerializer.Framer
+	streamEnc := e.info.StreamSerializer.Serializer
+	contentType := e.info.MediaType
+	if e.as != "" {
+		contentType = e.mediaType
+	}
+	if e.info.MediaType == mediaProtobuf {
+		contentType = mediaProtobuf + ";stream=watch"
+	}
+	req.w.Header().Set("Content-Type", contentType)
+	req.w.Header().Set("Transfer-Encoding", "chunked")
+	req.w.WriteHeader(http.StatusOK)
+	out := framer.NewFrameWriter(req.w)
+	flusher, _ := req.w.(http.Flusher)
+	flush := func() {
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	ew := &eventWriter{s: s, req: req, e: e, enc: streamEnc, out: out, key: e.mediaType + "|" + req.r.URL.Query().Get("includeObject")}
+
+	if werr != nil {
+		// As kube-apiserver: the stream opens and carries one ERROR event.
+		st := statusFor(werr, req.gr, "")
+		st.Kind, st.APIVersion = "Status", "v1"
+		ew.writeRaw(watch.Error, st, coreV1)
+		flush()
+		return nil
+	}
+	defer w.Stop()
+	openWatches.WithLabelValues(req.gr.Group, req.gr.Resource).Inc()
+	defer openWatches.WithLabelValues(req.gr.Group, req.gr.Resource).Dec()
+
+	for _, ev := range w.Initial {
+		if err := ew.write(ev); err != nil {
+			return nil
+		}
+	}
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		bm := req.res.New()
+		m, _ := meta.Accessor(bm)
+		m.SetResourceVersion(strconv.FormatInt(w.InitialRV, 10))
+		m.SetAnnotations(map[string]string{initialEventsEnd: "true"})
+		if err := ew.write(&store.Event{Type: watch.Bookmark, Object: bm, RV: w.InitialRV}); err != nil {
+			return nil
+		}
+	}
+	flush()
+
+	timer := s.clock.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-req.ctx.Done():
+			return nil
+		case <-s.shutdown:
+			return nil
+		case <-timer.C():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Type == watch.Bookmark && !opts.AllowWatchBookmarks {
+				continue
+			}
+			if err := ew.write(ev); err != nil {
+				return nil
+			}
+			if len(w.Events) == 0 {
+				flush()
+			}
+		}
+	}
+}
+
+// eventWriter encodes watch events in the negotiated form, sharing each
+// encoding between all watchers that want the same form.
+type eventWriter struct {
+	s   *Server
+	req *request
+	e   encoding
+	enc runtime.Encoder
+	out interface{ Write([]byte) (int, error) }
+	key string
+}
+
+func (ew *eventWriter) write(ev *store.Event) error {
+	data, err := ev.Encoded(ew.key, func() ([]byte, error) {
+		obj, gv := ev.Object, ew.req.res.GroupVersion
+		if ev.Type != watch.Bookmark {
+			switch ew.e.as {
+			case "Table":
+				t, err := ew.s.table(ew.req, ew.e, obj)
+				if err != nil {
+					return nil, err
+				}
+				obj, gv = t, metaV1
+			case "PartialObjectMetadata", "PartialObjectMetadataList":
+				obj, gv = &metav1.PartialObjectMetadata{ObjectMeta: *objectMetaCopy(obj)}, metaV1
+			}
+		}
+		return ew.frame(ev.Type, obj, gv)
+	})
+	if err != nil {
+		ew.s.log.Error("encoding watch event", "err", err)
+		return err
+	}
+	_, err = ew.out.Write(data)
+	return err
+}
+
+func (ew *eventWriter) writeRaw(t watch.EventType, obj runtime.Object, gv schema.GroupVersion) {
+	data, err := ew.frame(t, obj, gv)
+	if err == nil {
+		ew.out.Write(data)
+	}
+}
+
+// frame encodes one watch event: the object in the response format inside
+// a metav1.WatchEvent.
+func (ew *eventWriter) frame(t watch.EventType, obj runtime.Object, gv schema.GroupVersion) ([]byte, error) {
+	inner := ew.e
+	inner.pretty = false
+	raw, err := encode(inner, obj, gv)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := ew.enc.Encode(&metav1.WatchEvent{Type: string(t), Object: runtime.RawExtension{Raw: bytes.TrimSpace(raw)}}, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

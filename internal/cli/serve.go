@@ -1,0 +1,281 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/apiserver"
+	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/controller/namespace"
+	"github.com/leasehold/leasehold/internal/openapi"
+	"github.com/leasehold/leasehold/internal/pki"
+	"github.com/leasehold/leasehold/internal/registry"
+	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/internal/store/embedded"
+	"github.com/leasehold/leasehold/internal/version"
+)
+
+func init() {
+	register(&command{name: "serve", summary: "run the API server (embedded etcd by default)", run: runServe})
+}
+
+type serveFlags struct {
+	dataDir, listen           string
+	etcdServers               string
+	etcdCA, etcdCert, etcdKey string
+	tlsSANs                   string
+	compaction                time.Duration
+	shutdownGrace             time.Duration
+	logLevel, logFormat       string
+}
+
+func runServe(ctx context.Context, args []string) error {
+	var f serveFlags
+	fs := newFlagSet("serve")
+	fs.StringVar(&f.dataDir, "data-dir", "./leasehold-data", "directory for certificates, credentials, the admin kubeconfig and the embedded etcd")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:6443", "HOST:PORT to serve the Kubernetes API on (HTTPS)")
+	fs.StringVar(&f.etcdServers, "etcd-servers", "", "comma-separated etcd client URLs; empty runs etcd embedded in the data directory")
+	fs.StringVar(&f.etcdCA, "etcd-cafile", "", "CA bundle to verify the external etcd with")
+	fs.StringVar(&f.etcdCert, "etcd-certfile", "", "client certificate for the external etcd")
+	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for the external etcd")
+	fs.StringVar(&f.tlsSANs, "tls-san", "", "extra comma-separated host names or IPs for the serving certificate")
+	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often to compact etcd history (0 disables)")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace-period", 30*time.Second, "how long in-flight requests may take to finish on SIGTERM")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	return serve(ctx, f, log)
+}
+
+func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
+	clk := clock.RealClock{}
+	host, _, err := net.SplitHostPort(f.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
+		return err
+	}
+	ca, err := pki.LoadOrCreateCA(f.dataDir, clk)
+	if err != nil {
+		return err
+	}
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if host != "" && host != "0.0.0.0" && host != "::" {
+		hosts = append(hosts, host)
+	}
+	for _, san := range strings.Split(f.tlsSANs, ",") {
+		if san = strings.TrimSpace(san); san != "" {
+			hosts = append(hosts, san)
+		}
+	}
+	serving, err := ca.LoadOrIssueServing(f.dataDir, hosts, clk)
+	if err != nil {
+		return err
+	}
+
+	tokens := auth.NewTokens()
+	adminToken, err := adminCredentials(f, ca, host, tokens)
+	if err != nil {
+		return err
+	}
+	loopbackToken, err := pki.NewToken()
+	if err != nil {
+		return err
+	}
+	tokens.Add(loopbackToken, &auth.User{Name: "system:apiserver", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}})
+
+	etcdClient, closeEtcd, err := openEtcd(f, log)
+	if err != nil {
+		return err
+	}
+	defer closeEtcd()
+
+	st, err := store.New(store.Config{Client: etcdClient, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), Logger: log})
+	if err != nil {
+		return err
+	}
+	docs, err := openapi.New(registry.All(), version.Info())
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(apiserver.Collectors()...)
+	reg.MustRegister(store.Collectors()...)
+	api, err := apiserver.New(apiserver.Config{
+		Store: st, Authenticator: tokens, OpenAPI: docs, Logger: log,
+		Extra: map[string]http.Handler{"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{})},
+	})
+	if err != nil {
+		return err
+	}
+
+	storeCtx, stopStore := context.WithCancel(context.Background())
+	storeDone := make(chan error, 1)
+	go func() { storeDone <- st.Run(storeCtx) }()
+	defer func() { stopStore(); <-storeDone }()
+	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = st.WaitReady(readyCtx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("waiting for storage: %w", err)
+	}
+	if err := api.Bootstrap(ctx); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
+
+	url := "https://" + ln.Addr().String()
+	loopback := &rest.Config{Host: url, BearerToken: loopbackToken, TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM}, QPS: 200, Burst: 400}
+	ctrlCtx, stopControllers := context.WithCancel(context.Background())
+	ctrlDone := make(chan struct{})
+	go func() {
+		defer close(ctrlDone)
+		runControllers(ctrlCtx, loopback, log)
+	}()
+
+	kubeconfig := filepath.Join(f.dataDir, "admin.kubeconfig")
+	log.Info("leasehold is serving", "url", url, "kubeconfig", kubeconfig, "version", version.Version)
+	fmt.Fprintf(os.Stderr, "\nleasehold is serving the Kubernetes API at %s\n\n  export KUBECONFIG=%s\n  kubectl get lease -A\n\n", url, kubeconfig)
+	_ = adminToken
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-serveErr:
+		stopControllers()
+		<-ctrlDone
+		return err
+	}
+	stopControllers()
+	<-ctrlDone
+	api.Shutdown()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("in-flight requests cut off at shutdown", "err", err)
+	}
+	return nil
+}
+
+// runControllers runs the built-in controllers as clients of the API.
+func runControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger) {
+	nc, err := namespace.New(namespace.Config{REST: rest.CopyConfig(cfg), Logger: log.With("controller", "namespace")})
+	if err != nil {
+		log.Error("namespace controller", "err", err)
+		return
+	}
+	if err := nc.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("namespace controller stopped", "err", err)
+	}
+}
+
+func orDisabled(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// adminCredentials loads the admin token digest, or on first start makes an
+// admin token, keeps its digest and writes admin.kubeconfig with it.
+func adminCredentials(f serveFlags, ca *pki.CA, host string, tokens *auth.Tokens) (string, error) {
+	admin := &auth.User{Name: "leasehold-admin", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}
+	digestPath := filepath.Join(f.dataDir, "admin-token.sha256")
+	kubeconfig := filepath.Join(f.dataDir, "admin.kubeconfig")
+	if data, err := os.ReadFile(digestPath); err == nil {
+		sum, err := hex.DecodeString(strings.TrimSpace(string(data)))
+		if err != nil || len(sum) != sha256.Size {
+			return "", fmt.Errorf("%s is corrupt", digestPath)
+		}
+		tokens.AddDigest([sha256.Size]byte(sum), admin)
+		if _, err := os.Stat(kubeconfig); err == nil {
+			return "", nil
+		}
+	}
+	token, err := pki.NewToken()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(token))
+	if err := os.WriteFile(digestPath, []byte(hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	tokens.AddDigest(sum, admin)
+	server := f.listen
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		_, port, _ := net.SplitHostPort(f.listen)
+		server = net.JoinHostPort("127.0.0.1", port)
+	}
+	err = pki.WriteKubeconfig(kubeconfig, pki.KubeconfigSpec{Server: "https://" + server, CAPEM: ca.CertPEM, User: admin.Name, Token: token})
+	return token, err
+}
+
+// openEtcd connects to the external etcd or starts the embedded one.
+func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, func(), error) {
+	if f.etcdServers == "" {
+		e, err := embedded.Start(embedded.Config{Dir: filepath.Join(f.dataDir, "etcd"), Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return e.Client(), func() { e.Close() }, nil
+	}
+	cfg := clientv3.Config{Endpoints: strings.Split(f.etcdServers, ","), DialTimeout: 10 * time.Second}
+	if f.etcdCA != "" || f.etcdCert != "" {
+		tlsCfg, err := (transport.TLSInfo{CertFile: f.etcdCert, KeyFile: f.etcdKey, TrustedCAFile: f.etcdCA}).ClientConfig()
+		if err != nil {
+			return nil, nil, fmt.Errorf("etcd TLS: %w", err)
+		}
+		cfg.TLS = tlsCfg
+	}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to etcd: %w", err)
+	}
+	return c, func() { c.Close() }, nil
+}
