@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,13 +57,23 @@ func parseOSRelease(content string) string {
 		if !ok {
 			continue
 		}
-		if len(value) >= 2 && (value[0] == '"' || value[0] == '\'') && value[len(value)-1] == value[0] {
-			if value[0] == '"' {
-				if unquoted, err := strconv.Unquote(value); err == nil {
-					return unquoted
-				}
-			}
+		if len(value) < 2 || value[0] != value[len(value)-1] {
+			return value
+		}
+		switch value[0] {
+		case '\'':
 			return value[1 : len(value)-1]
+		case '"':
+			// Inside double quotes a backslash escapes $ " \ and `, as in sh.
+			var b strings.Builder
+			inner := value[1 : len(value)-1]
+			for i := 0; i < len(inner); i++ {
+				if inner[i] == '\\' && i+1 < len(inner) && strings.IndexByte("$\"\\`", inner[i+1]) >= 0 {
+					i++
+				}
+				b.WriteByte(inner[i])
+			}
+			return b.String()
 		}
 		return value
 	}
