@@ -21,7 +21,10 @@
 //     to a Node the agent has just seen;
 //  3. post the node status (Ready condition, addresses, nodeInfo) with an
 //     UpdateStatus when it differs from what was last posted, or when
-//     NodeStatusReportPeriod has passed since the last post.
+//     NodeStatusReportPeriod has passed since the last post. If the Node is
+//     gone (deleted while its lease lived on, as happens without a garbage
+//     collector), the pass fails and the next one registers the Node again
+//     and points the lease at it.
 //
 // After a pass that succeeded the agent waits RenewInterval plus a random
 // jitter of up to 4%, measured from the end of the pass, so that the renewals
