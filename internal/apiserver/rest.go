@@ -34,7 +34,7 @@ type request struct {
 	ctx  context.Context
 	info requestInfo
 	res  *registry.Resource
-	kind *store.Kind
+	kind objectStore
 	gr   schema.GroupResource
 	// warnings go out in Warning headers before the body.
 	warnings []string
@@ -43,6 +43,13 @@ type request struct {
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
 	res, ok := info.lookup()
 	if !ok {
+		if info.gv == coreV1 && info.resource == "pods" && info.verb == "list" {
+			// kubectl describe node lists the node's pods and, when that is
+			// forbidden, describes the node without them.
+			s.writeError(w, r, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
+				errors.New("leasehold runs no pods")), schema.GroupResource{}, "")
+			return
+		}
 		s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")
 		return
 	}
@@ -562,7 +569,7 @@ func (s *Server) update(req *request) error {
 
 // guess returns the cached object when it is at the revision the client
 // based its write on, sparing a read from etcd on the hot path.
-func (s *Server) guess(k *store.Kind, key, rv string) runtime.Object {
+func (s *Server) guess(k objectStore, key, rv string) runtime.Object {
 	if rv == "" {
 		return nil
 	}

@@ -58,7 +58,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	clock  clock.WithTicker
-	kinds  map[*registry.Resource]*store.Kind
+	kinds  map[*registry.Resource]objectStore
 	fields map[fieldManagerKey]*managedfields.FieldManager
 
 	// shutdown ends open watches when the server stops.
@@ -87,7 +87,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, clock: cfg.Clock,
-		kinds:    map[*registry.Resource]*store.Kind{},
+		kinds:    map[*registry.Resource]objectStore{},
 		fields:   map[fieldManagerKey]*managedfields.FieldManager{},
 		shutdown: make(chan struct{}),
 	}
@@ -96,7 +96,15 @@ func New(cfg Config) (*Server, error) {
 		if r.Virtual {
 			continue
 		}
-		s.kinds[r] = cfg.Store.Kind(r.StoragePrefix(), r.GroupVersionKind(), r.Namespaced, r.New, r.NewList)
+		if r.Storage != nil {
+			base, ok := s.kinds[r.Storage].(*store.Kind)
+			if !ok {
+				return nil, fmt.Errorf("%s: storage %s must be registered first", r.GroupVersionResource(), r.Storage.GroupVersionResource())
+			}
+			s.kinds[r] = converted{Kind: base, r: r}
+		} else {
+			s.kinds[r] = cfg.Store.Kind(r.StoragePrefix(), r.GroupVersionKind(), r.Namespaced, r.New, r.NewList)
+		}
 		subs := []string{""}
 		if r.StatusSubresource {
 			subs = append(subs, "status")
@@ -112,9 +120,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	return s, nil
 }
-
-// Kind returns the storage of a resource, for in-process users.
-func (s *Server) Kind(r *registry.Resource) *store.Kind { return s.kinds[r] }
 
 // Shutdown ends open watches; in-flight requests finish on their own.
 func (s *Server) Shutdown() { s.shutdownOnce.Do(func() { close(s.shutdown) }) }

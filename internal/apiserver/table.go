@@ -23,7 +23,10 @@ func (s *Server) table(req *request, e encoding, obj runtime.Object) (*metav1.Ta
 	default:
 		return nil, badRequest("includeObject must be one of None, Metadata or Object")
 	}
-	t := &metav1.Table{ColumnDefinitions: append([]metav1.TableColumnDefinition{registry.NameColumn}, req.res.Columns...)}
+	t := &metav1.Table{ColumnDefinitions: req.res.Columns}
+	if !req.res.OwnColumns {
+		t.ColumnDefinitions = append([]metav1.TableColumnDefinition{registry.NameColumn}, req.res.Columns...)
+	}
 	var items []runtime.Object
 	if meta.IsListType(obj) {
 		var err error
@@ -61,7 +64,10 @@ func tableRow(res *registry.Resource, obj runtime.Object, include metav1.Include
 	if err != nil {
 		return metav1.TableRow{}, err
 	}
-	cells := []interface{}{m.GetName()}
+	var cells []interface{}
+	if !res.OwnColumns {
+		cells = []interface{}{m.GetName()}
+	}
 	if res.Cells != nil {
 		cells = append(cells, res.Cells(obj, now)...)
 	}

@@ -39,6 +39,8 @@ type Resource struct {
 	// as access reviews, which only answer create).
 	Virtual bool
 
+	// KeyPrefix overrides the etcd key prefix (default Name).
+	KeyPrefix string
 	// NameRule validates metadata.name; nil means a DNS subdomain.
 	NameRule func(name string, prefix bool) []string
 
@@ -59,8 +61,12 @@ type Resource struct {
 	// ValidateUpdate checks an update against the stored object.
 	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
 
-	// Columns are the Table columns after the implicit first column NAME.
+	// Columns are the Table columns after the implicit first column NAME
+	// (or all of them when OwnColumns is set).
 	Columns []metav1.TableColumnDefinition
+	// OwnColumns says Columns and Cells include the name column themselves,
+	// for kinds Kubernetes prints with the name elsewhere (events).
+	OwnColumns bool
 	// Cells returns one cell per entry of Columns; now is the time ages are
 	// measured against.
 	Cells func(obj runtime.Object, now time.Time) []interface{}
@@ -68,6 +74,13 @@ type Resource struct {
 	// SelectableFields returns field selector values beyond metadata.name and
 	// metadata.namespace, which every resource has.
 	SelectableFields func(obj runtime.Object) map[string]string
+
+	// Storage, when set, is the resource whose objects this one serves in
+	// another group or version (events.k8s.io/v1 Events are core v1 Events
+	// in storage). ToStorage and FromStorage convert between the two.
+	Storage     *Resource
+	ToStorage   func(obj runtime.Object) (runtime.Object, error)
+	FromStorage func(obj runtime.Object) (runtime.Object, error)
 
 	// AllowCreateOnUpdate lets PUT create a missing object.
 	AllowCreateOnUpdate bool
@@ -103,9 +116,14 @@ func (r *Resource) AllVerbs() []string {
 }
 
 // StoragePrefix is the etcd key prefix below the registry root, Kubernetes'
-// layout: "leases" holds /registry/leases/<namespace>/<name>. Kinds stored in
-// a group other than core keep Kubernetes' plain resource name too.
-func (r *Resource) StoragePrefix() string { return r.Name }
+// layout: "leases" holds /registry/leases/<namespace>/<name>, and Nodes keep
+// their historical "minions".
+func (r *Resource) StoragePrefix() string {
+	if r.KeyPrefix != "" {
+		return r.KeyPrefix
+	}
+	return r.Name
+}
 
 // ObjectFields returns the selectable fields of obj: metadata.name,
 // metadata.namespace and the resource's own.

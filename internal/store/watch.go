@@ -273,3 +273,6 @@ func (k *Kind) watchEtcd(ctx context.Context, w *watcher, from int64) (*Watch, e
 	}()
 	return &Watch{Events: w.ch, stop: cancel}, nil
 }
+
+// SetStop sets what Stop does, for wrappers that derive a Watch from another.
+func (w *Watch) SetStop(stop func()) { w.stop = stop }

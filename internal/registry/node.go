@@ -1,0 +1,175 @@
+package registry
+
+import (
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Nodes is v1 Node: the machines of the fleet. The agent creates each Node
+// with its status; writes to the main resource keep the stored status and
+// writes to /status keep the stored spec, as in Kubernetes.
+var Nodes = &Resource{
+	GroupVersion:      corev1.SchemeGroupVersion,
+	Name:              "nodes",
+	SingularName:      "node",
+	Kind:              "Node",
+	ShortNames:        []string{"no"},
+	KeyPrefix:         "minions",
+	StatusSubresource: true,
+	New:               func() runtime.Object { return &corev1.Node{} },
+	NewList:           func() runtime.Object { return &corev1.NodeList{} },
+	PrepareForUpdate: func(obj, old runtime.Object) {
+		obj.(*corev1.Node).Status = old.(*corev1.Node).Status
+	},
+	PrepareForStatusUpdate: func(obj, old runtime.Object) {
+		obj.(*corev1.Node).Spec = old.(*corev1.Node).Spec
+	},
+	Validate:            func(obj runtime.Object) field.ErrorList { return validateNode(obj.(*corev1.Node)) },
+	ValidateUpdate:      func(obj, _ runtime.Object) field.ErrorList { return validateNode(obj.(*corev1.Node)) },
+	AllowCreateOnUpdate: false,
+	Columns: []metav1.TableColumnDefinition{
+		{Name: "Status", Type: "string", Description: "The status of the node"},
+		{Name: "Roles", Type: "string", Description: "The roles of the node"},
+		AgeColumn,
+		{Name: "Version", Type: "string", Description: corev1.NodeSystemInfo{}.SwaggerDoc()["kubeletVersion"]},
+		{Name: "Internal-IP", Type: "string", Priority: 1, Description: corev1.NodeStatus{}.SwaggerDoc()["addresses"]},
+		{Name: "External-IP", Type: "string", Priority: 1, Description: corev1.NodeStatus{}.SwaggerDoc()["addresses"]},
+		{Name: "OS-Image", Type: "string", Priority: 1, Description: corev1.NodeSystemInfo{}.SwaggerDoc()["osImage"]},
+		{Name: "Kernel-Version", Type: "string", Priority: 1, Description: corev1.NodeSystemInfo{}.SwaggerDoc()["kernelVersion"]},
+		{Name: "Container-Runtime", Type: "string", Priority: 1, Description: corev1.NodeSystemInfo{}.SwaggerDoc()["containerRuntimeVersion"]},
+	},
+	Cells: func(obj runtime.Object, now time.Time) []interface{} {
+		n := obj.(*corev1.Node)
+		info := n.Status.NodeInfo
+		return []interface{}{
+			NodeStatus(n), nodeRoles(n), Age(n.CreationTimestamp, now), info.KubeletVersion,
+			nodeAddress(n, corev1.NodeInternalIP), nodeAddress(n, corev1.NodeExternalIP),
+			orUnknown(info.OSImage), orUnknown(info.KernelVersion), orUnknown(info.ContainerRuntimeVersion),
+		}
+	},
+	SelectableFields: func(obj runtime.Object) map[string]string {
+		return map[string]string{"spec.unschedulable": fmt.Sprint(obj.(*corev1.Node).Spec.Unschedulable)}
+	},
+}
+
+func init() { register(Nodes) }
+
+// NodeStatus is the STATUS column: Ready, NotReady or Unknown, and
+// SchedulingDisabled when cordoned.
+func NodeStatus(n *corev1.Node) string {
+	var status []string
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				status = append(status, "Ready")
+			} else {
+				status = append(status, "NotReady")
+			}
+		}
+	}
+	if len(status) == 0 {
+		status = append(status, "Unknown")
+	}
+	if n.Spec.Unschedulable {
+		status = append(status, "SchedulingDisabled")
+	}
+	return strings.Join(status, ",")
+}
+
+// nodeRoles lists roles from node-role.kubernetes.io/<role> labels and the
+// older kubernetes.io/role label.
+func nodeRoles(n *corev1.Node) string {
+	set := map[string]bool{}
+	for k, v := range n.Labels {
+		switch {
+		case strings.HasPrefix(k, "node-role.kubernetes.io/"):
+			if role := strings.TrimPrefix(k, "node-role.kubernetes.io/"); role != "" {
+				set[role] = true
+			}
+		case k == "kubernetes.io/role" && v != "":
+			set[v] = true
+		}
+	}
+	if len(set) == 0 {
+		return "<none>"
+	}
+	roles := make([]string, 0, len(set))
+	for r := range set {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	return strings.Join(roles, ",")
+}
+
+func nodeAddress(n *corev1.Node, t corev1.NodeAddressType) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == t {
+			return a.Address
+		}
+	}
+	return "<none>"
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "<unknown>"
+	}
+	return s
+}
+
+var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}
+
+// validateNode checks what leasehold's users set on Nodes: taints (key,
+// value, effect, no duplicate key and effect), pod CIDRs and addresses.
+func validateNode(n *corev1.Node) field.ErrorList {
+	var errs field.ErrorList
+	taints := field.NewPath("spec", "taints")
+	seen := map[string]bool{}
+	for i, t := range n.Spec.Taints {
+		p := taints.Index(i)
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(p.Child("key"), t.Key, msg))
+		}
+		if t.Value != "" {
+			for _, msg := range validation.IsValidLabelValue(t.Value) {
+				errs = append(errs, field.Invalid(p.Child("value"), t.Value, msg))
+			}
+		}
+		switch t.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		case "":
+			errs = append(errs, field.Required(p.Child("effect"), ""))
+		default:
+			errs = append(errs, field.NotSupported(p.Child("effect"), t.Effect, taintEffects))
+		}
+		id := t.Key + "\x00" + string(t.Effect)
+		if seen[id] {
+			errs = append(errs, field.Duplicate(p, t))
+		}
+		seen[id] = true
+	}
+	for i, cidr := range n.Spec.PodCIDRs {
+		if _, _, err := net.ParseCIDR(cidr); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "podCIDRs").Index(i), cidr, "must be a valid CIDR"))
+		}
+	}
+	for i, a := range n.Status.Addresses {
+		p := field.NewPath("status", "addresses").Index(i)
+		if a.Type == "" {
+			errs = append(errs, field.Required(p.Child("type"), ""))
+		}
+		if a.Address == "" {
+			errs = append(errs, field.Required(p.Child("address"), ""))
+		}
+	}
+	return errs
+}
