@@ -246,6 +246,16 @@ func newContender(t *testing.T, api *fakeAPI, clk *clocktesting.FakeClock, id st
 	if configure != nil {
 		configure(&cfg)
 	}
+	t.Cleanup(func() {
+		// After a failed test, let OnStartedLeading return (ctx is done).
+		if c.hold != nil {
+			select {
+			case <-c.hold:
+			default:
+				close(c.hold)
+			}
+		}
+	})
 	e, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -254,8 +264,9 @@ func newContender(t *testing.T, api *fakeAPI, clk *clocktesting.FakeClock, id st
 	return c
 }
 
+// start runs the Elector until stop, or the end of the test.
 func (c *contender) start() *contender {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(c.t.Context())
 	c.cancel = cancel
 	c.result = make(chan error, 1)
 	go func() { c.result <- c.e.Run(ctx) }()
