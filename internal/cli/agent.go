@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/leasehold/leasehold/internal/agent"
+	"github.com/leasehold/leasehold/internal/version"
+)
+
+func init() {
+	register(&command{name: "agent", summary: "keep this machine's Node registered and its Lease renewed", run: runAgent})
+}
+
+func runAgent(ctx context.Context, args []string) error {
+	var (
+		conn                           clientFlags
+		nodeName                       string
+		leaseDuration, renew, statusRP time.Duration
+		labels                         []string
+		metricsAddr                    string
+		logLevel, logFormat            string
+	)
+	fs := newFlagSet("agent")
+	conn.register(fs)
+	fs.StringVar(&nodeName, "node-name", "", "the Node's name (default the host name)")
+	fs.DurationVar(&leaseDuration, "lease-duration", agent.DefaultLeaseDuration, "the lease's leaseDurationSeconds")
+	fs.DurationVar(&renew, "renew-interval", 0, "time between renewals (default lease-duration/4)")
+	fs.DurationVar(&statusRP, "node-status-report-period", agent.DefaultNodeStatusReportPeriod, "longest time between two full node status posts")
+	fs.Func("label", "extra node label KEY=VALUE; repeatable", func(s string) error {
+		if !strings.Contains(s, "=") {
+			return fmt.Errorf("want KEY=VALUE, got %q", s)
+		}
+		labels = append(labels, s)
+		return nil
+	})
+	fs.StringVar(&metricsAddr, "metrics-listen", "", "HOST:PORT to serve /metrics on (off by default)")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&logFormat, "log-format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(logFormat, logLevel)
+	if err != nil {
+		return err
+	}
+	configs, err := conn.configs("leasehold-agent/" + version.Version)
+	if err != nil {
+		return err
+	}
+	var clients []kubernetes.Interface
+	for _, rc := range configs {
+		c, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		clients = append(clients, c)
+	}
+	extra := map[string]string{}
+	for _, l := range labels {
+		k, v, _ := strings.Cut(l, "=")
+		extra[k] = v
+	}
+	a, err := agent.New(agent.Config{
+		Clients: clients, NodeName: nodeName, LeaseDuration: leaseDuration, RenewInterval: renew,
+		NodeStatusReportPeriod: statusRP, Labels: extra, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	if metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(a.Collectors()...)
+		srv := &http.Server{Addr: metricsAddr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics listener", "err", err)
+			}
+		}()
+		defer srv.Close()
+	}
+	return a.Run(ctx)
+}

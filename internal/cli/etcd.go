@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/leasehold/leasehold/internal/store/embedded"
+)
+
+func init() {
+	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers)", run: runEtcd})
+}
+
+func runEtcd(ctx context.Context, args []string) error {
+	var dataDir, name, clientURLs, peerURLs, initialCluster, logLevel, logFormat string
+	fs := newFlagSet("etcd")
+	fs.StringVar(&dataDir, "data-dir", "./leasehold-etcd", "the member's data directory")
+	fs.StringVar(&name, "name", "leasehold", "the member's name in --initial-cluster")
+	fs.StringVar(&clientURLs, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve clients on")
+	fs.StringVar(&peerURLs, "listen-peer-urls", "http://127.0.0.1:2380", "comma-separated URLs to talk to other members on")
+	fs.StringVar(&initialCluster, "initial-cluster", "", "NAME=PEER-URL,… of every member of a new cluster (default this member alone)")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&logFormat, "log-format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(logFormat, logLevel)
+	if err != nil {
+		return err
+	}
+	clients, err := parseURLs(clientURLs)
+	if err != nil {
+		return fmt.Errorf("--listen-client-urls: %w", err)
+	}
+	peers, err := parseURLs(peerURLs)
+	if err != nil {
+		return fmt.Errorf("--listen-peer-urls: %w", err)
+	}
+	e, err := embedded.Start(embedded.Config{Dir: dataDir, Name: name, ClientURLs: clients, PeerURLs: peers, InitialCluster: initialCluster, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	fmt.Fprintf(os.Stderr, "etcd member %s serving clients at %s\n", name, strings.Join(e.Endpoints(), ","))
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-e.Err():
+		return err
+	}
+}
+
+func parseURLs(s string) ([]url.URL, error) {
+	var out []url.URL
+	for _, part := range strings.Split(s, ",") {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *u)
+	}
+	return out, nil
+}
