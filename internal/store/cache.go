@@ -184,7 +184,7 @@ func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time) error {
 	c.mu.RLock()
 	from := c.rv + 1
 	c.mu.RUnlock()
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wctx, cancel := context.WithCancel(watchContext(ctx))
 	defer cancel()
 	wch := c.k.s.client.Watch(wctx, c.k.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
 	for {
@@ -312,6 +312,10 @@ func (c *cache) waitFor(ctx context.Context, rev int64) error {
 			defer t.Stop()
 			timeout = t.C()
 		}
+		// A kind nobody writes to learns the current revision only from a
+		// progress notification; ask etcd for one now rather than wait for
+		// the periodic one.
+		c.k.s.requestProgress()
 		select {
 		case <-changed:
 		case <-timeout:
@@ -363,3 +367,7 @@ func (c *cache) sortedKeysLocked() []string {
 	}
 	return c.keys
 }
+
+// watchContext is the context of the caches' etcd watches. They share one
+// gRPC watch stream, which RequestProgress finds by the same metadata.
+func watchContext(ctx context.Context) context.Context { return clientv3.WithRequireLeader(ctx) }

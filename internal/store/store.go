@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -78,6 +79,8 @@ type Store struct {
 	proto  *protobuf.Serializer
 	kinds  []*Kind
 	batch  *batcher
+
+	progressInFlight atomic.Bool
 }
 
 // New validates cfg and returns a Store. Call Kind for each resource, then
@@ -184,6 +187,22 @@ func (s *Store) Check(ctx context.Context) error {
 	}
 	_, err := s.CurrentRevision(ctx)
 	return err
+}
+
+// requestProgress asks etcd to tell every cache's watch the current
+// revision. Requests made while one is in flight are merged into it.
+func (s *Store) requestProgress() {
+	if !s.progressInFlight.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.progressInFlight.Store(false)
+		ctx, cancel := context.WithTimeout(watchContext(context.Background()), 5*time.Second)
+		defer cancel()
+		if err := s.client.RequestProgress(ctx); err != nil {
+			s.cfg.Logger.Debug("requesting watch progress", "err", err)
+		}
+	}()
 }
 
 // CurrentRevision reads etcd's current revision with a linearizable read.
