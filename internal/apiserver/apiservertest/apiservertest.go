@@ -35,6 +35,9 @@ type Options struct {
 	Store store.Config
 	// Logger; default discards everything below errors.
 	Logger *slog.Logger
+	// GarbageCollection sets apiserver.Config.GarbageCollection: Orphan and
+	// Foreground deletions then wait for a garbage collector.
+	GarbageCollection bool
 }
 
 // Server is a running test server.
@@ -81,7 +84,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := apiserver.New(apiserver.Config{Store: st, Authenticator: tokens, OpenAPI: docs, Logger: log})
+	api, err := apiserver.New(apiserver.Config{Store: st, Authenticator: tokens, OpenAPI: docs, GarbageCollection: opts.GarbageCollection, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
