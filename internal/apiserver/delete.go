@@ -33,7 +33,7 @@ func (s *Server) deleteOptions(req *request) (*metav1.DeleteOptions, error) {
 	} else if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
 		return nil, badRequest("%v", err)
 	}
-	if _, err := parseWriteOptions(req, opts.DryRun, "", ""); err != nil {
+	if _, err := parseWriteOptions(req, "DeleteOptions", opts.DryRun, "", ""); err != nil {
 		return nil, err
 	}
 	if opts.OrphanDependents != nil && opts.PropagationPolicy != nil {

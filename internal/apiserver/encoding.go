@@ -146,6 +146,9 @@ func shallowCopy(obj runtime.Object) runtime.Object {
 	return c.Interface().(runtime.Object)
 }
 
+// bodyMediaTypes are the request body formats, as 415 answers list them.
+const bodyMediaTypes = mediaJSON + ", " + mediaYAML + ", " + mediaProtobuf
+
 // decodeBody decodes a request body of the resource's kind. strict reports
 // unknown and duplicate fields as a strict decoding error.
 func decodeBody(contentType string, body []byte, into runtime.Object, gvk schema.GroupVersionKind, strict bool) (runtime.Object, error) {
@@ -155,7 +158,7 @@ func decodeBody(contentType string, body []byte, into runtime.Object, gvk schema
 	}
 	info, ok := serializerFor(mt)
 	if !ok {
-		return nil, unsupportedMediaType(mt)
+		return nil, unsupportedMediaType(bodyMediaTypes)
 	}
 	dec := runtime.Decoder(info.Serializer)
 	if strict && info.StrictSerializer != nil {

@@ -35,7 +35,11 @@ func statusFor(err error, gr schema.GroupResource, name string) *metav1.Status {
 	case errors.Is(err, store.ErrInvalidContinue):
 		return status(apierrors.NewBadRequest(err.Error()))
 	case errors.Is(err, store.ErrTooLargeResourceVersion):
-		return status(apierrors.NewTooManyRequestsError("Too large resource version"))
+		// As kube-apiserver: a timeout the client may retry, with a cause
+		// saying why.
+		st := status(apierrors.NewTimeoutError("Too large resource version", 1))
+		st.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+		return st
 	case errors.Is(err, context.DeadlineExceeded):
 		return status(apierrors.NewTimeoutError("request did not complete within the allowed duration", 1))
 	default:

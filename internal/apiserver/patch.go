@@ -45,7 +45,7 @@ func (s *Server) patch(req *request) error {
 	if len(optErrs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", optErrs)
 	}
-	wo, err := parseWriteOptions(req, opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo, err := parseWriteOptions(req, "PatchOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (s *Server) patch(req *request) error {
 			if err != nil {
 				return nil, applyError(err)
 			}
-			return s.prepareCreate(req, obj, wo.fieldManager)
+			return s.prepareCreate(req, obj, wo.fieldManager, false)
 		}
 		if pt == types.ApplyYAMLPatchType {
 			obj, err := s.fields[fieldManagerKey{req.res, statusOnly(req.info.subresource)}].Apply(cur.DeepCopyObject(), applied.DeepCopy(), wo.fieldManager, force)

@@ -95,7 +95,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		err = methodNotAllowed(r.Method)
 	}
 	if err != nil {
-		s.writeError(w, r, err, req.gr, info.name)
+		s.writeError(w, r, err, req.gr, req.info.name)
 	}
 }
 
@@ -153,37 +153,59 @@ func listOptions(req *request) (*metainternalversion.ListOptions, error) {
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
 		return nil, badRequest("%v", err)
 	}
-	var errs field.ErrorList
-	if opts.Continue != "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-		errs = append(errs, field.Forbidden(field.NewPath("resourceVersion"), "specifying resource version is not allowed when using continue"))
-	}
-	if opts.ResourceVersionMatch != "" {
-		switch {
-		case opts.Watch:
-			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "resourceVersionMatch is forbidden for watch"))
-		case opts.ResourceVersion == "":
-			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "resourceVersionMatch is forbidden unless resourceVersion is provided"))
-		case opts.Continue != "":
-			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "resourceVersionMatch is forbidden when continue is provided"))
-		case opts.ResourceVersionMatch != metav1.ResourceVersionMatchExact && opts.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan:
-			errs = append(errs, field.NotSupported(field.NewPath("resourceVersionMatch"), opts.ResourceVersionMatch,
-				[]string{string(metav1.ResourceVersionMatchExact), string(metav1.ResourceVersionMatchNotOlderThan), ""}))
-		case opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && opts.ResourceVersion == "0":
-			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""))
-		}
-	}
-	if opts.SendInitialEvents != nil {
-		switch {
-		case !opts.Watch:
-			errs = append(errs, field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for list"))
-		case *opts.SendInitialEvents && !opts.AllowWatchBookmarks:
-			errs = append(errs, field.Forbidden(field.NewPath("allowWatchBookmarks"), "allowWatchBookmarks must be set to true when sendInitialEvents is true"))
-		}
-	}
+	errs := validateListOptions(opts)
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
 	return opts, nil
+}
+
+// validateListOptions applies kube-apiserver's rules, which differ for
+// lists and watches.
+func validateListOptions(opts *metainternalversion.ListOptions) field.ErrorList {
+	var errs field.ErrorList
+	match := opts.ResourceVersionMatch
+	matchPath := field.NewPath("resourceVersionMatch")
+	if opts.Continue != "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+		errs = append(errs, field.Forbidden(field.NewPath("resourceVersion"), "specifying resource version is not allowed when using continue"))
+	}
+	if match != "" && opts.Continue != "" {
+		errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch is forbidden when continue is provided"))
+	}
+	if opts.Watch {
+		if opts.SendInitialEvents != nil {
+			if match != metav1.ResourceVersionMatchNotOlderThan {
+				errs = append(errs, field.Forbidden(matchPath, "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
+			}
+			if *opts.SendInitialEvents && !opts.AllowWatchBookmarks {
+				errs = append(errs, field.Forbidden(field.NewPath("allowWatchBookmarks"), "allowWatchBookmarks must be set to true when sendInitialEvents is true"))
+			}
+		}
+		if match != "" {
+			if opts.SendInitialEvents == nil {
+				errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
+			}
+			if match != metav1.ResourceVersionMatchNotOlderThan {
+				errs = append(errs, field.NotSupported(matchPath, match, []string{string(metav1.ResourceVersionMatchNotOlderThan)}))
+			}
+		}
+		return errs
+	}
+	if match != "" {
+		if opts.ResourceVersion == "" {
+			errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch is forbidden unless resourceVersion is provided"))
+		}
+		if match != metav1.ResourceVersionMatchExact && match != metav1.ResourceVersionMatchNotOlderThan {
+			errs = append(errs, field.NotSupported(matchPath, match, []string{string(metav1.ResourceVersionMatchExact), string(metav1.ResourceVersionMatchNotOlderThan), ""}))
+		}
+		if match == metav1.ResourceVersionMatchExact && opts.ResourceVersion == "0" {
+			errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""))
+		}
+	}
+	if opts.SendInitialEvents != nil {
+		errs = append(errs, field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for list"))
+	}
+	return errs
 }
 
 // filter returns the predicate of a label and field selector, or nil when
@@ -264,23 +286,29 @@ type writeOptions struct {
 	fieldValidation string
 }
 
-func parseWriteOptions(req *request, dryRun []string, manager, validation string) (writeOptions, error) {
+// parseWriteOptions checks the options of a write the way kube-apiserver
+// validates CreateOptions, UpdateOptions, PatchOptions and DeleteOptions
+// (kind names which), answering 422 Invalid on that kind.
+func parseWriteOptions(req *request, kind string, dryRun []string, manager, validation string) (writeOptions, error) {
 	o := writeOptions{fieldManager: manager, fieldValidation: validation}
+	var errs field.ErrorList
 	for _, d := range dryRun {
 		if d != metav1.DryRunAll {
-			return o, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "Options"}, "",
-				field.ErrorList{field.NotSupported(field.NewPath("dryRun"), d, []string{metav1.DryRunAll})})
+			errs = append(errs, field.NotSupported(field.NewPath("dryRun"), d, []string{metav1.DryRunAll}))
 		}
 		o.dryRun = true
 	}
 	switch validation {
 	case "", metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict:
 	default:
-		return o, badRequest("fieldValidation must be one of %q, %q or %q; got %q", metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict, validation)
+		errs = append(errs, field.NotSupported(field.NewPath("fieldValidation"), validation,
+			[]string{metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict}))
 	}
 	if len(o.fieldManager) > 128 {
-		return o, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "Options"}, "",
-			field.ErrorList{field.TooLong(field.NewPath("fieldManager"), "", 128)})
+		errs = append(errs, field.TooLong(field.NewPath("fieldManager"), "", 128))
+	}
+	if len(errs) > 0 {
+		return o, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 	}
 	if o.fieldManager == "" {
 		// Kubernetes names an unnamed manager after the client.
@@ -317,11 +345,14 @@ func (s *Server) create(req *request) error {
 	if req.res.Virtual {
 		return s.review(req)
 	}
+	if req.info.name != "" {
+		return methodNotAllowed(req.r.Method)
+	}
 	var opts metav1.CreateOptions
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
 		return badRequest("%v", err)
 	}
-	wo, err := parseWriteOptions(req, opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo, err := parseWriteOptions(req, "CreateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	if err != nil {
 		return err
 	}
@@ -350,7 +381,7 @@ func (s *Server) create(req *request) error {
 	if err := s.namespaceAccepts(req); err != nil {
 		return err
 	}
-	obj, err = s.prepareCreate(req, obj, wo.fieldManager)
+	obj, err = s.prepareCreate(req, obj, wo.fieldManager, true)
 	if err != nil {
 		return err
 	}
@@ -408,7 +439,7 @@ func (s *Server) namespaceAccepts(req *request) error {
 
 // prepareCreate sets the fields the server owns, runs the resource's
 // strategy, records managed fields and validates.
-func (s *Server) prepareCreate(req *request, obj runtime.Object, manager string) (runtime.Object, error) {
+func (s *Server) prepareCreate(req *request, obj runtime.Object, manager string, managed bool) (runtime.Object, error) {
 	m, _ := meta.Accessor(obj)
 	m.SetUID(uuid.NewUUID())
 	m.SetCreationTimestamp(metav1.NewTime(s.clock.Now()))
@@ -418,9 +449,10 @@ func (s *Server) prepareCreate(req *request, obj runtime.Object, manager string)
 	if req.res.PrepareForCreate != nil {
 		req.res.PrepareForCreate(obj)
 	}
-	fm := s.fields[fieldManagerKey{req.res, ""}]
-	obj = fm.UpdateNoErrors(req.res.New(), obj, manager)
-	m, _ = meta.Accessor(obj)
+	if managed {
+		obj = s.fields[fieldManagerKey{req.res, ""}].UpdateNoErrors(req.res.New(), obj, manager)
+		m, _ = meta.Accessor(obj)
+	}
 	errs := registry.ValidateObjectMeta(req.res, objectMeta(obj))
 	if m.GetName() == "" && m.GetGenerateName() == "" {
 		errs = field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")}
@@ -512,7 +544,7 @@ func (s *Server) update(req *request) error {
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
 		return badRequest("%v", err)
 	}
-	wo, err := parseWriteOptions(req, opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo, err := parseWriteOptions(req, "UpdateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	if err != nil {
 		return err
 	}
@@ -548,7 +580,7 @@ func (s *Server) update(req *request) error {
 				return nil, err
 			}
 			meta.NewAccessor().SetResourceVersion(proposed, "")
-			return s.prepareCreate(req, proposed, wo.fieldManager)
+			return s.prepareCreate(req, proposed, wo.fieldManager, true)
 		}
 		created = false
 		return s.prepareUpdate(req, proposed, cur, wo.fieldManager, true)

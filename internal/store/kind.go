@@ -272,5 +272,8 @@ func mapEtcdError(err error) error {
 	if strings.Contains(err.Error(), "required revision has been compacted") {
 		return fmt.Errorf("%w: %v", ErrCompacted, err)
 	}
+	if strings.Contains(err.Error(), "required revision is a future revision") {
+		return fmt.Errorf("%w: %v", ErrTooLargeResourceVersion, err)
+	}
 	return err
 }

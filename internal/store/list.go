@@ -79,7 +79,11 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 		if err != nil {
 			return nil, err
 		}
-		return k.listEtcd(ctx, opts, t.Revision, k.prefix+t.Start)
+		start := k.prefix + t.Start
+		if !strings.HasPrefix(start, k.Prefix(opts.Namespace)) {
+			return nil, fmt.Errorf("%w: it continues a list of another namespace", ErrInvalidContinue)
+		}
+		return k.listEtcd(ctx, opts, t.Revision, start)
 	}
 	switch rv := opts.ResourceVersion; {
 	case rv == "":
