@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/apiserver"
 	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/controller/manager"
 	"github.com/leasehold/leasehold/internal/controller/namespace"
 	"github.com/leasehold/leasehold/internal/openapi"
 	"github.com/leasehold/leasehold/internal/pki"
@@ -108,11 +108,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	loopbackToken, err := pki.NewToken()
+	controllers := builtinControllers()
+	loopback, err := newLoopback(tokens, controllers)
 	if err != nil {
 		return err
 	}
-	tokens.Add(loopbackToken, &auth.User{Name: "system:apiserver", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}})
 
 	etcdClient, closeEtcd, err := openEtcd(f, log)
 	if err != nil {
@@ -171,12 +171,16 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
 
 	url := "https://" + ln.Addr().String()
-	loopback := &rest.Config{Host: url, BearerToken: loopbackToken, TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM}, QPS: 200, Burst: 400}
+	loopback.host, loopback.ca = url, ca.CertPEM
+	mgr, err := manager.New(manager.Config{REST: loopback.config, Controllers: controllers, Logger: log})
+	if err != nil {
+		return err
+	}
 	ctrlCtx, stopControllers := context.WithCancel(context.Background())
 	ctrlDone := make(chan struct{})
 	go func() {
 		defer close(ctrlDone)
-		runControllers(ctrlCtx, loopback, log)
+		mgr.Run(ctrlCtx)
 	}()
 
 	kubeconfig := filepath.Join(f.dataDir, "admin.kubeconfig")
@@ -203,15 +207,60 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	return nil
 }
 
-// runControllers runs the built-in controllers as clients of the API.
-func runControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger) {
-	nc, err := namespace.New(namespace.Config{REST: rest.CopyConfig(cfg), Logger: log.With("controller", "namespace")})
-	if err != nil {
-		log.Error("namespace controller", "err", err)
-		return
+// builtinControllers are the controllers leasehold serve runs while it
+// leads, each with the identity Kubernetes gives its counterpart.
+func builtinControllers() []manager.Controller {
+	return []manager.Controller{{
+		Name:     "namespace",
+		Identity: "system:serviceaccount:kube-system:namespace-controller",
+		Run: func(ctx context.Context, cfg *rest.Config) error {
+			c, err := namespace.New(namespace.Config{REST: cfg, Logger: slog.Default().With("controller", "namespace")})
+			if err != nil {
+				return err
+			}
+			return c.Run(ctx)
+		},
+	}}
+}
+
+// loopback hands the in-process controllers credentials for their
+// identities: a random token each, known only to this process.
+type loopback struct {
+	host   string
+	ca     []byte
+	tokens map[string]string
+}
+
+func newLoopback(tokens *auth.Tokens, controllers []manager.Controller) (*loopback, error) {
+	l := &loopback{tokens: map[string]string{}}
+	ids := []string{"system:apiserver", "system:kube-controller-manager"}
+	for _, c := range controllers {
+		ids = append(ids, c.Identity)
 	}
-	if err := nc.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		log.Error("namespace controller stopped", "err", err)
+	for _, id := range ids {
+		t, err := pki.NewToken()
+		if err != nil {
+			return nil, err
+		}
+		l.tokens[id] = t
+		groups := []string{auth.GroupAuthenticated}
+		if id == "system:apiserver" {
+			groups = append(groups, auth.GroupMasters)
+		}
+		if strings.HasPrefix(id, "system:serviceaccount:") {
+			groups = append(groups, "system:serviceaccounts", "system:serviceaccounts:kube-system")
+		}
+		tokens.Add(t, &auth.User{Name: id, Groups: groups})
+	}
+	return l, nil
+}
+
+// config returns a REST config for identity, which must be one of those
+// newLoopback was given.
+func (l *loopback) config(identity string) *rest.Config {
+	return &rest.Config{
+		Host: l.host, BearerToken: l.tokens[identity], TLSClientConfig: rest.TLSClientConfig{CAData: l.ca},
+		QPS: 200, Burst: 400, UserAgent: "leasehold/" + version.Version + " " + identity,
 	}
 }
 
