@@ -1,0 +1,214 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/internal/version"
+)
+
+func init() {
+	register(&command{name: "elect", summary: "run a command only while this process holds a Lease", run: runElect})
+}
+
+// Environment a leading command receives.
+const (
+	envFencingToken   = "LEASEHOLD_FENCING_TOKEN"
+	envLeaderIdentity = "LEASEHOLD_LEADER_IDENTITY"
+)
+
+type electFlags struct {
+	conn                                      clientFlags
+	namespace, lease, identity                string
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+	grace                                     time.Duration
+	retry, observe                            bool
+	logLevel, logFormat                       string
+}
+
+func runElect(ctx context.Context, args []string) error {
+	var f electFlags
+	fs := newFlagSet("elect")
+	f.conn.register(fs)
+	fs.StringVar(&f.namespace, "namespace", "default", "namespace of the Lease")
+	fs.StringVar(&f.lease, "lease", "", "name of the Lease to hold (required)")
+	fs.StringVar(&f.identity, "identity", "", "this contender's identity (default hostname_uuid)")
+	fs.DurationVar(&f.leaseDuration, "lease-duration", election.DefaultLeaseDuration, "how long standbys wait after the last renewal they saw")
+	fs.DurationVar(&f.renewDeadline, "renew-deadline", election.DefaultRenewDeadline, "how long the leader keeps leading without a successful renewal")
+	fs.DurationVar(&f.retryPeriod, "retry-period", election.DefaultRetryPeriod, "interval between renewals and retries")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop")
+	fs.BoolVar(&f.retry, "retry", false, "after losing leadership, campaign again instead of exiting")
+	fs.BoolVar(&f.observe, "observe", false, "print every change of leader until interrupted, without campaigning")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: leasehold elect --lease NAME [flags] -- COMMAND [ARGS...]\n       leasehold elect --lease NAME --observe")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if f.lease == "" {
+		return errors.New("--lease is required")
+	}
+	command := fs.Args()
+	if !f.observe && len(command) == 0 {
+		return errors.New("a command to run is required after --, or --observe")
+	}
+	log, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	configs, err := f.conn.configs("leasehold-elect/" + version.Version)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(configs[0])
+	if err != nil {
+		return err
+	}
+	if err := preflight(ctx, client, f.namespace, f.lease); err != nil {
+		return err
+	}
+	if f.identity == "" {
+		host, _ := os.Hostname()
+		f.identity = fmt.Sprintf("%s_%s", host, uuid.NewUUID())
+	}
+	cfg := election.Config{
+		Client: client.CoordinationV1(), Namespace: f.namespace, Name: f.lease, Identity: f.identity,
+		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
+		ReleaseOnCancel: true, Logger: log,
+	}
+	if f.observe {
+		cfg.Callbacks.OnNewLeader = func(id string) {
+			if id == "" {
+				id = "<none>"
+			}
+			fmt.Printf("%s\t%s\n", time.Now().UTC().Format(time.RFC3339Nano), id)
+		}
+		el, err := election.New(cfg)
+		if err != nil {
+			return err
+		}
+		return el.Observe(ctx)
+	}
+	return lead(ctx, cfg, command, f)
+}
+
+// preflight turns the common mistakes into clear errors before campaigning:
+// a namespace that does not exist, or no permission on leases.
+func preflight(ctx context.Context, c kubernetes.Interface, namespace, lease string) error {
+	if _, err := c.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return fmt.Errorf("namespace %q does not exist", namespace)
+	}
+	_, err := c.CoordinationV1().Leases(namespace).Get(ctx, lease, metav1.GetOptions{})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return fmt.Errorf("no permission to use lease %s/%s: %w", namespace, lease, err)
+	default:
+		return fmt.Errorf("reaching the server: %w", err)
+	}
+}
+
+// lead campaigns and runs the command for each term. It returns the
+// command's exit status when the command ends on its own, an error when
+// leadership is lost (unless --retry), and the command's status after
+// stopping it when leasehold elect itself is told to stop.
+func lead(ctx context.Context, cfg election.Config, command []string, f electFlags) error {
+	for {
+		runCtx, cancelRun := context.WithCancel(ctx)
+		exited, status := false, 0
+		cfg.Callbacks.OnStartedLeading = func(lctx context.Context, term election.Term) {
+			exited, status = runWhileLeading(lctx, command, term, f.grace)
+			if exited {
+				// The command finished by itself: give up the Lease.
+				cancelRun()
+			}
+		}
+		el, err := election.New(cfg)
+		if err != nil {
+			cancelRun()
+			return err
+		}
+		err = el.Run(runCtx)
+		cancelRun()
+		switch {
+		case exited:
+			if status != 0 {
+				return exitError{status}
+			}
+			return nil
+		case ctx.Err() != nil:
+			return exitError{status}
+		case f.retry:
+			fmt.Fprintf(os.Stderr, "leasehold elect: %v; campaigning again\n", err)
+			continue
+		default:
+			if err == nil {
+				err = election.ErrLeadershipLost
+			}
+			fmt.Fprintf(os.Stderr, "leasehold elect: %v; command stopped\n", err)
+			return exitError{1}
+		}
+	}
+}
+
+// runWhileLeading starts the command in its own process group and waits
+// for it to exit or for the term to end; then it sends SIGTERM to the group,
+// waits grace, and sends SIGKILL. exited says the command ended by itself.
+func runWhileLeading(ctx context.Context, command []string, term election.Term, grace time.Duration) (exited bool, status int) {
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(),
+		envFencingToken+"="+strconv.FormatInt(term.FencingToken, 10),
+		envLeaderIdentity+"="+term.Identity)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "leasehold elect: starting %s: %v\n", command[0], err)
+		return true, 127
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return true, exitStatus(err)
+	case <-ctx.Done():
+	}
+	pgid := -cmd.Process.Pid
+	syscall.Kill(pgid, syscall.SIGTERM)
+	select {
+	case err := <-done:
+		return false, exitStatus(err)
+	case <-time.After(grace):
+	}
+	syscall.Kill(pgid, syscall.SIGKILL)
+	return false, exitStatus(<-done)
+}
+
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 1
+}
