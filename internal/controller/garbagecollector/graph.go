@@ -1,0 +1,258 @@
+package garbagecollector
+
+import (
+	"slices"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leasehold/leasehold/internal/registry"
+)
+
+// objectRef locates one stored object.
+type objectRef struct {
+	res       *registry.Resource
+	namespace string
+	name      string
+	uid       types.UID
+}
+
+// node is one object in the graph, or a placeholder for an owner that some
+// dependent names but that has not been observed (virtual).
+type node struct {
+	ref        objectRef
+	virtual    bool
+	owners     []metav1.OwnerReference
+	dependents map[types.UID]*node
+	// deleting: deletionTimestamp is set; foreground and orphan: it also
+	// carries the foregroundDeletion or orphan finalizer.
+	deleting   bool
+	foreground bool
+	orphan     bool
+}
+
+// ownerRef returns n's reference to the owner with uid, if any.
+func (n *node) ownerRef(uid types.UID) (metav1.OwnerReference, bool) {
+	for _, o := range n.owners {
+		if o.UID == uid {
+			return o, true
+		}
+	}
+	return metav1.OwnerReference{}, false
+}
+
+// graph maps every observed object, by uid, to its owners and dependents.
+// Informer callbacks change it through observe and forget; workers read it
+// through view. enqueueDelete and enqueueOrphan are called with the lock
+// held and must not call back into the graph.
+type graph struct {
+	mu            sync.RWMutex
+	nodes         map[types.UID]*node
+	enqueueDelete func(types.UID)
+	enqueueOrphan func(types.UID)
+}
+
+func newGraph(enqueueDelete, enqueueOrphan func(types.UID)) *graph {
+	return &graph{nodes: map[types.UID]*node{}, enqueueDelete: enqueueDelete, enqueueOrphan: enqueueOrphan}
+}
+
+// size is the number of nodes, virtual ones included.
+func (g *graph) size() int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return len(g.nodes)
+}
+
+// observe records that obj of resource res was added or changed.
+func (g *graph) observe(res *registry.Resource, obj metav1.Object) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	uid := obj.GetUID()
+	ref := objectRef{res: res, namespace: obj.GetNamespace(), name: obj.GetName(), uid: uid}
+	owners := slices.Clone(obj.GetOwnerReferences())
+	n, ok := g.nodes[uid]
+	switch {
+	case !ok:
+		n = &node{ref: ref, dependents: map[types.UID]*node{}}
+		g.nodes[uid] = n
+		n.owners = owners
+		g.linkOwners(n, owners)
+	case n.virtual:
+		// The owner some dependents named has arrived. Dependents whose
+		// reference does not match what it really is are checked live.
+		n.virtual, n.ref = false, ref
+		for _, d := range n.dependents {
+			if r, ok := d.ownerRef(uid); ok && !refMatches(r, d, n) {
+				g.enqueueDelete(d.ref.uid)
+			}
+		}
+		n.owners = owners
+		g.linkOwners(n, owners)
+	default:
+		n.ref = ref
+		old := n.owners
+		n.owners = owners
+		var added []metav1.OwnerReference
+		for _, o := range owners {
+			prev, had := refByUID(old, o.UID)
+			if !had {
+				added = append(added, o)
+				continue
+			}
+			// A reference that stops blocking may free an owner waiting
+			// for its dependents.
+			if blocks(prev) && !blocks(o) {
+				if owner := g.nodes[o.UID]; owner != nil && owner.foreground {
+					g.enqueueDelete(owner.ref.uid)
+				}
+			}
+		}
+		for _, o := range old {
+			if _, still := refByUID(owners, o.UID); !still {
+				g.unlinkOwner(n, o.UID)
+			}
+		}
+		g.linkOwners(n, added)
+	}
+
+	n.deleting = obj.GetDeletionTimestamp() != nil
+	wasForeground := n.foreground
+	n.foreground = n.deleting && slices.Contains(obj.GetFinalizers(), metav1.FinalizerDeleteDependents)
+	n.orphan = n.deleting && slices.Contains(obj.GetFinalizers(), metav1.FinalizerOrphanDependents)
+	if n.orphan {
+		g.enqueueOrphan(uid)
+	}
+	if n.foreground && !wasForeground {
+		g.enqueueDelete(uid)
+		for _, d := range n.dependents {
+			g.enqueueDelete(d.ref.uid)
+		}
+	}
+}
+
+// forget records that the object with uid is gone: its dependents are
+// checked, and owners waiting for it are looked at again.
+func (g *graph) forget(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n, ok := g.nodes[uid]
+	if !ok || n.virtual {
+		return
+	}
+	for _, o := range n.owners {
+		g.unlinkOwner(n, o.UID)
+	}
+	delete(g.nodes, uid)
+	if len(n.dependents) == 0 {
+		return
+	}
+	// The dependents' references now name an owner that is gone: keep a
+	// placeholder so that they stay linked until they drop the reference.
+	v := &node{ref: objectRef{uid: uid}, virtual: true, dependents: n.dependents}
+	g.nodes[uid] = v
+	for _, d := range n.dependents {
+		g.enqueueDelete(d.ref.uid)
+	}
+}
+
+// linkOwners adds n as a dependent of each of owners, creating placeholders
+// for owners not observed. n is checked live when an owner is a placeholder,
+// does not match the reference, or waits for its dependents.
+func (g *graph) linkOwners(n *node, owners []metav1.OwnerReference) {
+	check := false
+	for _, r := range owners {
+		owner, ok := g.nodes[r.UID]
+		if !ok {
+			owner = &node{ref: objectRef{uid: r.UID}, virtual: true, dependents: map[types.UID]*node{}}
+			g.nodes[r.UID] = owner
+		}
+		owner.dependents[n.ref.uid] = n
+		if owner.virtual || owner.foreground || !refMatches(r, n, owner) {
+			check = true
+		}
+	}
+	if check {
+		g.enqueueDelete(n.ref.uid)
+	}
+}
+
+// unlinkOwner removes n from the dependents of the owner with uid. An owner
+// waiting for its dependents is looked at again; a placeholder left without
+// dependents goes.
+func (g *graph) unlinkOwner(n *node, uid types.UID) {
+	owner, ok := g.nodes[uid]
+	if !ok {
+		return
+	}
+	delete(owner.dependents, n.ref.uid)
+	switch {
+	case owner.virtual && len(owner.dependents) == 0:
+		delete(g.nodes, uid)
+	case owner.foreground:
+		g.enqueueDelete(uid)
+	}
+}
+
+// view is what a worker needs to know about one node.
+type view struct {
+	ref        objectRef
+	virtual    bool
+	deleting   bool
+	foreground bool
+	orphan     bool
+	// dependents lists the dependents; blocking those whose reference
+	// has blockOwnerDeletion set and really names this owner; busy the
+	// dependents that themselves wait for their dependents.
+	dependents []objectRef
+	blocking   []objectRef
+	busy       []objectRef
+}
+
+// view returns a copy of what the graph knows about uid.
+func (g *graph) view(uid types.UID) (view, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	n, ok := g.nodes[uid]
+	if !ok {
+		return view{}, false
+	}
+	v := view{ref: n.ref, virtual: n.virtual, deleting: n.deleting, foreground: n.foreground, orphan: n.orphan}
+	for _, d := range n.dependents {
+		v.dependents = append(v.dependents, d.ref)
+		if r, ok := d.ownerRef(uid); ok && blocks(r) && !n.virtual && refMatches(r, d, n) {
+			v.blocking = append(v.blocking, d.ref)
+		}
+		if d.foreground {
+			v.busy = append(v.busy, d.ref)
+		}
+	}
+	return v, true
+}
+
+func refByUID(refs []metav1.OwnerReference, uid types.UID) (metav1.OwnerReference, bool) {
+	for _, r := range refs {
+		if r.UID == uid {
+			return r, true
+		}
+	}
+	return metav1.OwnerReference{}, false
+}
+
+func blocks(r metav1.OwnerReference) bool {
+	return r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion
+}
+
+// refMatches says whether the reference r that dependent d holds really
+// names owner: same kind and name, and for a namespaced owner the
+// dependent's namespace (Kubernetes treats an owner in another namespace,
+// or a namespaced owner of a cluster-scoped object, as not found).
+func refMatches(r metav1.OwnerReference, d, owner *node) bool {
+	if owner.virtual || owner.ref.res == nil {
+		return false
+	}
+	if r.Kind != owner.ref.res.Kind || r.Name != owner.ref.name {
+		return false
+	}
+	return !owner.ref.res.Namespaced || owner.ref.namespace == d.ref.namespace
+}

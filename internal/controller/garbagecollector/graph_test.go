@@ -1,0 +1,272 @@
+package garbagecollector
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/registry"
+)
+
+// step is one informer notification: an object observed, or a uid gone.
+type step struct {
+	res  *registry.Resource
+	obj  *metav1.PartialObjectMetadata
+	gone types.UID
+}
+
+type recorder struct{ deletes, orphans []types.UID }
+
+func objMeta(ns, name, uid string, mods ...func(*metav1.PartialObjectMetadata)) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)}}
+	for _, f := range mods {
+		f(m)
+	}
+	return m
+}
+
+func ownedBy(kind, name, uid string, block bool) func(*metav1.PartialObjectMetadata) {
+	return func(m *metav1.PartialObjectMetadata) {
+		apiVersion := "v1"
+		if kind == "Lease" {
+			apiVersion = "coordination.k8s.io/v1"
+		}
+		r := metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(uid)}
+		if block {
+			r.BlockOwnerDeletion = ptr.To(true)
+		}
+		m.OwnerReferences = append(m.OwnerReferences, r)
+	}
+}
+
+func deleting(finalizers ...string) func(*metav1.PartialObjectMetadata) {
+	return func(m *metav1.PartialObjectMetadata) {
+		now := metav1.NewTime(time.Unix(0, 0))
+		m.DeletionTimestamp = &now
+		m.Finalizers = finalizers
+	}
+}
+
+func uids(s ...string) []types.UID {
+	var out []types.UID
+	for _, u := range s {
+		out = append(out, types.UID(u))
+	}
+	return out
+}
+
+func TestGraph(t *testing.T) {
+	node := objMeta("", "n1", "node-1")
+	lease := func(mods ...func(*metav1.PartialObjectMetadata)) *metav1.PartialObjectMetadata {
+		return objMeta("kube-node-lease", "n1", "lease-1", mods...)
+	}
+	tests := []struct {
+		name string
+		// setup is applied first; its enqueues are not checked.
+		setup []step
+		steps []step
+		// wantDeletes and wantOrphans are the uids queued by steps, sorted.
+		wantDeletes []types.UID
+		wantOrphans []types.UID
+		wantSize    int
+	}{{
+		name:        "dependent of an unseen owner is checked",
+		steps:       []step{{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", false))}},
+		wantDeletes: uids("lease-1"),
+		wantSize:    2,
+	}, {
+		name:     "dependent of a seen owner is left alone",
+		setup:    []step{{res: registry.Nodes, obj: node}},
+		steps:    []step{{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", false))}},
+		wantSize: 2,
+	}, {
+		name:     "owner arriving after its dependent matches",
+		setup:    []step{{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", false))}},
+		steps:    []step{{res: registry.Nodes, obj: node}},
+		wantSize: 2,
+	}, {
+		name:        "owner arriving after its dependent under another name",
+		setup:       []step{{res: registry.Leases, obj: lease(ownedBy("Node", "n2", "node-1", false))}},
+		steps:       []step{{res: registry.Nodes, obj: node}},
+		wantDeletes: uids("lease-1"),
+		wantSize:    2,
+	}, {
+		name: "deleting an owner checks its dependents",
+		setup: []step{
+			{res: registry.Nodes, obj: node},
+			{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", false))},
+			{res: registry.Leases, obj: objMeta("kube-node-lease", "other", "lease-2", ownedBy("Node", "n1", "node-1", false))},
+		},
+		steps:       []step{{gone: "node-1"}},
+		wantDeletes: uids("lease-1", "lease-2"),
+		wantSize:    3, // the placeholder for node-1 stays while dependents name it
+	}, {
+		name: "placeholder goes with its last dependent",
+		setup: []step{
+			{res: registry.Nodes, obj: node},
+			{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", false))},
+			{gone: "node-1"},
+		},
+		steps:    []step{{gone: "lease-1"}},
+		wantSize: 0,
+	}, {
+		name: "foreground deletion checks the owner and its dependents",
+		setup: []step{
+			{res: registry.Nodes, obj: node},
+			{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", true))},
+		},
+		steps:       []step{{res: registry.Nodes, obj: objMeta("", "n1", "node-1", deleting(metav1.FinalizerDeleteDependents))}},
+		wantDeletes: uids("lease-1", "node-1"),
+		wantSize:    2,
+	}, {
+		name: "a dependent leaving a foreground owner checks the owner",
+		setup: []step{
+			{res: registry.Nodes, obj: objMeta("", "n1", "node-1", deleting(metav1.FinalizerDeleteDependents))},
+			{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", true))},
+		},
+		steps:       []step{{gone: "lease-1"}},
+		wantDeletes: uids("node-1"),
+		wantSize:    1,
+	}, {
+		name: "a dependent dropping its reference to a foreground owner checks the owner",
+		setup: []step{
+			{res: registry.Nodes, obj: objMeta("", "n1", "node-1", deleting(metav1.FinalizerDeleteDependents))},
+			{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", true))},
+		},
+		steps:       []step{{res: registry.Leases, obj: lease()}},
+		wantDeletes: uids("node-1"),
+		wantSize:    2,
+	}, {
+		name: "a dependent unblocking a foreground owner checks the owner",
+		setup: []step{
+			{res: registry.Nodes, obj: objMeta("", "n1", "node-1", deleting(metav1.FinalizerDeleteDependents))},
+			{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", true))},
+		},
+		steps:       []step{{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", false))}},
+		wantDeletes: uids("node-1"),
+		wantSize:    2,
+	}, {
+		name:        "a new dependent of a foreground owner is checked",
+		setup:       []step{{res: registry.Nodes, obj: objMeta("", "n1", "node-1", deleting(metav1.FinalizerDeleteDependents))}},
+		steps:       []step{{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", true))}},
+		wantDeletes: uids("lease-1"),
+		wantSize:    2,
+	}, {
+		name: "orphan deletion queues the owner for orphaning",
+		setup: []step{
+			{res: registry.Nodes, obj: node},
+			{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", false))},
+		},
+		steps:       []step{{res: registry.Nodes, obj: objMeta("", "n1", "node-1", deleting(metav1.FinalizerOrphanDependents))}},
+		wantOrphans: uids("node-1"),
+		wantSize:    2,
+	}, {
+		name:        "owner in another namespace does not match",
+		setup:       []step{{res: registry.Leases, obj: objMeta("a", "owner", "lease-o")}},
+		steps:       []step{{res: registry.Leases, obj: objMeta("b", "dep", "lease-d", ownedBy("Lease", "owner", "lease-o", true))}},
+		wantDeletes: uids("lease-d"),
+		wantSize:    2,
+	}, {
+		name:     "background deletion of an object queues nothing for it",
+		setup:    []step{{res: registry.Nodes, obj: node}},
+		steps:    []step{{gone: "node-1"}},
+		wantSize: 0,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			recording := false
+			g := newGraph(func(u types.UID) {
+				if recording {
+					rec.deletes = append(rec.deletes, u)
+				}
+			}, func(u types.UID) {
+				if recording {
+					rec.orphans = append(rec.orphans, u)
+				}
+			})
+			apply := func(s step) {
+				if s.obj != nil {
+					g.observe(s.res, s.obj)
+				} else {
+					g.forget(s.gone)
+				}
+			}
+			for _, s := range tt.setup {
+				apply(s)
+			}
+			recording = true
+			for _, s := range tt.steps {
+				apply(s)
+			}
+			slices.Sort(rec.deletes)
+			rec.deletes = slices.Compact(rec.deletes)
+			if !slices.Equal(rec.deletes, tt.wantDeletes) {
+				t.Errorf("queued for deletion %v, want %v", rec.deletes, tt.wantDeletes)
+			}
+			if !slices.Equal(rec.orphans, tt.wantOrphans) {
+				t.Errorf("queued for orphaning %v, want %v", rec.orphans, tt.wantOrphans)
+			}
+			if got := g.size(); got != tt.wantSize {
+				t.Errorf("graph size %d, want %d", got, tt.wantSize)
+			}
+		})
+	}
+}
+
+func TestGraphView(t *testing.T) {
+	g := newGraph(func(types.UID) {}, func(types.UID) {})
+	g.observe(registry.Leases, objMeta("a", "owner", "o", deleting(metav1.FinalizerDeleteDependents)))
+	g.observe(registry.Leases, objMeta("a", "blocker", "b", ownedBy("Lease", "owner", "o", true)))
+	g.observe(registry.Leases, objMeta("a", "free", "f", ownedBy("Lease", "owner", "o", false)))
+	g.observe(registry.Leases, objMeta("other", "elsewhere", "e", ownedBy("Lease", "owner", "o", true)))
+	g.observe(registry.Leases, objMeta("a", "busy", "x", ownedBy("Lease", "owner", "o", true), deleting(metav1.FinalizerDeleteDependents)))
+
+	v, ok := g.view("o")
+	if !ok {
+		t.Fatal("owner not in graph")
+	}
+	if !v.foreground || !v.deleting || v.orphan || v.virtual {
+		t.Errorf("view flags %+v, want deleting in the foreground", v)
+	}
+	names := func(refs []objectRef) []string {
+		var out []string
+		for _, r := range refs {
+			out = append(out, r.name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := names(v.dependents), []string{"blocker", "busy", "elsewhere", "free"}; !slices.Equal(got, want) {
+		t.Errorf("dependents %v, want %v", got, want)
+	}
+	// The reference from another namespace does not name this owner, so it
+	// does not block it.
+	if got, want := names(v.blocking), []string{"blocker", "busy"}; !slices.Equal(got, want) {
+		t.Errorf("blocking %v, want %v", got, want)
+	}
+	if got, want := names(v.busy), []string{"busy"}; !slices.Equal(got, want) {
+		t.Errorf("busy %v, want %v", got, want)
+	}
+	if _, ok := g.view("missing"); ok {
+		t.Error("view of a uid never seen succeeded")
+	}
+}
+
+func TestAbsentOwners(t *testing.T) {
+	a := newAbsentOwners(2)
+	k := func(n string) absentKey { return absentKey{name: n, uid: types.UID(n)} }
+	a.add(k("a"))
+	a.add(k("b"))
+	if !a.has(k("a")) || !a.has(k("b")) || a.has(k("c")) {
+		t.Fatal("set does not hold what was added")
+	}
+	a.add(k("c")) // over the bound: starts afresh
+	if a.has(k("a")) || !a.has(k("c")) {
+		t.Error("set did not start afresh at its bound")
+	}
+}
