@@ -31,7 +31,8 @@
 // foreground deletion, a reference to an owner not (or not yet) seen, a
 // reference that does not match the owner it names. Workers take uids off
 // the queue, read the object and its owners live, and delete or patch
-// through the API with uid and resourceVersion preconditions; failures are
+// through the API with preconditions on uid (and resourceVersion for
+// deletes, so an object changed meanwhile is looked at again); failures are
 // retried with backoff. A second queue handles orphaning. The collector is
 // an API client like any other and acts with the credentials in its
 // rest.Config (in leasehold serve, UserName's).
