@@ -1,0 +1,492 @@
+// Package nodelifecycle is the node lifecycle controller: it notices when a
+// node's heartbeat Lease (namespace kube-node-lease, named after the node)
+// stops being renewed and marks the node unreachable, and marks it Ready
+// again when the renewals resume.
+//
+// # Model
+//
+// Two informers, on Nodes and on the Leases in kube-node-lease, feed one
+// table, per node name, of the "probe time": when this controller last saw
+// the node's lease change, read from its own clock. A change is a
+// spec.renewTime different from the one last seen, or a lease created or
+// replaced (a new uid). The renewTime value itself is never compared with
+// any clock: an agent whose clock is hours ahead or behind renews just as
+// well, and a renewTime frozen in the future does not keep a dead node
+// alive. Leases listed when the controller starts, and nodes it sees for the
+// first time, get a fresh probe time, so a restart of the server (or a new
+// leader) gives every node a full grace period instead of declaring them all
+// dead at once.
+//
+// Run starts the informers, and once they have synced runs a monitor pass
+// every MonitorPeriod on its own goroutine (the caller's). A pass walks every
+// Node and:
+//
+//   - emits RegisteredNode for a node it has not seen before (or a new node
+//     of an old name), and RemovingNode for one that is gone;
+//   - when the lease has not changed for longer than GracePeriod, sets Ready
+//     and the pressure conditions to Unknown (reason NodeStatusUnknown) with
+//     UpdateStatus;
+//   - when the lease has changed again while Ready is Unknown, sets Ready to
+//     True (reason NodeLeaseRenewed): leasehold's agent posts its full status
+//     only every few minutes, so the lease is the liveness signal;
+//   - makes the taints node.kubernetes.io/unreachable (Ready Unknown) and
+//     node.kubernetes.io/not-ready (Ready False), each NoSchedule and
+//     NoExecute, follow the Ready condition, with Update;
+//   - emits NodeNotReady and NodeReady when Ready leaves or reaches True.
+//
+// Each write starts from the informer's copy; on a conflict the node is read
+// again and the change recomputed, a few times, then left for the next pass.
+// Informer callbacks only record probe times under a mutex; all API writes
+// happen in the pass.
+package nodelifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+)
+
+// Defaults, Kubernetes' own (--node-monitor-period and
+// --node-monitor-grace-period of kube-controller-manager since 1.32).
+const (
+	DefaultMonitorPeriod = 5 * time.Second
+	DefaultGracePeriod   = 50 * time.Second
+)
+
+// ReportingController is the reportingController of the controller's
+// Events, shown under FROM by kubectl describe node; it is the name
+// Kubernetes' node lifecycle controller reports as.
+const ReportingController = "node-controller"
+
+// Event reasons.
+const (
+	EventRegisteredNode = "RegisteredNode"
+	EventRemovingNode   = "RemovingNode"
+	EventNodeNotReady   = "NodeNotReady"
+	EventNodeReady      = "NodeReady"
+)
+
+// maxWriteAttempts bounds the writes of one change to one node in one pass,
+// each after a fresh GET when the previous one hit a conflict.
+const maxWriteAttempts = 5
+
+// Config configures the controller. Zero values mean defaults.
+type Config struct {
+	// Client reaches the API server. Required.
+	Client kubernetes.Interface
+	// MonitorPeriod is the time between two monitor passes; default 5s.
+	MonitorPeriod time.Duration
+	// GracePeriod is how long a node's lease may go without changing before
+	// the node is marked Unknown and tainted unreachable; default 50s. It
+	// must be greater than MonitorPeriod.
+	GracePeriod time.Duration
+	// Clock measures probe times and ticks the passes; default the real
+	// clock.
+	Clock clock.WithTicker
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Recorder receives the Events. By default Run creates an
+	// events.k8s.io/v1 recorder on Client, reporting as
+	// ReportingController, and stops it when Run returns.
+	Recorder events.EventRecorder
+}
+
+// Controller marks nodes whose lease stopped changing unreachable.
+type Controller struct {
+	client   kubernetes.Interface
+	period   time.Duration
+	grace    time.Duration
+	clock    clock.WithTicker
+	log      *slog.Logger
+	recorder events.EventRecorder
+	metrics  metrics
+
+	mu     sync.Mutex
+	health map[string]*health
+	synced bool
+	passes int
+	// changed is closed and replaced whenever the fields above change, so
+	// that tests can wait for the controller without sleeping.
+	changed chan struct{}
+}
+
+// health is what the controller knows of one node name.
+type health struct {
+	// probe is when the controller last saw the lease change, or first saw
+	// the node, by its own clock.
+	probe time.Time
+	// lease identifies the lease last seen; nil when none is known.
+	lease *leaseMark
+	// renewed is whether the lease changed since the node was registered,
+	// which is what lets the controller set an Unknown node Ready again.
+	renewed bool
+	// uid is the uid of the Node registered under this name, "" before.
+	uid types.UID
+	// ready is the Ready status the last pass left the node with.
+	ready corev1.ConditionStatus
+	// written is the node as the controller last wrote it, and superseded
+	// the resourceVersions its writes replaced: while the informer still
+	// shows one of those, its copy is older than written, which is used
+	// instead (saving a write that could only conflict).
+	written    *corev1.Node
+	superseded []string
+}
+
+// leaseMark is what tells one sighting of a lease from the next.
+type leaseMark struct {
+	uid   types.UID
+	renew time.Time // zero when spec.renewTime is unset
+}
+
+func markOf(l *coordinationv1.Lease) leaseMark {
+	m := leaseMark{uid: l.UID}
+	if l.Spec.RenewTime != nil {
+		m.renew = l.Spec.RenewTime.Time
+	}
+	return m
+}
+
+func (m leaseMark) equal(o leaseMark) bool { return m.uid == o.uid && m.renew.Equal(o.renew) }
+
+// New validates cfg and returns a controller.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("nodelifecycle: Client is required")
+	}
+	if cfg.MonitorPeriod == 0 {
+		cfg.MonitorPeriod = DefaultMonitorPeriod
+	}
+	if cfg.GracePeriod == 0 {
+		cfg.GracePeriod = DefaultGracePeriod
+	}
+	if cfg.MonitorPeriod < 0 {
+		return nil, fmt.Errorf("nodelifecycle: monitor period %v must be positive", cfg.MonitorPeriod)
+	}
+	if cfg.GracePeriod <= cfg.MonitorPeriod {
+		return nil, fmt.Errorf("nodelifecycle: grace period %v must be greater than monitor period %v", cfg.GracePeriod, cfg.MonitorPeriod)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Controller{
+		client:   cfg.Client,
+		period:   cfg.MonitorPeriod,
+		grace:    cfg.GracePeriod,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+		recorder: cfg.Recorder,
+		metrics:  newMetrics(),
+		health:   map[string]*health{},
+		changed:  make(chan struct{}),
+	}, nil
+}
+
+// Run watches nodes and leases and monitors the nodes every MonitorPeriod
+// until ctx ends, then returns nil. It returns an error only if it cannot
+// start. Run must be called once.
+func (c *Controller) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	nodeFactory := informers.NewSharedInformerFactory(c.client, 0)
+	leaseFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithNamespace(corev1.NamespaceNodeLease))
+	// Deferred in this order, cancel runs first, then the factories wait for
+	// their informers to stop.
+	defer nodeFactory.Shutdown()
+	defer leaseFactory.Shutdown()
+	defer cancel()
+
+	if c.recorder == nil {
+		b := events.NewBroadcaster(&events.EventSinkImpl{Interface: c.client.EventsV1()})
+		defer b.Shutdown()
+		if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+			return fmt.Errorf("nodelifecycle: starting the event recorder: %w", err)
+		}
+		c.recorder = b.NewRecorder(scheme.Scheme, ReportingController)
+	}
+
+	nodes := nodeFactory.Core().V1().Nodes()
+	nodeInformer := nodes.Informer()
+	leaseInformer := leaseFactory.Coordination().V1().Leases().Informer()
+	if _, err := leaseInformer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				c.observeLease(l, initial)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				c.observeLease(l, false)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				c.forgetLease(l.Name)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("nodelifecycle: %w", err)
+	}
+	nodeFactory.Start(ctx.Done())
+	leaseFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.HasSynced, leaseInformer.HasSynced) {
+		return nil // ctx ended
+	}
+
+	c.log.Info("node lifecycle controller started", "monitorPeriod", c.period, "gracePeriod", c.grace)
+	ticker := c.clock.NewTicker(c.period)
+	defer ticker.Stop()
+	c.update(func() { c.synced = true })
+	lister := nodes.Lister()
+	for {
+		c.monitor(ctx, lister)
+		select {
+		case <-ctx.Done():
+			c.log.Info("node lifecycle controller stopped")
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// update runs f under the mutex and wakes whoever waits for a change.
+func (c *Controller) update(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f()
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// observeLease records a sighting of a node lease. Leases in the initial
+// list are first sightings: they start a fresh grace period without counting
+// as a renewal. Afterwards any lease whose uid or renewTime differs from the
+// one last seen, a new lease included, is a renewal.
+func (c *Controller) observeLease(l *coordinationv1.Lease, initial bool) {
+	now := c.clock.Now()
+	mark := markOf(l)
+	c.update(func() {
+		h := c.health[l.Name]
+		if h == nil {
+			h = &health{probe: now}
+			c.health[l.Name] = h
+		}
+		if h.lease != nil && h.lease.equal(mark) {
+			return
+		}
+		h.lease = &mark
+		h.probe = now
+		if !initial {
+			h.renewed = true
+		}
+	})
+}
+
+// forgetLease records that a node lease was deleted, so that the next one
+// of that name counts as a renewal. The probe time stays: a node without a
+// lease expires like one whose lease stopped.
+func (c *Controller) forgetLease(name string) {
+	c.update(func() {
+		h := c.health[name]
+		if h == nil {
+			return
+		}
+		if h.uid == "" {
+			delete(c.health, name)
+			return
+		}
+		h.lease = nil
+	})
+}
+
+// monitor is one pass over all nodes.
+func (c *Controller) monitor(ctx context.Context, lister corelisters.NodeLister) {
+	now := c.clock.Now()
+	nodes, err := lister.List(labels.Everything())
+	if err != nil { // a cache lister does not fail
+		c.log.Error("listing nodes", "err", err)
+		return
+	}
+	present := make(map[string]bool, len(nodes))
+	count := map[string]int{}
+	for _, n := range nodes {
+		present[n.Name] = true
+		count[stateOf(c.monitorNode(ctx, n, now))]++
+	}
+
+	var removed []string
+	c.update(func() {
+		for name, h := range c.health {
+			if h.uid != "" && !present[name] {
+				removed = append(removed, name)
+				delete(c.health, name)
+			}
+		}
+	})
+	for _, name := range removed {
+		c.log.Info("node deleted", "node", name)
+		c.event(name, EventRemovingNode, "Remove", "Node %s was deleted; the node lifecycle controller stops monitoring it", name)
+	}
+	for _, s := range []string{stateReady, stateNotReady, stateUnknown} {
+		c.metrics.nodes.WithLabelValues(s).Set(float64(count[s]))
+	}
+	c.update(func() { c.passes++ })
+}
+
+// monitorNode registers n if it is new, brings its Ready condition and
+// taints in line with its lease, and returns the Ready status it leaves.
+func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.Time) corev1.ConditionStatus {
+	var (
+		h          *health
+		registered bool
+		replaced   types.UID
+		probe      time.Time
+		renewed    bool
+		before     corev1.ConditionStatus
+		superseded []string
+	)
+	c.update(func() {
+		h = c.health[n.Name]
+		if h == nil {
+			h = &health{}
+			c.health[n.Name] = h
+		}
+		if h.uid != n.UID {
+			// A new node, or a new one of an old name: a fresh grace period,
+			// and only renewals seen from now on count.
+			registered, replaced = true, h.uid
+			*h = health{probe: now, lease: h.lease, uid: n.UID}
+		}
+		if h.written != nil && slices.Contains(h.superseded, n.ResourceVersion) {
+			n = h.written
+		} else {
+			h.written, h.superseded = nil, nil
+		}
+		probe, renewed, before = h.probe, h.renewed, h.ready
+		superseded = slices.Clone(h.superseded)
+	})
+	if replaced != "" {
+		c.event(n.Name, EventRemovingNode, "Remove", "Node %s was replaced by a new node of that name", n.Name)
+	}
+	if registered {
+		c.log.Info("node registered", "node", n.Name)
+		c.event(n.Name, EventRegisteredNode, "Register", "Node %s is monitored by the node lifecycle controller", n.Name)
+	}
+
+	var (
+		cur   = n
+		wrote bool
+		err   error
+	)
+	switch {
+	case expired(probe, c.grace, now):
+		cur, wrote, err = c.write(ctx, n, true, &superseded, func(n *corev1.Node) bool { return markUnknown(n, now) })
+		if wrote {
+			c.log.Warn("node lease not renewed within the grace period, node marked Unknown", "node", n.Name, "silentFor", now.Sub(probe), "gracePeriod", c.grace)
+		}
+	case renewed:
+		cur, wrote, err = c.write(ctx, n, true, &superseded, func(n *corev1.Node) bool { return markRenewed(n, now) })
+		if wrote {
+			c.log.Info("node lease renewed again, node marked Ready", "node", n.Name)
+		}
+	}
+	if err == nil {
+		ready := readyStatus(cur)
+		var tainted bool
+		cur, tainted, err = c.write(ctx, cur, false, &superseded, func(n *corev1.Node) bool { return reconcileTaints(n, ready, now) })
+		wrote = wrote || tainted
+	}
+	if err != nil {
+		c.metrics.writeErrors.Inc()
+		c.log.Info("node update failed, retrying at the next pass", "node", n.Name, "err", err)
+	}
+
+	after := readyStatus(cur)
+	c.update(func() {
+		if c.health[n.Name] != h {
+			return
+		}
+		h.ready = after
+		if wrote {
+			h.written, h.superseded = cur, superseded
+		}
+	})
+	if registered || before == after {
+		return after
+	}
+	c.metrics.transitions.WithLabelValues(stateOf(after)).Inc()
+	switch {
+	case after == corev1.ConditionTrue:
+		c.event(n.Name, EventNodeReady, "StatusChange", "Node %s is now Ready", n.Name)
+	case before == corev1.ConditionTrue:
+		reason := ""
+		if rc := readyCondition(cur); rc != nil {
+			reason = rc.Reason
+		}
+		c.event(n.Name, EventNodeNotReady, "StatusChange", "Node %s is now NotReady (Ready=%s, %s)", n.Name, after, reason)
+	}
+	return after
+}
+
+// write applies change to a copy of n and writes it, the status with
+// UpdateStatus or the rest with Update. On a conflict it reads the node
+// again and reapplies change. It returns the node as last written or read
+// and whether it wrote; on an error, n itself. The resourceVersion each
+// successful write replaced is appended to superseded.
+func (c *Controller) write(ctx context.Context, n *corev1.Node, status bool, superseded *[]string, change func(*corev1.Node) bool) (*corev1.Node, bool, error) {
+	nodes := c.client.CoreV1().Nodes()
+	base := n
+	for attempt := 1; ; attempt++ {
+		next := base.DeepCopy()
+		if !change(next) {
+			return base, false, nil
+		}
+		var got *corev1.Node
+		var err error
+		if status {
+			got, err = nodes.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		} else {
+			got, err = nodes.Update(ctx, next, metav1.UpdateOptions{})
+		}
+		if err == nil {
+			*superseded = append(*superseded, base.ResourceVersion)
+			return got, true, nil
+		}
+		if !apierrors.IsConflict(err) || attempt == maxWriteAttempts {
+			return n, false, fmt.Errorf("updating node %s: %w", n.Name, err)
+		}
+		if base, err = nodes.Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
+			return n, false, fmt.Errorf("reading node %s after a conflict: %w", n.Name, err)
+		}
+	}
+}
+
+// event records an Event about the node name. The reference carries the
+// node's name as its uid, which is how kubectl describe node finds the
+// events of a node.
+func (c *Controller) event(name, reason, action, note string, args ...any) {
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name, UID: types.UID(name)}
+	c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, reason, action, note, args...)
+}

@@ -1,0 +1,723 @@
+package nodelifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	period = time.Second
+	grace  = 10 * time.Second
+)
+
+// event is one Event the controller recorded.
+type event struct {
+	ref            corev1.ObjectReference
+	typ, reason    string
+	action, note   string
+	relatedPresent bool
+}
+
+// recorder keeps the controller's Events.
+type recorder struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func (r *recorder) Eventf(regarding, related runtime.Object, typ, reason, action, note string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, event{
+		ref: *regarding.(*corev1.ObjectReference), typ: typ, reason: reason, action: action,
+		note: fmt.Sprintf(note, args...), relatedPresent: related != nil,
+	})
+}
+
+// reasons lists the reasons of the Events about node, in order.
+func (r *recorder) reasons(node string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		if e.ref.Name == node {
+			out = append(out, e.reason)
+		}
+	}
+	return out
+}
+
+func (r *recorder) all() []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// env is a controller running on a fake clientset and a fake clock.
+type env struct {
+	t      *testing.T
+	clock  *clocktesting.FakeClock
+	client *fake.Clientset
+	rec    *recorder
+	c      *Controller
+	stop   func()
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// newEnv makes a fake clientset holding objs and a fake clock at t0, and
+// starts a controller on them.
+func newEnv(t *testing.T, objs ...runtime.Object) *env {
+	t.Helper()
+	e := &env{t: t, clock: clocktesting.NewFakeClock(t0), client: fake.NewClientset(objs...)}
+	e.start()
+	return e
+}
+
+// start starts a new controller on e's clientset and clock and waits for its
+// first pass.
+func (e *env) start() {
+	e.t.Helper()
+	e.rec = &recorder{}
+	c, err := New(Config{
+		Client: e.client, MonitorPeriod: period, GracePeriod: grace,
+		Clock: e.clock, Logger: testLogger(e.t), Recorder: e.rec,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.c = c
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	stopped := false
+	e.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("Run: %v", err)
+		}
+	}
+	e.t.Cleanup(e.stop)
+	e.waitFor("the first pass", func(c *Controller) bool { return c.passes >= 1 })
+}
+
+// waitFor blocks until cond, evaluated under the controller's mutex, holds.
+// It wakes on each change of the controller's state, never on a timer; the
+// timeout only ends a test that would otherwise hang.
+func (e *env) waitFor(what string, cond func(c *Controller) bool) {
+	e.t.Helper()
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for {
+		e.c.mu.Lock()
+		ok := cond(e.c)
+		changed := e.c.changed
+		e.c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			e.t.Fatalf("gave up waiting for %s", what)
+		}
+	}
+}
+
+// step advances the fake clock by d, which must reach the next tick, and
+// waits for the pass it triggers.
+func (e *env) step(d time.Duration) {
+	e.t.Helper()
+	e.c.mu.Lock()
+	passes := e.c.passes
+	e.c.mu.Unlock()
+	e.clock.Step(d)
+	e.waitFor("a pass", func(c *Controller) bool { return c.passes > passes })
+}
+
+// renew updates the lease of node to renewTime, as an agent does, and waits
+// until the controller has seen it.
+func (e *env) renew(node string, renewTime time.Time) {
+	e.t.Helper()
+	leases := e.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	l, err := leases.Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: renewTime}
+	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitFor("the renewal to be seen", func(c *Controller) bool {
+		h := c.health[node]
+		return h != nil && h.lease != nil && h.lease.renew.Equal(renewTime)
+	})
+}
+
+func (e *env) node(name string) *corev1.Node {
+	e.t.Helper()
+	n, err := e.client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// wantReady checks the node's Ready status and reason and that it carries
+// the unreachable taints exactly when Ready is Unknown.
+func (e *env) wantReady(name string, status corev1.ConditionStatus, reason string) {
+	e.t.Helper()
+	n := e.node(name)
+	c := readyCondition(n)
+	if c == nil {
+		e.t.Fatalf("node %s has no Ready condition", name)
+	}
+	if c.Status != status || c.Reason != reason {
+		e.t.Errorf("node %s Ready=%s reason %s, want Ready=%s reason %s", name, c.Status, c.Reason, status, reason)
+	}
+	var unreachable []corev1.TaintEffect
+	for _, tn := range n.Spec.Taints {
+		if tn.Key == corev1.TaintNodeUnreachable {
+			unreachable = append(unreachable, tn.Effect)
+		}
+	}
+	var want []corev1.TaintEffect
+	if status == corev1.ConditionUnknown {
+		want = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute}
+	}
+	if !slices.Equal(unreachable, want) {
+		e.t.Errorf("node %s unreachable taints %v, want %v", name, unreachable, want)
+	}
+}
+
+func (e *env) wantEvents(node string, want ...string) {
+	e.t.Helper()
+	if got := e.rec.reasons(node); !slices.Equal(got, want) {
+		e.t.Errorf("events about %s: %v, want %v", node, got, want)
+	}
+}
+
+const agentReason = "LeaseholdAgentReady"
+
+func readyNode(name string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: agentReason,
+				LastHeartbeatTime: metav1.NewTime(t0.Add(-time.Minute)), LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))},
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "Fine"},
+			{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse, Reason: "RouteCreated"},
+		}},
+	}
+}
+
+func nodeLease(name string, renew time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: corev1.NamespaceNodeLease, UID: types.UID("lease-" + name)},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(name),
+			LeaseDurationSeconds: ptr.To[int32](40),
+			RenewTime:            &metav1.MicroTime{Time: renew},
+		},
+	}
+}
+
+func TestNew(t *testing.T) {
+	client := fake.NewClientset()
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr bool
+	}{
+		{"defaults", Config{Client: client}, false},
+		{"no client", Config{}, true},
+		{"grace equals period", Config{Client: client, MonitorPeriod: time.Second, GracePeriod: time.Second}, true},
+		{"grace below period", Config{Client: client, MonitorPeriod: 10 * time.Second, GracePeriod: time.Second}, true},
+		{"grace below default period", Config{Client: client, GracePeriod: time.Second}, true},
+		{"negative period", Config{Client: client, MonitorPeriod: -time.Second, GracePeriod: time.Second}, true},
+		{"short", Config{Client: client, MonitorPeriod: 200 * time.Millisecond, GracePeriod: 2 * time.Second}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(tt.cfg)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("New: err %v, want error %v", err, tt.wantErr)
+			}
+			if err == nil && tt.cfg.MonitorPeriod == 0 && (c.period != DefaultMonitorPeriod || c.grace != DefaultGracePeriod) {
+				t.Errorf("defaults %v/%v, want %v/%v", c.period, c.grace, DefaultMonitorPeriod, DefaultGracePeriod)
+			}
+		})
+	}
+}
+
+// TestGraceBoundary lets a node's lease go silent for just under, exactly,
+// and just over the grace period.
+func TestGraceBoundary(t *testing.T) {
+	tests := []struct {
+		name    string
+		silent  time.Duration
+		expired bool
+	}{
+		{"just under", grace - time.Nanosecond, false},
+		{"exactly", grace, false},
+		{"just over", grace + time.Nanosecond, true},
+		{"long over", 3 * grace, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0))
+			e.step(tt.silent)
+			if !tt.expired {
+				e.wantReady("web-1", corev1.ConditionTrue, agentReason)
+				e.wantEvents("web-1", EventRegisteredNode)
+				return
+			}
+			e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+			e.wantEvents("web-1", EventRegisteredNode, EventNodeNotReady)
+			n := e.node("web-1")
+			now := e.clock.Now()
+			for _, c := range n.Status.Conditions {
+				switch c.Type {
+				case corev1.NodeReady, corev1.NodeMemoryPressure:
+					if c.Status != corev1.ConditionUnknown || !c.LastTransitionTime.Time.Equal(now) {
+						t.Errorf("%s = %s since %v, want Unknown since %v", c.Type, c.Status, c.LastTransitionTime, now)
+					}
+				case corev1.NodeNetworkUnavailable:
+					if c.Status != corev1.ConditionFalse {
+						t.Errorf("NetworkUnavailable = %s, want it left False", c.Status)
+					}
+				}
+			}
+			for _, tn := range n.Spec.Taints {
+				if tn.Effect == corev1.TaintEffectNoExecute && (tn.TimeAdded == nil || !tn.TimeAdded.Time.Equal(now)) {
+					t.Errorf("NoExecute taint added at %v, want %v", tn.TimeAdded, now)
+				}
+			}
+			if got := value(t, e.c.metrics.nodes.WithLabelValues(stateUnknown)); got != 1 {
+				t.Errorf("unknown nodes gauge %v, want 1", got)
+			}
+			if got := value(t, e.c.metrics.transitions.WithLabelValues(stateUnknown)); got != 1 {
+				t.Errorf("transitions to unknown %v, want 1", got)
+			}
+			// Further passes change nothing.
+			rv := n.ResourceVersion
+			e.step(period)
+			if got := e.node("web-1").ResourceVersion; got != rv {
+				t.Errorf("node rewritten by a later pass: resourceVersion %s, want %s", got, rv)
+			}
+			e.wantEvents("web-1", EventRegisteredNode, EventNodeNotReady)
+		})
+	}
+}
+
+// TestRenewalsKeepNodeReady renews the lease every period for several grace
+// periods.
+func TestRenewalsKeepNodeReady(t *testing.T) {
+	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0))
+	for i := 1; i <= int(3*grace/period); i++ {
+		e.renew("web-1", t0.Add(time.Duration(i)*period))
+		e.step(period)
+	}
+	e.wantReady("web-1", corev1.ConditionTrue, agentReason)
+	e.wantEvents("web-1", EventRegisteredNode)
+	if got := value(t, e.c.metrics.nodes.WithLabelValues(stateReady)); got != 1 {
+		t.Errorf("ready nodes gauge %v, want 1", got)
+	}
+}
+
+// TestResume lets a node expire, then renews its lease again.
+func TestResume(t *testing.T) {
+	node := readyNode("web-1")
+	node.Spec.Taints = []corev1.Taint{{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+	e := newEnv(t, node, nodeLease("web-1", t0))
+	e.step(grace + period)
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+
+	e.renew("web-1", t0.Add(time.Hour))
+	e.step(period)
+	e.wantReady("web-1", corev1.ConditionTrue, ReasonNodeLeaseRenewed)
+	e.wantEvents("web-1", EventRegisteredNode, EventNodeNotReady, EventNodeReady)
+	n := e.node("web-1")
+	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "example.com/dedicated" {
+		t.Errorf("taints %v, want only the user's", n.Spec.Taints)
+	}
+	if c := readyCondition(n); !c.LastTransitionTime.Time.Equal(e.clock.Now()) {
+		t.Errorf("Ready lastTransitionTime %v, want %v", c.LastTransitionTime, e.clock.Now())
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeMemoryPressure && c.Status != corev1.ConditionUnknown {
+			t.Errorf("MemoryPressure = %s, want it left Unknown for its owner to report", c.Status)
+		}
+	}
+
+	// It expires again when the renewals stop again.
+	e.step(grace - period)
+	e.wantReady("web-1", corev1.ConditionTrue, ReasonNodeLeaseRenewed)
+	e.step(period)
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.wantEvents("web-1", EventRegisteredNode, EventNodeNotReady, EventNodeReady, EventNodeNotReady)
+}
+
+// TestLeaseRecreated counts a deleted and recreated lease as a renewal.
+func TestLeaseRecreated(t *testing.T) {
+	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0))
+	e.step(grace + period)
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+
+	leases := e.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	if err := leases.Delete(context.Background(), "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the deletion to be seen", func(c *Controller) bool { return c.health["web-1"].lease == nil })
+	// The same renewTime as before: only the new lease makes it a change.
+	l := nodeLease("web-1", t0)
+	l.UID = "lease-web-1-again"
+	if _, err := leases.Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the new lease to be seen", func(c *Controller) bool { return c.health["web-1"].lease != nil })
+	e.step(period)
+	e.wantReady("web-1", corev1.ConditionTrue, ReasonNodeLeaseRenewed)
+}
+
+// TestNodeDeleted removes a node: RemovingNode, and its state is dropped.
+func TestNodeDeleted(t *testing.T) {
+	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0), readyNode("web-2"), nodeLease("web-2", t0))
+	if err := e.client.CoreV1().Nodes().Delete(context.Background(), "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Waits until a pass no longer finds the node (the informer may lag a
+	// pass behind the deletion).
+	for {
+		e.step(period)
+		e.c.mu.Lock()
+		_, known := e.c.health["web-1"]
+		e.c.mu.Unlock()
+		if !known {
+			break
+		}
+	}
+	e.wantEvents("web-1", EventRegisteredNode, EventRemovingNode)
+	e.wantEvents("web-2", EventRegisteredNode)
+	for _, ev := range e.rec.all() {
+		if ev.reason == EventRemovingNode && ev.ref != (corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "web-1", UID: "web-1"}) {
+			t.Errorf("RemovingNode about %+v", ev.ref)
+		}
+	}
+	if got := value(t, e.c.metrics.nodes.WithLabelValues(stateReady)); got != 1 {
+		t.Errorf("ready nodes gauge %v, want 1", got)
+	}
+}
+
+// TestNodeReplaced deletes a node and creates another of the same name
+// between two passes: it is registered anew with a fresh grace period.
+func TestNodeReplaced(t *testing.T) {
+	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0))
+	e.step(period)
+	nodes := e.client.CoreV1().Nodes()
+	if err := nodes.Delete(context.Background(), "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := readyNode("web-1")
+	n.UID = "uid-web-1-again"
+	if _, err := nodes.Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Until the informer shows the new node, passes see the old one or none.
+	for {
+		e.step(period)
+		e.c.mu.Lock()
+		h := e.c.health["web-1"]
+		replaced := h != nil && h.uid == n.UID
+		e.c.mu.Unlock()
+		if replaced {
+			break
+		}
+	}
+	// The grace period runs from the new node's registration.
+	e.step(grace)
+	e.wantReady("web-1", corev1.ConditionTrue, agentReason)
+	reasons := e.rec.reasons("web-1")
+	if len(reasons) != 3 || reasons[1] != EventRemovingNode || reasons[2] != EventRegisteredNode {
+		t.Errorf("events %v, want RegisteredNode, RemovingNode, RegisteredNode", reasons)
+	}
+	e.step(period)
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+}
+
+// TestRemoteRenewTimeNotTrusted feeds renewTimes from far in the future and
+// the past: only their changes count, never their values.
+func TestRemoteRenewTimeNotTrusted(t *testing.T) {
+	future := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	past := time.Date(1971, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		initial time.Time
+		renews  []time.Time // one per period, then silence
+	}{
+		{"frozen in the future", future, nil},
+		{"frozen in the past", past, nil},
+		{"renewed in the past", past, []time.Time{past.Add(time.Second), past.Add(2 * time.Second), past.Add(3 * time.Second)}},
+		{"renewed in the future", future, []time.Time{future.Add(time.Hour), future.Add(2 * time.Hour)}},
+		{"clock jumping back", t0, []time.Time{t0.Add(-time.Hour), t0.Add(-2 * time.Hour), t0.Add(-3 * time.Hour)}},
+		{"clock jumping around", t0, []time.Time{future, past, t0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, readyNode("web-1"), nodeLease("web-1", tt.initial))
+			// Renewals, one every period, keep the node alive well beyond
+			// one grace period...
+			for i := 0; len(tt.renews) > 0 && i < int(2*grace/period); i++ {
+				e.renew("web-1", tt.renews[i%len(tt.renews)].Add(time.Duration(i/len(tt.renews))*time.Microsecond))
+				e.step(period)
+				e.wantReady("web-1", corev1.ConditionTrue, agentReason)
+				if t.Failed() {
+					return
+				}
+			}
+			// ...and once they stop, the node expires one grace period
+			// after the last one was seen, by the controller's clock,
+			// whatever the value says.
+			silent := time.Duration(0)
+			if len(tt.renews) > 0 {
+				silent = period
+			}
+			e.step(grace - silent)
+			e.wantReady("web-1", corev1.ConditionTrue, agentReason)
+			e.step(period)
+			e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+		})
+	}
+}
+
+// TestFreshGraceAfterRestart stops the controller and starts a new one on the
+// same objects: nodes whose leases are long silent, and one already marked
+// Unknown, get a full grace period from the new controller's start.
+func TestFreshGraceAfterRestart(t *testing.T) {
+	stale := t0.Add(-time.Hour)
+	e := newEnv(t, readyNode("dead"), nodeLease("dead", stale), readyNode("alive"), nodeLease("alive", stale), readyNode("quiet"), nodeLease("quiet", stale))
+	e.step(grace / 2)
+	e.renew("alive", t0.Add(grace/2))
+	e.renew("quiet", t0.Add(grace/2))
+	e.step(grace/2 + period)
+	e.wantReady("dead", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.wantReady("alive", corev1.ConditionTrue, agentReason)
+	e.wantReady("quiet", corev1.ConditionTrue, agentReason)
+	e.stop()
+
+	// The server is down for a long time; nobody renews.
+	e.clock.Step(time.Hour)
+	e.start()
+	e.wantEvents("dead", EventRegisteredNode)
+	e.wantEvents("alive", EventRegisteredNode)
+
+	// A full grace period from the restart: nothing changes, the Unknown
+	// node is not made Ready (no renewal was seen).
+	for i := 0; i < int(grace/period); i++ {
+		if i == int(grace/period)/2 {
+			e.renew("alive", t0.Add(2*time.Hour))
+		}
+		e.step(period)
+	}
+	e.wantReady("dead", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.wantReady("alive", corev1.ConditionTrue, agentReason)
+	e.wantReady("quiet", corev1.ConditionTrue, agentReason)
+	e.step(period)
+	e.wantReady("quiet", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.wantReady("alive", corev1.ConditionTrue, agentReason)
+	e.wantEvents("quiet", EventRegisteredNode, EventNodeNotReady)
+	e.wantEvents("dead", EventRegisteredNode)
+
+	// A renewal of the dead node's lease brings it back.
+	e.renew("dead", t0.Add(3*time.Hour))
+	e.step(period)
+	e.wantReady("dead", corev1.ConditionTrue, ReasonNodeLeaseRenewed)
+	e.wantEvents("dead", EventRegisteredNode, EventNodeReady)
+}
+
+// TestNodeWithoutLease marks a node that never had a lease Unknown after the
+// grace period, and one without any Ready condition too.
+func TestNodeWithoutLease(t *testing.T) {
+	bare := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare", UID: "uid-bare"}}
+	e := newEnv(t, readyNode("web-1"), bare)
+	e.step(grace + period)
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.wantReady("bare", corev1.ConditionUnknown, ReasonNodeStatusNeverUpdated)
+	e.wantEvents("bare", EventRegisteredNode)
+
+	// A lease appearing for it (an agent starting) counts as a renewal.
+	if _, err := e.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(context.Background(), nodeLease("bare", t0), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the new lease", func(c *Controller) bool { return c.health["bare"].lease != nil })
+	e.step(period)
+	e.wantReady("bare", corev1.ConditionTrue, ReasonNodeLeaseRenewed)
+}
+
+// TestConflictRetried makes the first status update and the first spec
+// update conflict with a change made meanwhile: each is retried after a
+// fresh GET and the concurrent change is kept.
+func TestConflictRetried(t *testing.T) {
+	e := &env{t: t, clock: clocktesting.NewFakeClock(t0), client: fake.NewClientset(readyNode("web-1"), nodeLease("web-1", t0))}
+	nodesGVR := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	var mu sync.Mutex
+	conflicts := map[string]bool{} // subresource → conflicted once
+	var actions []string
+	e.client.PrependReactor("*", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" {
+			return false, nil, nil
+		}
+		actions = append(actions, a.GetVerb()+"/"+a.GetSubresource())
+		if a.GetVerb() != "update" || conflicts[a.GetSubresource()] {
+			return false, nil, nil
+		}
+		conflicts[a.GetSubresource()] = true
+		// Someone else changes the node first.
+		obj, err := e.client.Tracker().Get(nodesGVR, "", "web-1")
+		if err != nil {
+			return true, nil, err
+		}
+		n := obj.(*corev1.Node).DeepCopy()
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels["example.com/changed-during-update"+a.GetSubresource()] = "yes"
+		if err := e.client.Tracker().Update(nodesGVR, n, ""); err != nil {
+			return true, nil, err
+		}
+		return true, nil, apierrors.NewConflict(nodesGVR.GroupResource(), "web-1", errors.New("the object has been modified"))
+	})
+	e.start()
+	e.step(grace + period)
+	mu.Lock()
+	got := slices.Clone(actions)
+	mu.Unlock()
+	want := []string{"update/status", "get/", "update/status", "update/", "get/", "update/"}
+	if !slices.Equal(got, want) {
+		t.Errorf("node actions %v, want %v", got, want)
+	}
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	n := e.node("web-1")
+	for _, l := range []string{"example.com/changed-during-updatestatus", "example.com/changed-during-update"} {
+		if n.Labels[l] != "yes" {
+			t.Errorf("label %s lost, labels %v", l, n.Labels)
+		}
+	}
+	if got := value(t, e.c.metrics.writeErrors); got != 0 {
+		t.Errorf("write errors %v, want 0", got)
+	}
+}
+
+// TestConflictGivesUp makes every status update conflict: the controller
+// gives up after a few attempts and tries again at the next pass.
+func TestConflictGivesUp(t *testing.T) {
+	e := &env{t: t, clock: clocktesting.NewFakeClock(t0), client: fake.NewClientset(readyNode("web-1"), nodeLease("web-1", t0))}
+	var mu sync.Mutex
+	fail := true
+	updates := 0
+	e.client.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		updates++
+		if fail {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "web-1", errors.New("modified"))
+		}
+		return false, nil, nil
+	})
+	e.start()
+	e.step(grace + period)
+	mu.Lock()
+	if updates != maxWriteAttempts {
+		t.Errorf("%d update attempts, want %d", updates, maxWriteAttempts)
+	}
+	fail = false
+	mu.Unlock()
+	if got := value(t, e.c.metrics.writeErrors); got != 1 {
+		t.Errorf("write errors %v, want 1", got)
+	}
+	e.wantEvents("web-1", EventRegisteredNode)
+	e.step(period)
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.wantEvents("web-1", EventRegisteredNode, EventNodeNotReady)
+}
+
+// TestEvents checks what the Events say and about what.
+func TestEvents(t *testing.T) {
+	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0))
+	e.step(grace + period)
+	e.renew("web-1", t0.Add(time.Hour))
+	e.step(period)
+	if err := e.client.CoreV1().Nodes().Delete(context.Background(), "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for len(e.rec.reasons("web-1")) < 4 {
+		e.step(period)
+	}
+	want := []struct{ reason, action, note string }{
+		{EventRegisteredNode, "Register", "Node web-1 is monitored by the node lifecycle controller"},
+		{EventNodeNotReady, "StatusChange", "Node web-1 is now NotReady (Ready=Unknown, NodeStatusUnknown)"},
+		{EventNodeReady, "StatusChange", "Node web-1 is now Ready"},
+		{EventRemovingNode, "Remove", "Node web-1 was deleted; the node lifecycle controller stops monitoring it"},
+	}
+	got := e.rec.all()
+	if len(got) != len(want) {
+		t.Fatalf("got %d events, want %d: %+v", len(got), len(want), got)
+	}
+	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "web-1", UID: "web-1"}
+	for i, w := range want {
+		g := got[i]
+		if g.reason != w.reason || g.action != w.action || g.note != w.note || g.typ != corev1.EventTypeNormal {
+			t.Errorf("event %d: %s %s %s %q, want Normal %s %s %q", i, g.typ, g.reason, g.action, g.note, w.reason, w.action, w.note)
+		}
+		if g.ref != ref || g.relatedPresent {
+			t.Errorf("event %d about %+v (related %v), want %+v", i, g.ref, g.relatedPresent, ref)
+		}
+	}
+}
+
+// value reads a gauge's or counter's value.
+func value(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Gauge != nil {
+		return out.Gauge.GetValue()
+	}
+	return out.Counter.GetValue()
+}

@@ -1,0 +1,291 @@
+package nodelifecycle_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-helpers/apimachinery/lease"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
+	"github.com/leasehold/leasehold/internal/controller/nodelifecycle"
+)
+
+// Short timings for tests on a real server and the real clock.
+const (
+	testPeriod = 200 * time.Millisecond
+	testGrace  = 2 * time.Second
+)
+
+// startController runs a lifecycle controller against the server until the
+// test ends, recording Events through the API.
+func startController(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(logWriter{t}, nil))
+	c, err := nodelifecycle.New(nodelifecycle.Config{Client: client, MonitorPeriod: testPeriod, GracePeriod: testGrace, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// createReadyNode creates a Node with Ready=True, as an agent registers one.
+func createReadyNode(t *testing.T, client kubernetes.Interface, name string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	n.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "TestAgentReady",
+		LastHeartbeatTime: now, LastTransitionTime: now,
+	}}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeState is "Ready=<status>/<reason> taints=<unreachable effects>".
+func nodeState(t *testing.T, client kubernetes.Interface, name string) string {
+	t.Helper()
+	n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := "none"
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = string(c.Status) + "/" + c.Reason
+		}
+	}
+	var taints []string
+	for _, tn := range n.Spec.Taints {
+		if tn.Key == corev1.TaintNodeUnreachable {
+			taints = append(taints, string(tn.Effect))
+		}
+	}
+	return fmt.Sprintf("Ready=%s taints=%v", ready, taints)
+}
+
+const (
+	stateUnreachable = "Ready=Unknown/NodeStatusUnknown taints=[NoSchedule NoExecute]"
+	stateRenewed     = "Ready=True/NodeLeaseRenewed taints=[]"
+)
+
+// eventually polls f until it returns "" or the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, f func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		msg := f()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stays checks f keeps returning "" for d.
+func stays(t *testing.T, d time.Duration, f func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if msg := f(); msg != "" {
+			t.Fatal(msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func wantState(t *testing.T, client kubernetes.Interface, name, want string) func() string {
+	return func() string {
+		if got := nodeState(t, client, name); got != want {
+			return fmt.Sprintf("node %s: %s, want %s", name, got, want)
+		}
+		return ""
+	}
+}
+
+// renewer renews a node lease every interval until stopped, as an agent.
+func renewer(t *testing.T, client kubernetes.Interface, name string, interval time.Duration) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	leases := client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		for {
+			l, err := leases.Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+				_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+			}
+			if err != nil && ctx.Err() == nil {
+				t.Errorf("renewing lease %s: %v", name, err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// nodeEvents lists the reasons of the Events about a node the way kubectl
+// describe node finds them: by involvedObject with the node's name as uid.
+func nodeEvents(t *testing.T, client kubernetes.Interface, name string) []string {
+	t.Helper()
+	events := client.CoreV1().Events(metav1.NamespaceAll)
+	ns, kind, uid := "", "Node", name
+	list, err := events.List(context.Background(), metav1.ListOptions{
+		FieldSelector: events.GetFieldSelector(&name, &ns, &kind, &uid).String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortStableFunc(list.Items, func(a, b corev1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	var reasons []string
+	for _, e := range list.Items {
+		if e.ReportingController != nodelifecycle.ReportingController || e.Type != corev1.EventTypeNormal {
+			t.Errorf("event %s from %q type %q, want from %q type Normal", e.Name, e.ReportingController, e.Type, nodelifecycle.ReportingController)
+		}
+		reasons = append(reasons, e.Reason)
+	}
+	return reasons
+}
+
+func wantEvents(t *testing.T, client kubernetes.Interface, name string, want ...string) func() string {
+	return func() string {
+		if got := nodeEvents(t, client, name); !slices.Equal(got, want) {
+			return fmt.Sprintf("events about %s: %v, want %v", name, got, want)
+		}
+		return ""
+	}
+}
+
+// TestServer runs the controller against a real server: a node whose lease
+// is renewed stays Ready, goes Unknown with the unreachable taints once the
+// renewals stop, and comes back when they resume.
+func TestServer(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	client := s.Client(t, "")
+	ctx := context.Background()
+	createReadyNode(t, client, "web-1")
+	if _, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To("web-1"), LeaseDurationSeconds: ptr.To[int32](2),
+			RenewTime: &metav1.MicroTime{Time: time.Now()},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, client)
+
+	stop := renewer(t, client, "web-1", testGrace/4)
+	stays(t, 2*testGrace, wantState(t, client, "web-1", "Ready=True/TestAgentReady taints=[]"))
+	eventually(t, 10*time.Second, wantEvents(t, client, "web-1", nodelifecycle.EventRegisteredNode))
+
+	stop()
+	eventually(t, testGrace+10*time.Second, wantState(t, client, "web-1", stateUnreachable))
+	eventually(t, 10*time.Second, wantEvents(t, client, "web-1", nodelifecycle.EventRegisteredNode, nodelifecycle.EventNodeNotReady))
+
+	renewer(t, client, "web-1", testGrace/4)
+	eventually(t, 10*time.Second, wantState(t, client, "web-1", stateRenewed))
+	stays(t, 2*testGrace, wantState(t, client, "web-1", stateRenewed))
+	eventually(t, 10*time.Second, wantEvents(t, client, "web-1",
+		nodelifecycle.EventRegisteredNode, nodelifecycle.EventNodeNotReady, nodelifecycle.EventNodeReady))
+
+	if err := client.CoreV1().Nodes().Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, wantEvents(t, client, "web-1",
+		nodelifecycle.EventRegisteredNode, nodelifecycle.EventNodeNotReady, nodelifecycle.EventNodeReady, nodelifecycle.EventRemovingNode))
+}
+
+// TestKubeletLeaseController heartbeats with the kubelet's own code,
+// k8s.io/component-helpers/apimachinery/lease, against leasehold: the
+// lifecycle controller keeps that node Ready, and marks it unreachable once
+// the heartbeats stop.
+func TestKubeletLeaseController(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	client := s.Client(t, "application/vnd.kubernetes.protobuf")
+	createReadyNode(t, client, "kubelet-1")
+	startController(t, client)
+
+	// The owner reference the kubelet sets on its lease.
+	setOwner := func(l *coordinationv1.Lease) error {
+		if len(l.OwnerReferences) > 0 {
+			return nil
+		}
+		n, err := client.CoreV1().Nodes().Get(context.Background(), "kubelet-1", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
+		return nil
+	}
+	heartbeat := lease.NewController(clock.RealClock{}, client, "kubelet-1", 40, nil, testGrace/4, "kubelet-1", corev1.NamespaceNodeLease, setOwner)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { heartbeat.Run(ctx); close(done) }()
+	stopHeartbeat := func() { cancel(); <-done }
+	t.Cleanup(stopHeartbeat)
+
+	eventually(t, 10*time.Second, func() string {
+		l, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(context.Background(), "kubelet-1", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if ptr.Deref(l.Spec.HolderIdentity, "") != "kubelet-1" || len(l.OwnerReferences) != 1 || l.OwnerReferences[0].Name != "kubelet-1" {
+			return fmt.Sprintf("lease holder %v owners %v", l.Spec.HolderIdentity, l.OwnerReferences)
+		}
+		return ""
+	})
+	stays(t, 3*testGrace, wantState(t, client, "kubelet-1", "Ready=True/TestAgentReady taints=[]"))
+
+	stopHeartbeat()
+	eventually(t, testGrace+10*time.Second, wantState(t, client, "kubelet-1", stateUnreachable))
+}

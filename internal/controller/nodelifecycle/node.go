@@ -1,0 +1,171 @@
+package nodelifecycle
+
+import (
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Reasons and messages the controller writes into node conditions.
+const (
+	// ReasonNodeStatusUnknown marks a condition the controller set to
+	// Unknown because the node lease stopped changing (Kubernetes' reason).
+	ReasonNodeStatusUnknown = "NodeStatusUnknown"
+	// ReasonNodeStatusNeverUpdated marks a Ready condition the controller
+	// added as Unknown to a node that never reported one (Kubernetes' reason).
+	ReasonNodeStatusNeverUpdated = "NodeStatusNeverUpdated"
+	// ReasonNodeLeaseRenewed marks a Ready=True the controller set because
+	// the node lease changed again after the node had become Unknown.
+	ReasonNodeLeaseRenewed = "NodeLeaseRenewed"
+
+	messageLeaseStopped = "The node lease is no longer being renewed: the leasehold agent on this node stopped heartbeating or cannot reach the server."
+	messageNeverUpdated = "The leasehold agent never reported this node's status."
+	messageLeaseRenewed = "The node lease is being renewed again: the leasehold agent on this node is heartbeating."
+)
+
+// agentConditions are the conditions the node's agent (or a kubelet) owns,
+// which the controller sets to Unknown when the node goes silent: the ones
+// Kubernetes' node lifecycle controller marks. NetworkUnavailable belongs to
+// whoever configures the network and is left alone.
+var agentConditions = []corev1.NodeConditionType{
+	corev1.NodeReady,
+	corev1.NodeMemoryPressure,
+	corev1.NodeDiskPressure,
+	corev1.NodePIDPressure,
+}
+
+// expired reports whether a node whose lease the controller last saw change
+// at probe (by its own clock) has stayed silent for longer than grace at now.
+// Exactly grace after the last change the node is still alive.
+func expired(probe time.Time, grace time.Duration, now time.Time) bool {
+	return now.Sub(probe) > grace
+}
+
+// readyStatus is the status of n's Ready condition, "" if it has none.
+func readyStatus(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// readyCondition returns n's Ready condition, nil if it has none.
+func readyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// markUnknown sets every agent-owned condition of n that is not Unknown yet
+// to Unknown, keeping its last heartbeat time, and adds a Ready=Unknown if n
+// has no Ready condition. It reports whether n changed. Missing pressure
+// conditions are not added: leasehold's agent does not report them.
+func markUnknown(n *corev1.Node, now time.Time) bool {
+	t := metav1.NewTime(now)
+	changed := false
+	for i := range n.Status.Conditions {
+		c := &n.Status.Conditions[i]
+		if !slices.Contains(agentConditions, c.Type) || c.Status == corev1.ConditionUnknown {
+			continue
+		}
+		c.Status = corev1.ConditionUnknown
+		c.Reason = ReasonNodeStatusUnknown
+		c.Message = messageLeaseStopped
+		c.LastTransitionTime = t
+		changed = true
+	}
+	if readyCondition(n) == nil {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
+			Type:               corev1.NodeReady,
+			Status:             corev1.ConditionUnknown,
+			Reason:             ReasonNodeStatusNeverUpdated,
+			Message:            messageNeverUpdated,
+			LastHeartbeatTime:  n.CreationTimestamp,
+			LastTransitionTime: t,
+		})
+		changed = true
+	}
+	return changed
+}
+
+// markRenewed sets n's Ready condition back to True if it is Unknown, for a
+// node whose lease is being renewed again, and reports whether n changed.
+// A Ready=False posted by the agent, or a missing Ready, is left alone; so
+// are the other conditions, which only their owner can report.
+func markRenewed(n *corev1.Node, now time.Time) bool {
+	c := readyCondition(n)
+	if c == nil || c.Status != corev1.ConditionUnknown {
+		return false
+	}
+	t := metav1.NewTime(now)
+	c.Status = corev1.ConditionTrue
+	c.Reason = ReasonNodeLeaseRenewed
+	c.Message = messageLeaseRenewed
+	c.LastHeartbeatTime = t
+	c.LastTransitionTime = t
+	return true
+}
+
+// taintEffects are the effects of the taints the controller manages, each
+// for one key.
+var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute}
+
+// reconcileTaints makes n's taints node.kubernetes.io/unreachable and
+// node.kubernetes.io/not-ready follow its Ready status: unreachable
+// (NoSchedule and NoExecute) while Ready is Unknown, not-ready while it is
+// False, neither while it is True. A NoExecute taint it adds carries
+// timeAdded now. A node without a Ready condition keeps its taints. Other
+// taints are never touched. It reports whether n changed.
+func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time) bool {
+	var want string
+	switch ready {
+	case corev1.ConditionUnknown:
+		want = corev1.TaintNodeUnreachable
+	case corev1.ConditionFalse:
+		want = corev1.TaintNodeNotReady
+	case corev1.ConditionTrue:
+	default:
+		return false
+	}
+	changed := false
+	have := map[corev1.TaintEffect]bool{}
+	taints := make([]corev1.Taint, 0, len(n.Spec.Taints)+len(taintEffects))
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady {
+			if t.Key != want || have[t.Effect] {
+				changed = true
+				continue
+			}
+			have[t.Effect] = true
+		}
+		taints = append(taints, t)
+	}
+	if want != "" {
+		for _, effect := range taintEffects {
+			if have[effect] {
+				continue
+			}
+			t := corev1.Taint{Key: want, Effect: effect}
+			if effect == corev1.TaintEffectNoExecute {
+				added := metav1.NewTime(now)
+				t.TimeAdded = &added
+			}
+			taints = append(taints, t)
+			changed = true
+		}
+	}
+	if changed {
+		if len(taints) == 0 {
+			taints = nil
+		}
+		n.Spec.Taints = taints
+	}
+	return changed
+}

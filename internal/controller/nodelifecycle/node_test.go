@@ -1,0 +1,214 @@
+package nodelifecycle
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func TestExpired(t *testing.T) {
+	grace := 50 * time.Second
+	tests := []struct {
+		name  string
+		probe time.Time
+		now   time.Time
+		want  bool
+	}{
+		{"just seen", t0, t0, false},
+		{"just under grace", t0, t0.Add(grace - time.Nanosecond), false},
+		{"exactly grace", t0, t0.Add(grace), false},
+		{"just over grace", t0, t0.Add(grace + time.Nanosecond), true},
+		{"long silent", t0, t0.Add(time.Hour), true},
+		{"clock behind the probe", t0, t0.Add(-time.Hour), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := expired(tt.probe, grace, tt.now); got != tt.want {
+				t.Errorf("expired(probe, %v, probe%+v) = %v, want %v", grace, tt.now.Sub(tt.probe), got, tt.want)
+			}
+		})
+	}
+}
+
+func cond(typ corev1.NodeConditionType, status corev1.ConditionStatus, reason string) corev1.NodeCondition {
+	return corev1.NodeCondition{
+		Type: typ, Status: status, Reason: reason,
+		LastHeartbeatTime:  metav1.NewTime(t0.Add(-time.Minute)),
+		LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour)),
+	}
+}
+
+func TestMarkUnknown(t *testing.T) {
+	now := t0.Add(time.Minute)
+	created := metav1.NewTime(t0.Add(-24 * time.Hour))
+	tests := []struct {
+		name        string
+		conds       []corev1.NodeCondition
+		wantChanged bool
+		want        map[corev1.NodeConditionType]string // status/reason
+	}{
+		{
+			name: "ready node",
+			conds: []corev1.NodeCondition{
+				cond(corev1.NodeReady, corev1.ConditionTrue, "AgentReady"),
+				cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "Fine"),
+				cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "Fine"),
+				cond(corev1.NodePIDPressure, corev1.ConditionFalse, "Fine"),
+				cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "RouteCreated"),
+			},
+			wantChanged: true,
+			want: map[corev1.NodeConditionType]string{
+				corev1.NodeReady:              "Unknown/" + ReasonNodeStatusUnknown,
+				corev1.NodeMemoryPressure:     "Unknown/" + ReasonNodeStatusUnknown,
+				corev1.NodeDiskPressure:       "Unknown/" + ReasonNodeStatusUnknown,
+				corev1.NodePIDPressure:        "Unknown/" + ReasonNodeStatusUnknown,
+				corev1.NodeNetworkUnavailable: "False/RouteCreated",
+			},
+		},
+		{
+			name:        "not ready node",
+			conds:       []corev1.NodeCondition{cond(corev1.NodeReady, corev1.ConditionFalse, "AgentNotReady")},
+			wantChanged: true,
+			want:        map[corev1.NodeConditionType]string{corev1.NodeReady: "Unknown/" + ReasonNodeStatusUnknown},
+		},
+		{
+			name:        "already unknown",
+			conds:       []corev1.NodeCondition{cond(corev1.NodeReady, corev1.ConditionUnknown, "SomethingElse")},
+			wantChanged: false,
+			want:        map[corev1.NodeConditionType]string{corev1.NodeReady: "Unknown/SomethingElse"},
+		},
+		{
+			name:        "never reported",
+			wantChanged: true,
+			want:        map[corev1.NodeConditionType]string{corev1.NodeReady: "Unknown/" + ReasonNodeStatusNeverUpdated},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", CreationTimestamp: created}}
+			n.Status.Conditions = tt.conds
+			if got := markUnknown(n, now); got != tt.wantChanged {
+				t.Errorf("markUnknown changed = %v, want %v", got, tt.wantChanged)
+			}
+			if len(n.Status.Conditions) != len(tt.want) {
+				t.Fatalf("got %d conditions, want %d", len(n.Status.Conditions), len(tt.want))
+			}
+			for _, c := range n.Status.Conditions {
+				if got := string(c.Status) + "/" + c.Reason; got != tt.want[c.Type] {
+					t.Errorf("%s: got %s, want %s", c.Type, got, tt.want[c.Type])
+				}
+				changedNow := tt.wantChanged && c.Reason != "RouteCreated" && c.Reason != "SomethingElse"
+				if changedNow && !c.LastTransitionTime.Time.Equal(now) {
+					t.Errorf("%s: lastTransitionTime %v, want %v", c.Type, c.LastTransitionTime, now)
+				}
+				switch {
+				case c.Reason == ReasonNodeStatusNeverUpdated:
+					if !c.LastHeartbeatTime.Equal(&created) {
+						t.Errorf("%s: lastHeartbeatTime %v, want the creation time %v", c.Type, c.LastHeartbeatTime, created)
+					}
+				case !c.LastHeartbeatTime.Time.Equal(t0.Add(-time.Minute)):
+					t.Errorf("%s: lastHeartbeatTime %v changed, want it kept", c.Type, c.LastHeartbeatTime)
+				}
+			}
+		})
+	}
+}
+
+func TestMarkRenewed(t *testing.T) {
+	now := t0.Add(time.Minute)
+	tests := []struct {
+		name        string
+		conds       []corev1.NodeCondition
+		wantChanged bool
+		wantReady   string
+	}{
+		{"unknown", []corev1.NodeCondition{cond(corev1.NodeReady, corev1.ConditionUnknown, ReasonNodeStatusUnknown)}, true, "True/" + ReasonNodeLeaseRenewed},
+		{"already ready", []corev1.NodeCondition{cond(corev1.NodeReady, corev1.ConditionTrue, "AgentReady")}, false, "True/AgentReady"},
+		{"not ready is the agent's word", []corev1.NodeCondition{cond(corev1.NodeReady, corev1.ConditionFalse, "AgentNotReady")}, false, "False/AgentNotReady"},
+		{"no ready condition", nil, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &corev1.Node{}
+			n.Status.Conditions = tt.conds
+			if got := markRenewed(n, now); got != tt.wantChanged {
+				t.Errorf("markRenewed changed = %v, want %v", got, tt.wantChanged)
+			}
+			got := ""
+			if c := readyCondition(n); c != nil {
+				got = string(c.Status) + "/" + c.Reason
+				if tt.wantChanged && (!c.LastTransitionTime.Time.Equal(now) || !c.LastHeartbeatTime.Time.Equal(now)) {
+					t.Errorf("times %v/%v, want %v", c.LastHeartbeatTime, c.LastTransitionTime, now)
+				}
+			}
+			if got != tt.wantReady {
+				t.Errorf("Ready %q, want %q", got, tt.wantReady)
+			}
+		})
+	}
+}
+
+func taint(key string, effect corev1.TaintEffect) corev1.Taint {
+	return corev1.Taint{Key: key, Effect: effect}
+}
+
+func TestReconcileTaints(t *testing.T) {
+	now := t0.Add(time.Minute)
+	earlier := metav1.NewTime(t0)
+	user := corev1.Taint{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
+	unreachableNoExec := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &earlier}
+	tests := []struct {
+		name        string
+		taints      []corev1.Taint
+		ready       corev1.ConditionStatus
+		wantChanged bool
+		want        []string // key:effect in order
+	}{
+		{"ready, untainted", []corev1.Taint{user}, corev1.ConditionTrue, false, []string{"example.com/dedicated:NoSchedule"}},
+		{"unknown adds unreachable", []corev1.Taint{user}, corev1.ConditionUnknown, true, []string{
+			"example.com/dedicated:NoSchedule", "node.kubernetes.io/unreachable:NoSchedule", "node.kubernetes.io/unreachable:NoExecute"}},
+		{"unknown completes unreachable", []corev1.Taint{unreachableNoExec}, corev1.ConditionUnknown, true, []string{
+			"node.kubernetes.io/unreachable:NoExecute", "node.kubernetes.io/unreachable:NoSchedule"}},
+		{"unknown, already tainted", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule), unreachableNoExec}, corev1.ConditionUnknown, false, []string{
+			"node.kubernetes.io/unreachable:NoSchedule", "node.kubernetes.io/unreachable:NoExecute"}},
+		{"ready removes unreachable", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule), user, unreachableNoExec}, corev1.ConditionTrue, true, []string{
+			"example.com/dedicated:NoSchedule"}},
+		{"ready removes all", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule), unreachableNoExec}, corev1.ConditionTrue, true, nil},
+		{"false swaps unreachable for not-ready", []corev1.Taint{unreachableNoExec}, corev1.ConditionFalse, true, []string{
+			"node.kubernetes.io/not-ready:NoSchedule", "node.kubernetes.io/not-ready:NoExecute"}},
+		{"duplicates dropped", []corev1.Taint{unreachableNoExec, unreachableNoExec, taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule)}, corev1.ConditionUnknown, true, []string{
+			"node.kubernetes.io/unreachable:NoExecute", "node.kubernetes.io/unreachable:NoSchedule"}},
+		{"no ready condition leaves taints", []corev1.Taint{unreachableNoExec}, "", false, []string{"node.kubernetes.io/unreachable:NoExecute"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &corev1.Node{}
+			n.Spec.Taints = append([]corev1.Taint(nil), tt.taints...)
+			if got := reconcileTaints(n, tt.ready, now); got != tt.wantChanged {
+				t.Errorf("changed = %v, want %v", got, tt.wantChanged)
+			}
+			var got []string
+			for _, tn := range n.Spec.Taints {
+				got = append(got, tn.Key+":"+string(tn.Effect))
+				if tn.Effect == corev1.TaintEffectNoExecute && (tn.Key == corev1.TaintNodeUnreachable || tn.Key == corev1.TaintNodeNotReady) {
+					if tn.TimeAdded == nil {
+						t.Errorf("%s:NoExecute without timeAdded", tn.Key)
+					} else if !tn.TimeAdded.Time.Equal(now) && !tn.TimeAdded.Time.Equal(earlier.Time) {
+						t.Errorf("%s:NoExecute timeAdded %v, want %v", tn.Key, tn.TimeAdded, now)
+					}
+				}
+				if tn.Effect == corev1.TaintEffectNoSchedule && tn.TimeAdded != nil {
+					t.Errorf("%s:NoSchedule has timeAdded", tn.Key)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("taints %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
