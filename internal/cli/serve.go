@@ -24,6 +24,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/apiserver"
 	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/controller/garbagecollector"
 	"github.com/leasehold/leasehold/internal/controller/manager"
 	"github.com/leasehold/leasehold/internal/controller/namespace"
 	"github.com/leasehold/leasehold/internal/openapi"
@@ -133,7 +134,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(apiserver.Collectors()...)
 	reg.MustRegister(store.Collectors()...)
 	api, err := apiserver.New(apiserver.Config{
-		Store: st, Authenticator: tokens, OpenAPI: docs, Logger: log,
+		Store: st, Authenticator: tokens, OpenAPI: docs, Logger: log, GarbageCollection: true,
 		Extra: map[string]http.Handler{"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{})},
 	})
 	if err != nil {
@@ -211,6 +212,16 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 // leads, each with the identity Kubernetes gives its counterpart.
 func builtinControllers() []manager.Controller {
 	return []manager.Controller{{
+		Name:     "garbage-collector",
+		Identity: garbagecollector.UserName,
+		Run: func(ctx context.Context, cfg *rest.Config) error {
+			gc, err := garbagecollector.New(garbagecollector.Config{REST: cfg, Logger: slog.Default().With("controller", "garbage-collector")})
+			if err != nil {
+				return err
+			}
+			return gc.Run(ctx)
+		},
+	}, {
 		Name:     "namespace",
 		Identity: "system:serviceaccount:kube-system:namespace-controller",
 		Run: func(ctx context.Context, cfg *rest.Config) error {
