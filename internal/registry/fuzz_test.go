@@ -1,0 +1,98 @@
+package registry_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/registry"
+)
+
+// leaseFields are the spec paths ValidateLease may report.
+var leaseFields = map[string]bool{
+	"spec.leaseDurationSeconds": true, "spec.leaseTransitions": true,
+	"spec.strategy.strategy": true, "spec.preferredHolder": true,
+}
+
+// FuzzValidateLease builds leases from fuzzed fields (each pointer field
+// present or not, per bit of set) and checks that ValidateLease never
+// panics, never changes its input, gives the same answer twice, reports
+// only LeaseSpec paths, and rejects exactly the out-of-range numbers.
+func FuzzValidateLease(f *testing.F) {
+	f.Add(uint8(0), "", int32(0), int32(0), "", "", int64(0))
+	f.Add(uint8(0xff), "holder", int32(40), int32(1), "OldestEmulationVersion", "other", int64(1700000000123456000))
+	f.Add(uint8(0xff), "", int32(0), int32(-1), "Newest", "p", int64(-1))
+	f.Add(uint8(0x1c), "h", int32(-2147483648), int32(2147483647), "example.com/s", "", int64(0))
+	f.Add(uint8(0x30), "", int32(1), int32(0), "", "p", int64(0))
+	f.Add(uint8(0x30), "\xff\x00", int32(1), int32(0), "a/b/c", "\u00e9", int64(0))
+	f.Add(uint8(0x30), "", int32(1), int32(0), "example.com/"+strings.Repeat("x", 70), "p", int64(0))
+	f.Fuzz(func(t *testing.T, set uint8, holder string, duration, transitions int32, strategy, preferred string, nanos int64) {
+		var spec coordinationv1.LeaseSpec
+		ts := metav1.NewMicroTime(time.Unix(0, nanos))
+		if set&1 != 0 {
+			spec.HolderIdentity = ptr.To(holder)
+		}
+		if set&2 != 0 {
+			spec.LeaseDurationSeconds = ptr.To(duration)
+		}
+		if set&4 != 0 {
+			spec.LeaseTransitions = ptr.To(transitions)
+		}
+		if set&8 != 0 {
+			spec.Strategy = ptr.To(coordinationv1.CoordinatedLeaseStrategy(strategy))
+		}
+		if set&16 != 0 {
+			spec.PreferredHolder = ptr.To(preferred)
+		}
+		if set&32 != 0 {
+			spec.AcquireTime, spec.RenewTime = &ts, &ts
+		}
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", Namespace: "default"}, Spec: spec}
+		before := l.DeepCopy()
+
+		errs := registry.ValidateLease(l)
+		if !reflect.DeepEqual(l, before) {
+			t.Fatalf("ValidateLease changed its input: %+v → %+v", before.Spec, l.Spec)
+		}
+		if again := registry.ValidateLease(l); !reflect.DeepEqual(errorTexts(errs), errorTexts(again)) {
+			t.Fatalf("not deterministic: %v then %v", errs, again)
+		}
+		byField := map[string]int{}
+		for _, e := range errs {
+			if !leaseFields[e.Field] {
+				t.Fatalf("error on unexpected path %s: %v", e.Field, e)
+			}
+			byField[e.Field]++
+		}
+		if want := set&2 != 0 && duration <= 0; want != (byField["spec.leaseDurationSeconds"] > 0) {
+			t.Fatalf("duration %d (set %v): errors %v", duration, set&2 != 0, errs)
+		}
+		if want := set&4 != 0 && transitions < 0; want != (byField["spec.leaseTransitions"] > 0) {
+			t.Fatalf("transitions %d (set %v): errors %v", transitions, set&4 != 0, errs)
+		}
+		hasStrategy := set&8 != 0 && strategy != ""
+		if want := set&16 != 0 && preferred != "" && !hasStrategy; want != (byField["spec.preferredHolder"] > 0) {
+			t.Fatalf("preferredHolder %q with strategy %q: errors %v", preferred, strategy, errs)
+		}
+		if set&8 == 0 && byField["spec.strategy.strategy"] > 0 {
+			t.Fatalf("strategy error without a strategy: %v", errs)
+		}
+		if set&8 != 0 && strategy == string(coordinationv1.OldestEmulationVersion) && byField["spec.strategy.strategy"] > 0 {
+			t.Fatalf("known strategy rejected: %v", errs)
+		}
+	})
+}
+
+func errorTexts(errs field.ErrorList) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, string(e.Type)+" "+e.Error())
+	}
+	return out
+}

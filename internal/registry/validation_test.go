@@ -1,0 +1,224 @@
+package registry_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/registry"
+)
+
+// The messages below are kube-apiserver's, character for character: client
+// tools match on them, and `kubectl apply` prints them as they are.
+const (
+	nameMsg              = `a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`
+	labelMsg             = `a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`
+	namePartMsg          = `name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`
+	qualifiedMsg         = `a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')`
+	notStandardFinalizer = "name is neither a standard finalizer name nor is it fully qualified"
+)
+
+// wantErr is one expected field error: its type and its full text
+// ("path: Type: detail"), as kube-apiserver puts it in a Status cause.
+type wantErr struct {
+	typ  field.ErrorType
+	text string
+}
+
+func checkErrors(t *testing.T, got field.ErrorList, want []wantErr) {
+	t.Helper()
+	var g, w []string
+	for _, e := range got {
+		g = append(g, string(e.Type)+" | "+e.Error())
+	}
+	for _, e := range want {
+		w = append(w, string(e.typ)+" | "+e.text)
+	}
+	if !slices.Equal(g, w) {
+		t.Errorf("errors\n got %s\nwant %s", strings.Join(g, "\n     "), strings.Join(w, "\n     "))
+	}
+}
+
+func TestValidateLease(t *testing.T) {
+	now := metav1.NewMicroTime(time.Date(2026, 3, 4, 5, 6, 7, 8000, time.UTC))
+	cases := []struct {
+		name string
+		spec coordinationv1.LeaseSpec
+		want []wantErr
+	}{
+		{name: "empty spec"},
+		{name: "every field valid", spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To("a"), LeaseDurationSeconds: ptr.To[int32](40), AcquireTime: &now, RenewTime: &now,
+			LeaseTransitions: ptr.To[int32](0), Strategy: ptr.To(coordinationv1.OldestEmulationVersion), PreferredHolder: ptr.To("b"),
+		}},
+		{name: "qualified custom strategy", spec: coordinationv1.LeaseSpec{
+			Strategy: ptr.To(coordinationv1.CoordinatedLeaseStrategy("example.com/my-strategy")), PreferredHolder: ptr.To("b"),
+		}},
+		{name: "empty preferred holder needs no strategy", spec: coordinationv1.LeaseSpec{PreferredHolder: ptr.To("")}},
+		{name: "largest duration", spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](1<<31 - 1)}},
+		{name: "zero duration", spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](0)},
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"}}},
+		{name: "negative duration", spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](-5)},
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.leaseDurationSeconds: Invalid value: -5: must be greater than 0"}}},
+		{name: "negative transitions", spec: coordinationv1.LeaseSpec{LeaseTransitions: ptr.To[int32](-1)},
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0"}}},
+		{name: "preferred holder without strategy", spec: coordinationv1.LeaseSpec{PreferredHolder: ptr.To("b")},
+			want: []wantErr{{field.ErrorTypeForbidden, "spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined"}}},
+		{name: "preferred holder with empty strategy", spec: coordinationv1.LeaseSpec{PreferredHolder: ptr.To("b"), Strategy: ptr.To(coordinationv1.CoordinatedLeaseStrategy(""))},
+			want: []wantErr{
+				{field.ErrorTypeNotSupported, `spec.strategy.strategy: Unsupported value: "": supported values: "OldestEmulationVersion"`},
+				{field.ErrorTypeForbidden, "spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined"},
+			}},
+		{name: "unknown short strategy", spec: coordinationv1.LeaseSpec{Strategy: ptr.To(coordinationv1.CoordinatedLeaseStrategy("Newest"))},
+			want: []wantErr{{field.ErrorTypeNotSupported, `spec.strategy.strategy: Unsupported value: "Newest": supported values: "OldestEmulationVersion"`}}},
+		{name: "strategy with a bad name part", spec: coordinationv1.LeaseSpec{Strategy: ptr.To(coordinationv1.CoordinatedLeaseStrategy("example.com/Bad Name"))},
+			want: []wantErr{{field.ErrorTypeInvalid, `spec.strategy.strategy: Invalid value: "example.com/Bad Name": ` + namePartMsg}}},
+		{name: "strategy with two slashes", spec: coordinationv1.LeaseSpec{Strategy: ptr.To(coordinationv1.CoordinatedLeaseStrategy("a/b/c"))},
+			want: []wantErr{{field.ErrorTypeInvalid, `spec.strategy.strategy: Invalid value: "a/b/c": ` + qualifiedMsg}}},
+		{name: "errors in field order", spec: coordinationv1.LeaseSpec{
+			LeaseDurationSeconds: ptr.To[int32](0), LeaseTransitions: ptr.To[int32](-2), PreferredHolder: ptr.To("p"),
+		}, want: []wantErr{
+			{field.ErrorTypeInvalid, "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"},
+			{field.ErrorTypeInvalid, "spec.leaseTransitions: Invalid value: -2: must be greater than or equal to 0"},
+			{field.ErrorTypeForbidden, "spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined"},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", Namespace: "default"}, Spec: tc.spec}
+			checkErrors(t, registry.ValidateLease(l), tc.want)
+			// The resource's hooks are the same check, on create and update.
+			checkErrors(t, registry.Leases.Validate(l), tc.want)
+			checkErrors(t, registry.Leases.ValidateUpdate(l, l.DeepCopy()), tc.want)
+		})
+	}
+}
+
+func TestValidateObjectMeta(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	cases := []struct {
+		name string
+		res  *registry.Resource
+		meta metav1.ObjectMeta
+		want []wantErr
+	}{
+		{name: "lease ok", res: registry.Leases, meta: metav1.ObjectMeta{Name: "kube-node.a-1", Namespace: "default"}},
+		// The server turns generateName into a name before validating.
+		{name: "lease generateName only", res: registry.Leases, meta: metav1.ObjectMeta{GenerateName: "l-", Namespace: "default"},
+			want: []wantErr{{field.ErrorTypeRequired, "metadata.name: Required value: name or generateName is required"}}},
+		{name: "lease bad name", res: registry.Leases, meta: metav1.ObjectMeta{Name: "Bad_Name", Namespace: "default"},
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.name: Invalid value: "Bad_Name": ` + nameMsg}}},
+		{name: "lease without name or namespace", res: registry.Leases, meta: metav1.ObjectMeta{},
+			want: []wantErr{
+				{field.ErrorTypeRequired, "metadata.name: Required value: name or generateName is required"},
+				{field.ErrorTypeRequired, "metadata.namespace: Required value"},
+			}},
+		{name: "lease bad label key", res: registry.Leases, meta: metav1.ObjectMeta{Name: "a", Namespace: "default", Labels: map[string]string{"bad key!": "v"}},
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.labels: Invalid value: "bad key!": ` + namePartMsg}}},
+		{name: "lease finalizer needs no standard name", res: registry.Leases, meta: metav1.ObjectMeta{Name: "a", Namespace: "default", Finalizers: []string{"foo"}}},
+		{name: "namespace ok", res: registry.Namespaces, meta: metav1.ObjectMeta{Name: "kube-node-lease"}},
+		{name: "namespace name is a DNS label", res: registry.Namespaces, meta: metav1.ObjectMeta{Name: "a.b"},
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.name: Invalid value: "a.b": must not contain dots`}}},
+		{name: "namespace bad name", res: registry.Namespaces, meta: metav1.ObjectMeta{Name: "Bad_Name"},
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.name: Invalid value: "Bad_Name": ` + labelMsg}}},
+		{name: "namespace name too long", res: registry.Namespaces, meta: metav1.ObjectMeta{Name: long},
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.name: Invalid value: "` + long + `": must be no more than 63 characters`}}},
+		{name: "namespace in a namespace", res: registry.Namespaces, meta: metav1.ObjectMeta{Name: "a", Namespace: "b"},
+			want: []wantErr{{field.ErrorTypeForbidden, "metadata.namespace: Forbidden: not allowed on this type"}}},
+		// kube-apiserver checks metadata.finalizers of core kinds (Namespace
+		// among them) for standard or qualified names.
+		{name: "namespace metadata finalizer not qualified", res: registry.Namespaces, meta: metav1.ObjectMeta{Name: "a", Finalizers: []string{"foo"}},
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.finalizers[0]: Invalid value: "foo": ` + notStandardFinalizer}}},
+		{name: "namespace metadata finalizers standard and qualified", res: registry.Namespaces,
+			meta: metav1.ObjectMeta{Name: "a", Finalizers: []string{"kubernetes", "orphan", "example.com/x"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, registry.ValidateObjectMeta(tc.res, &tc.meta), tc.want)
+		})
+	}
+}
+
+func TestValidateObjectMetaUpdate(t *testing.T) {
+	old := metav1.ObjectMeta{Name: "a", Namespace: "default", UID: "u1", ResourceVersion: "5", CreationTimestamp: metav1.Unix(100, 0)}
+	cases := []struct {
+		name   string
+		change func(m *metav1.ObjectMeta)
+		want   []wantErr
+	}{
+		{name: "labels may change", change: func(m *metav1.ObjectMeta) { m.Labels = map[string]string{"a": "b"} }},
+		{name: "uid is immutable", change: func(m *metav1.ObjectMeta) { m.UID = types.UID("u2") },
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.uid: Invalid value: "u2": field is immutable`}}},
+		{name: "name is immutable", change: func(m *metav1.ObjectMeta) { m.Name = "b" },
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.name: Invalid value: "b": field is immutable`}}},
+		{name: "namespace is immutable", change: func(m *metav1.ObjectMeta) { m.Namespace = "other" },
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.namespace: Invalid value: "other": field is immutable`}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := *old.DeepCopy()
+			tc.change(&m)
+			checkErrors(t, registry.ValidateObjectMetaUpdate(registry.Leases, &m, &old), tc.want)
+		})
+	}
+}
+
+// TestValidateNamespace checks spec.finalizers as kube-apiserver does: each
+// must be a qualified name and, without a domain, one of the standard
+// finalizers; errors carry the path spec.finalizers without an index.
+func TestValidateNamespace(t *testing.T) {
+	cases := []struct {
+		name       string
+		finalizers []corev1.FinalizerName
+		want       []wantErr
+	}{
+		{name: "none"},
+		{name: "kubernetes", finalizers: []corev1.FinalizerName{corev1.FinalizerKubernetes}},
+		{name: "qualified", finalizers: []corev1.FinalizerName{"kubernetes", "example.com/cleanup"}},
+		{name: "not standard", finalizers: []corev1.FinalizerName{"kubernetes", "foo"},
+			want: []wantErr{{field.ErrorTypeInvalid, `spec.finalizers: Invalid value: "foo": ` + notStandardFinalizer}}},
+		{name: "not a qualified name", finalizers: []corev1.FinalizerName{"Bad Name"},
+			want: []wantErr{
+				{field.ErrorTypeInvalid, `spec.finalizers: Invalid value: "Bad Name": ` + namePartMsg},
+				{field.ErrorTypeInvalid, `spec.finalizers: Invalid value: "Bad Name": ` + notStandardFinalizer},
+			}},
+		{name: "bad qualified name", finalizers: []corev1.FinalizerName{"example.com/Bad Name"},
+			want: []wantErr{{field.ErrorTypeInvalid, `spec.finalizers: Invalid value: "example.com/Bad Name": ` + namePartMsg}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NamespaceSpec{Finalizers: tc.finalizers}}
+			checkErrors(t, registry.Namespaces.Validate(ns), tc.want)
+			checkErrors(t, registry.Namespaces.ValidateUpdate(ns, ns.DeepCopy()), tc.want)
+		})
+	}
+}
+
+// TestNamespacePrepare checks what the server sets on namespaces: the
+// kubernetes finalizer and Active phase on create, the immutable name label,
+// and spec and status kept from the stored object on update.
+func TestNamespacePrepare(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{corev1.LabelMetadataName: "forged"}},
+		Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}}
+	registry.Namespaces.PrepareForCreate(ns)
+	if ns.Status.Phase != corev1.NamespaceActive || !slices.Equal(ns.Spec.Finalizers, []corev1.FinalizerName{corev1.FinalizerKubernetes}) ||
+		ns.Labels[corev1.LabelMetadataName] != "n" {
+		t.Errorf("after PrepareForCreate: %+v", ns)
+	}
+	upd := ns.DeepCopy()
+	upd.Spec.Finalizers = nil
+	upd.Status.Phase = corev1.NamespaceTerminating
+	delete(upd.Labels, corev1.LabelMetadataName)
+	registry.Namespaces.PrepareForUpdate(upd, ns)
+	if upd.Status.Phase != corev1.NamespaceActive || len(upd.Spec.Finalizers) != 1 || upd.Labels[corev1.LabelMetadataName] != "n" {
+		t.Errorf("after PrepareForUpdate: %+v", upd)
+	}
+}
