@@ -26,18 +26,24 @@
 //   - when the lease has not changed for longer than GracePeriod, sets Ready
 //     and the pressure conditions to Unknown (reason NodeStatusUnknown) with
 //     UpdateStatus;
-//   - when the lease has changed again while Ready is Unknown, sets Ready to
-//     True (reason NodeLeaseRenewed): leasehold's agent posts its full status
-//     only every few minutes, so the lease is the liveness signal;
+//   - when the lease is fresh, has changed at least once since the node was
+//     registered, and Ready is Unknown, sets Ready to True (reason
+//     NodeLeaseRenewed): leasehold's agent posts its full status only every
+//     few minutes, so the lease is the liveness signal;
 //   - makes the taints node.kubernetes.io/unreachable (Ready Unknown) and
 //     node.kubernetes.io/not-ready (Ready False), each NoSchedule and
 //     NoExecute, follow the Ready condition, with Update;
 //   - emits NodeNotReady and NodeReady when Ready leaves or reaches True.
 //
-// Each write starts from the informer's copy; on a conflict the node is read
-// again and the change recomputed, a few times, then left for the next pass.
-// Informer callbacks only record probe times under a mutex; all API writes
-// happen in the pass.
+// Each write starts from the informer's copy (or from the controller's own
+// last write while the informer has not caught up with it); on a conflict
+// the node is read again and the change recomputed, a few times, then left
+// for the next pass. Informer callbacks only record probe times under a
+// mutex; all API writes happen in the pass.
+//
+// Events go out through the events.k8s.io/v1 API (client-go's tools/events)
+// from ReportingController, regarding {v1 Node, name, uid = the node's name}:
+// the reference kubectl describe node searches for.
 package nodelifecycle
 
 import (
@@ -47,6 +53,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -103,9 +110,9 @@ type Config struct {
 	Clock clock.WithTicker
 	// Logger; default slog.Default().
 	Logger *slog.Logger
-	// Recorder receives the Events. By default Run creates an
+	// Recorder receives the Events. By default each Run creates an
 	// events.k8s.io/v1 recorder on Client, reporting as
-	// ReportingController, and stops it when Run returns.
+	// ReportingController, and stops it when it returns.
 	Recorder events.EventRecorder
 }
 
@@ -116,8 +123,12 @@ type Controller struct {
 	grace    time.Duration
 	clock    clock.WithTicker
 	log      *slog.Logger
-	recorder events.EventRecorder
+	events   events.EventRecorder // Config.Recorder
 	metrics  metrics
+	running  atomic.Bool
+
+	// recorder is the one Run uses; only its goroutine touches it.
+	recorder events.EventRecorder
 
 	mu     sync.Mutex
 	health map[string]*health
@@ -195,7 +206,7 @@ func New(cfg Config) (*Controller, error) {
 		grace:    cfg.GracePeriod,
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
-		recorder: cfg.Recorder,
+		events:   cfg.Recorder,
 		metrics:  newMetrics(),
 		health:   map[string]*health{},
 		changed:  make(chan struct{}),
@@ -204,8 +215,18 @@ func New(cfg Config) (*Controller, error) {
 
 // Run watches nodes and leases and monitors the nodes every MonitorPeriod
 // until ctx ends, then returns nil. It returns an error only if it cannot
-// start. Run must be called once.
+// start. Run may be called again after it returned (for a new term of
+// leadership, say); each run starts from what it observes, giving every node
+// a fresh grace period. Runs may not overlap.
 func (c *Controller) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("nodelifecycle: Run is already running")
+	}
+	defer c.running.Store(false)
+	c.update(func() {
+		c.health = map[string]*health{}
+		c.synced = false
+	})
 	ctx, cancel := context.WithCancel(ctx)
 	nodeFactory := informers.NewSharedInformerFactory(c.client, 0)
 	leaseFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithNamespace(corev1.NamespaceNodeLease))
@@ -215,6 +236,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer leaseFactory.Shutdown()
 	defer cancel()
 
+	c.recorder = c.events
 	if c.recorder == nil {
 		b := events.NewBroadcaster(&events.EventSinkImpl{Interface: c.client.EventsV1()})
 		defer b.Shutdown()

@@ -721,3 +721,35 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 	}
 	return out.Counter.GetValue()
 }
+
+// TestRunAgain runs the same controller twice, as for two terms of
+// leadership, and refuses overlapping runs.
+func TestRunAgain(t *testing.T) {
+	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0))
+	if err := e.c.Run(context.Background()); err == nil {
+		t.Error("a second concurrent Run returned nil, want an error")
+	}
+	e.step(grace)
+	e.stop()
+
+	c := e.c
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	e.c.mu.Lock()
+	passes := c.passes
+	e.c.mu.Unlock()
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	e.waitFor("the first pass of the second run", func(c *Controller) bool { return c.passes > passes })
+	// A fresh grace period from the second run's start.
+	e.step(grace)
+	e.wantReady("web-1", corev1.ConditionTrue, agentReason)
+	e.step(period)
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.wantEvents("web-1", EventRegisteredNode, EventRegisteredNode, EventNodeNotReady)
+}
