@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -956,4 +958,126 @@ func TestConsistentListAfterOtherResourceWrite(t *testing.T) {
 				err, time.Since(start).Round(time.Millisecond), out, errOut)
 		}
 	}
+}
+
+func TestMoreVerbs(t *testing.T) {
+	t.Parallel()
+	s := shared(t)
+	ns := testNamespace(t, s)
+	m := leaseManifest("v", ns, "a")
+	s.kubectlStdin(t, m, "create", "-f", "-")
+
+	t.Run("create twice is AlreadyExists", func(t *testing.T) {
+		errOut := s.kubectlFails(t, m, "create", "-f", "-")
+		if want := `Error from server (AlreadyExists): error when creating "STDIN": leases.coordination.k8s.io "v" already exists`; strings.TrimSpace(errOut) != want {
+			t.Errorf("stderr %q, want %q", errOut, want)
+		}
+	})
+
+	t.Run("replace", func(t *testing.T) {
+		cur := s.kubectl(t, "get", "lease", "v", "-n", ns, "-o", "yaml")
+		stale := strings.Replace(m, "metadata:\n", "metadata:\n  resourceVersion: \"1\"\n", 1)
+		errOut := s.kubectlFails(t, stale, "replace", "-f", "-")
+		if !strings.Contains(errOut, `Error from server (Conflict): error when replacing "STDIN": Operation cannot be fulfilled on leases.coordination.k8s.io "v": the object has been modified; please apply your changes to the latest version and try again`) {
+			t.Errorf("replace with a stale resourceVersion: stderr %q, want Kubernetes' Conflict", errOut)
+		}
+		cur = strings.Replace(cur, "holderIdentity: a", "holderIdentity: r", 1)
+		if got, want := strings.TrimSpace(s.kubectlStdin(t, cur, "replace", "-f", "-")), "lease.coordination.k8s.io/v replaced"; got != want {
+			t.Errorf("replace printed %q, want %q", got, want)
+		}
+		if h := holder(getLease(t, s, ns, "v")); h != "r" {
+			t.Errorf("after replace holder = %q, want r", h)
+		}
+	})
+
+	t.Run("label and annotate", func(t *testing.T) {
+		if got := strings.TrimSpace(s.kubectl(t, "label", "lease", "v", "-n", ns, "team=blue")); got != "lease.coordination.k8s.io/v labeled" {
+			t.Errorf("label printed %q", got)
+		}
+		if got := strings.TrimSpace(s.kubectl(t, "annotate", "lease", "v", "-n", ns, "note=hi")); got != "lease.coordination.k8s.io/v annotated" {
+			t.Errorf("annotate printed %q", got)
+		}
+		l := getLease(t, s, ns, "v")
+		if l.Labels["team"] != "blue" || l.Annotations["note"] != "hi" {
+			t.Errorf("labels %v annotations %v, want team=blue and note=hi", l.Labels, l.Annotations)
+		}
+		header, rows := tableRows(t, s.kubectl(t, "get", "lease", "v", "-n", ns, "--show-labels"))
+		if !slices.Equal(header, []string{"NAME", "HOLDER", "AGE", "LABELS"}) || len(rows) != 1 || rows[0][len(rows[0])-1] != "team=blue" {
+			t.Errorf("get --show-labels: header %q rows %q", header, rows)
+		}
+	})
+
+	t.Run("edit", func(t *testing.T) {
+		env := []string{"KUBE_EDITOR=sed -i s/holderIdentity:.*/holderIdentity:\\ edited/"}
+		out, errOut, err := s.runKubectlEnv(t, env, "", "edit", "lease", "v", "-n", ns)
+		if err != nil || strings.TrimSpace(out) != "lease.coordination.k8s.io/v edited" {
+			t.Errorf("kubectl edit: err %v stdout %q stderr %q", err, out, errOut)
+		}
+		if h := holder(getLease(t, s, ns, "v")); h != "edited" {
+			t.Errorf("after edit holder = %q, want edited", h)
+		}
+	})
+
+	t.Run("diff", func(t *testing.T) {
+		if _, err := exec.LookPath("diff"); err != nil {
+			t.Skip("kubectl diff needs diff on the PATH")
+		}
+		s.kubectlStdin(t, leaseManifest("dv", ns, "a"), "apply", "-f", "-")
+		same := writeFile(t, "same.yaml", leaseManifest("dv", ns, "a"))
+		if out, errOut, err := s.runKubectl(t, "diff", "-f", same); err != nil || out != "" {
+			t.Errorf("kubectl diff of the applied manifest: err %v stdout %q stderr %q; want no difference", err, out, errOut)
+		}
+		changed := writeFile(t, "changed.yaml", leaseManifest("dv", ns, "b"))
+		for _, args := range [][]string{{"diff", "-f", changed}, {"diff", "--server-side", "-f", changed}} {
+			out, errOut, err := s.runKubectl(t, args...)
+			var exit interface{ ExitCode() int }
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(out, "-  holderIdentity: a") || !strings.Contains(out, "+  holderIdentity: b") {
+				t.Errorf("kubectl %s: err %v stdout %q stderr %q; want exit 1 and the holder's diff", strings.Join(args, " "), err, out, errOut)
+			}
+		}
+		if h := holder(getLease(t, s, ns, "dv")); h != "a" {
+			t.Errorf("kubectl diff changed the lease: holder %q", h)
+		}
+	})
+
+	t.Run("wait", func(t *testing.T) {
+		s.kubectlStdin(t, leaseManifest("wt", ns, "a"), "apply", "-f", "-")
+		byPath := s.startKubectl(t, "wait", "-n", ns, "--for=jsonpath={.spec.holderIdentity}=b", "lease/wt", "--timeout=90s")
+		s.kubectl(t, "patch", "lease", "wt", "-n", ns, "--type", "merge", "-p", `{"spec":{"holderIdentity":"b"}}`)
+		byPath.waitLine(t, time.Minute, "condition met", func(f []string) bool {
+			return slices.Equal(f, []string{"lease.coordination.k8s.io/wt", "condition", "met"})
+		})
+		if err := byPath.wait(t, 30*time.Second); err != nil {
+			t.Errorf("kubectl wait --for=jsonpath: %v\n%s", err, byPath.stderr.String())
+		}
+
+		gone := s.startKubectl(t, "wait", "-n", ns, "--for=delete", "lease/wt", "--timeout=90s")
+		s.kubectl(t, "delete", "lease", "wt", "-n", ns)
+		gone.waitLine(t, time.Minute, "condition met", func(f []string) bool {
+			return slices.Equal(f, []string{"lease.coordination.k8s.io/wt", "condition", "met"})
+		})
+		if err := gone.wait(t, 30*time.Second); err != nil {
+			t.Errorf("kubectl wait --for=delete: %v\n%s", err, gone.stderr.String())
+		}
+	})
+
+	t.Run("delete by label", func(t *testing.T) {
+		out := s.kubectl(t, "delete", "lease", "-n", ns, "-l", "team=blue")
+		if strings.TrimSpace(out) != `lease.coordination.k8s.io "v" deleted` {
+			t.Errorf("delete -l team=blue printed %q", out)
+		}
+	})
+
+	t.Run("wrong token is 401", func(t *testing.T) {
+		data := readFile(t, s.kubeconfig)
+		bad := regexp.MustCompile(`(?m)^(\s*token:).*$`).ReplaceAllString(data, "${1} not-the-token")
+		if bad == data {
+			t.Fatalf("admin.kubeconfig has no token line:\n%s", data)
+		}
+		path := writeFile(t, "bad.kubeconfig", bad)
+		_, errOut, err := s.runKubectlEnv(t, []string{"KUBECONFIG=" + path}, "", "get", "lease", "-n", ns)
+		if err == nil || strings.TrimSpace(errOut) != "error: You must be logged in to the server (Unauthorized)" {
+			t.Errorf("kubectl with a wrong token: err %v stderr %q, want Unauthorized", err, errOut)
+		}
+	})
 }

@@ -440,11 +440,18 @@ func (s *server) runKubectl(t *testing.T, args ...string) (stdout, stderr string
 // runKubectlStdin is runKubectl with stdin (for `-f -`).
 func (s *server) runKubectlStdin(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return s.runKubectlEnv(t, nil, stdin, args...)
+}
+
+// runKubectlEnv is runKubectlStdin with extra environment variables, which
+// win over the usual ones (KUBECONFIG too).
+func (s *server) runKubectlEnv(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	needKubectl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kubectlBin, args...)
-	cmd.Env = s.kubectlEnv()
+	cmd.Env = append(s.kubectlEnv(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
