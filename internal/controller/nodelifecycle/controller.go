@@ -118,14 +118,14 @@ type Config struct {
 
 // Controller marks nodes whose lease stopped changing unreachable.
 type Controller struct {
-	client   kubernetes.Interface
-	period   time.Duration
-	grace    time.Duration
-	clock    clock.WithTicker
-	log      *slog.Logger
-	events   events.EventRecorder // Config.Recorder
-	metrics  metrics
-	running  atomic.Bool
+	client  kubernetes.Interface
+	period  time.Duration
+	grace   time.Duration
+	clock   clock.WithTicker
+	log     *slog.Logger
+	events  events.EventRecorder // Config.Recorder
+	metrics metrics
+	running atomic.Bool
 
 	// recorder is the one Run uses; only its goroutine touches it.
 	recorder events.EventRecorder
@@ -201,15 +201,15 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Controller{
-		client:   cfg.Client,
-		period:   cfg.MonitorPeriod,
-		grace:    cfg.GracePeriod,
-		clock:    cfg.Clock,
-		log:      cfg.Logger,
-		events:   cfg.Recorder,
-		metrics:  newMetrics(),
-		health:   map[string]*health{},
-		changed:  make(chan struct{}),
+		client:  cfg.Client,
+		period:  cfg.MonitorPeriod,
+		grace:   cfg.GracePeriod,
+		clock:   cfg.Clock,
+		log:     cfg.Logger,
+		events:  cfg.Recorder,
+		metrics: newMetrics(),
+		health:  map[string]*health{},
+		changed: make(chan struct{}),
 	}, nil
 }
 
