@@ -132,7 +132,6 @@ type Controller struct {
 
 	mu     sync.Mutex
 	health map[string]*health
-	synced bool
 	passes int
 	// changed is closed and replaced whenever the fields above change, so
 	// that tests can wait for the controller without sleeping.
@@ -225,7 +224,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.running.Store(false)
 	c.update(func() {
 		c.health = map[string]*health{}
-		c.synced = false
 	})
 	ctx, cancel := context.WithCancel(ctx)
 	nodeFactory := informers.NewSharedInformerFactory(c.client, 0)
@@ -280,7 +278,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("node lifecycle controller started", "monitorPeriod", c.period, "gracePeriod", c.grace)
 	ticker := c.clock.NewTicker(c.period)
 	defer ticker.Stop()
-	c.update(func() { c.synced = true })
 	lister := nodes.Lister()
 	for {
 		c.monitor(ctx, lister)
