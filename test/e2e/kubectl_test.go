@@ -647,8 +647,14 @@ func TestSelectorsAndPagination(t *testing.T) {
 			parity = "odd"
 		}
 		m := strings.Replace(leaseManifest(fmt.Sprintf("page-%d", i), ns, fmt.Sprintf("h%d", i)),
-			"metadata:\n", fmt.Sprintf("metadata:\n  labels:\n    parity: %s\n    idx: %q\n", parity, strconv.Itoa(i)), 1)
+			"metadata:\n", fmt.Sprintf("metadata:\n  labels:\n    parity: %s\n    idx: %q\n    run: %s\n", parity, strconv.Itoa(i), ns), 1)
 		docs = append(docs, m)
+	}
+	// Two more in a second namespace, for pages that cross namespaces.
+	ns2 := testNamespace(t, s)
+	for i := 1; i <= 2; i++ {
+		docs = append(docs, strings.Replace(leaseManifest(fmt.Sprintf("other-%d", i), ns2, "o"),
+			"metadata:\n", fmt.Sprintf("metadata:\n  labels:\n    run: %s\n", ns), 1))
 	}
 	s.kubectlStdin(t, strings.Join(docs, "---\n"), "apply", "-f", "-")
 
@@ -678,6 +684,21 @@ func TestSelectorsAndPagination(t *testing.T) {
 		args := append([]string{"get", "lease", "-n", ns, "-o", "name"}, tc.args...)
 		if got := names(s.kubectl(t, args...)); !slices.Equal(got, tc.want) {
 			t.Errorf("kubectl %s = %q, want %q", strings.Join(args, " "), got, tc.want)
+		}
+	}
+
+	// Across namespaces, one lease a page, with a label selector.
+	want := []string{ns + "/page-1", ns + "/page-2", ns + "/page-3", ns + "/page-4", ns + "/page-5", ns2 + "/other-1", ns2 + "/other-2"}
+	for _, chunk := range []string{"1", "2", "500"} {
+		out := s.kubectl(t, "get", "lease", "-A", "-l", "run="+ns, "--chunk-size="+chunk, "--no-headers", "-o", "custom-columns=NS:.metadata.namespace,NAME:.metadata.name")
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(l); len(f) == 2 {
+				got = append(got, f[0]+"/"+f[1])
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("get lease -A -l run=%s --chunk-size=%s = %q, want %q", ns, chunk, got, want)
 		}
 	}
 
@@ -875,6 +896,16 @@ func TestFieldValidation(t *testing.T) {
 			t.Errorf("invalid lease: stderr lacks %q:\n%s", want, errOut)
 		}
 	}
+	// A body over 3 MiB is refused with 413.
+	big := strings.Replace(leaseManifest("big", ns, "a"), "metadata:\n", "metadata:\n  annotations:\n    big: "+strings.Repeat("x", 4<<20)+"\n", 1)
+	errOut = s.kubectlFails(t, big, "create", "-f", "-")
+	if !strings.Contains(errOut, "Error from server (RequestEntityTooLarge)") || !strings.Contains(errOut, "limit is 3145728") {
+		t.Errorf("creating a 4 MiB lease: stderr %.300q, want RequestEntityTooLarge with limit 3145728", errOut)
+	}
+	if e := s.kubectlFails(t, "", "get", "lease", "big", "-n", ns); !strings.Contains(e, "NotFound") {
+		t.Errorf("the refused big lease exists: %q", e)
+	}
+
 	errOut = s.kubectlFails(t, leaseManifest("Bad_Name", ns, "a"), "create", "-f", "-")
 	if !strings.Contains(errOut, `The Lease "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name"`) {
 		t.Errorf("invalid name: stderr %q", errOut)
