@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/leasehold/leasehold/internal/controller/garbagecollector"
 	"github.com/leasehold/leasehold/internal/controller/manager"
 	"github.com/leasehold/leasehold/internal/controller/namespace"
+	"github.com/leasehold/leasehold/internal/controller/nodelifecycle"
 	"github.com/leasehold/leasehold/internal/openapi"
 	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/internal/registry"
@@ -40,13 +42,14 @@ func init() {
 }
 
 type serveFlags struct {
-	dataDir, listen           string
-	etcdServers               string
-	etcdCA, etcdCert, etcdKey string
-	tlsSANs                   string
-	compaction                time.Duration
-	shutdownGrace             time.Duration
-	logLevel, logFormat       string
+	dataDir, listen                     string
+	etcdServers                         string
+	etcdCA, etcdCert, etcdKey           string
+	tlsSANs                             string
+	compaction                          time.Duration
+	nodeMonitorPeriod, nodeMonitorGrace time.Duration
+	shutdownGrace                       time.Duration
+	logLevel, logFormat                 string
 }
 
 func runServe(ctx context.Context, args []string) error {
@@ -60,6 +63,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for the external etcd")
 	fs.StringVar(&f.tlsSANs, "tls-san", "", "extra comma-separated host names or IPs for the serving certificate")
 	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often to compact etcd history (0 disables)")
+	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks node leases")
+	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", 50*time.Second, "how long a node's lease may go unrenewed before the node is marked Ready=Unknown")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace-period", 30*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -109,7 +114,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	controllers := builtinControllers()
+	controllers := builtinControllers(f)
 	loopback, err := newLoopback(tokens, controllers)
 	if err != nil {
 		return err
@@ -210,8 +215,25 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 
 // builtinControllers are the controllers leasehold serve runs while it
 // leads, each with the identity Kubernetes gives its counterpart.
-func builtinControllers() []manager.Controller {
+func builtinControllers(f serveFlags) []manager.Controller {
 	return []manager.Controller{{
+		Name:     "node-lifecycle",
+		Identity: "system:serviceaccount:kube-system:node-controller",
+		Run: func(ctx context.Context, cfg *rest.Config) error {
+			client, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			nc, err := nodelifecycle.New(nodelifecycle.Config{
+				Client: client, MonitorPeriod: f.nodeMonitorPeriod, GracePeriod: f.nodeMonitorGrace,
+				Logger: slog.Default().With("controller", "node-lifecycle"),
+			})
+			if err != nil {
+				return err
+			}
+			return nc.Run(ctx)
+		},
+	}, {
 		Name:     "garbage-collector",
 		Identity: garbagecollector.UserName,
 		Run: func(ctx context.Context, cfg *rest.Config) error {
