@@ -176,11 +176,11 @@ func testCRUD(t *testing.T, e *cgEnv) {
 	if got.ResourceVersion != created.ResourceVersion || got.UID != created.UID {
 		t.Errorf("get: got rv %s uid %s, want %s %s", got.ResourceVersion, got.UID, created.ResourceVersion, created.UID)
 	}
-	cached, err := e.leases.Get(ctx, "every-field", metav1.GetOptions{ResourceVersion: "0"})
+	cached, err := e.leases.Get(ctx, "every-field", metav1.GetOptions{ResourceVersion: created.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSpec(t, "get rv=0", cached.Spec, spec)
+	checkSpec(t, "get at resourceVersion", cached.Spec, spec)
 
 	later := now.Add(3 * time.Second)
 	spec2 := coordinationv1.LeaseSpec{
