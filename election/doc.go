@@ -81,7 +81,11 @@
 // same holds against client-go contenders, which judge expiry the same way.
 // (A client-go leader, in turn, may keep leading up to RetryPeriod +
 // RenewDeadline after its last successful renewal; keep that below
-// LeaseDuration, as the defaults do, when client-go contenders take part.)
+// LeaseDuration, as the defaults do, when client-go contenders take part.
+// Also, a client-go elector with ReleaseOnCancel releases the Lease after a
+// failed renewal before it cancels its OnStartedLeading ctx, so its
+// successor may start while its work still runs; this package never
+// releases after a lost term.)
 //
 // A term ends in one of two ways:
 //
