@@ -72,7 +72,12 @@ func (s *Server) negotiate(r *http.Request) (encoding, error) {
 				continue
 			}
 			switch as {
-			case "Table", "PartialObjectMetadata", "PartialObjectMetadataList":
+			case "Table":
+				// Tables are served in JSON and YAML only, as in Kubernetes.
+				if mt == mediaProtobuf {
+					continue
+				}
+			case "PartialObjectMetadata", "PartialObjectMetadataList":
 			default:
 				continue
 			}

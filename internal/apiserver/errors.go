@@ -58,7 +58,7 @@ func status(err *apierrors.StatusError) *metav1.Status {
 // writeError answers with the Status for err in the negotiated format.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, gr schema.GroupResource, name string) {
 	st := statusFor(err, gr, name)
-	if st.Code == http.StatusInternalServerError {
+	if st.Code == http.StatusInternalServerError && !errors.Is(err, context.Canceled) {
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	s.writeStatus(w, r, st)

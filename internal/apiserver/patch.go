@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"fmt"
 	"mime"
 	"net/http"
 	"strings"
@@ -133,7 +134,7 @@ func (s *Server) applyPatch(req *request, pt types.PatchType, patch []byte, cur 
 		if err != nil {
 			return nil, badRequest("error decoding patch: %v", err)
 		}
-		if patched, err = p.Apply(original); err != nil {
+		if patched, err = applyJSONPatch(p, original); err != nil {
 			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", req.gr, req.info.name, err.Error(), 0, false)
 		}
 	case types.MergePatchType:
@@ -206,4 +207,15 @@ func applyError(err error) error {
 		return err
 	}
 	return badRequest("%v", err)
+}
+
+// applyJSONPatch applies p, turning a panic of the patch library on a
+// malformed operation into an error.
+func applyJSONPatch(p jsonpatch.Patch, doc []byte) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("invalid JSON patch: %v", r)
+		}
+	}()
+	return p.Apply(doc)
 }

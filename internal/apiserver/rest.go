@@ -302,7 +302,7 @@ func parseWriteOptions(req *request, kind string, dryRun []string, manager, vali
 	case "", metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict:
 	default:
 		errs = append(errs, field.NotSupported(field.NewPath("fieldValidation"), validation,
-			[]string{metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict}))
+			[]string{"", metav1.FieldValidationIgnore, metav1.FieldValidationStrict, metav1.FieldValidationWarn}))
 	}
 	if len(o.fieldManager) > 128 {
 		errs = append(errs, field.TooLong(field.NewPath("fieldManager"), "", 128))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -87,12 +88,44 @@ func validateLeaseStrategy(s coordinationv1.CoordinatedLeaseStrategy, path *fiel
 // (DNS subdomain for most, DNS label for namespaces), labels, annotations,
 // ownerReferences, finalizers, and namespace presence.
 func ValidateObjectMeta(r *Resource, meta *metav1.ObjectMeta) field.ErrorList {
-	return apivalidation.ValidateObjectMeta(meta, r.Namespaced, r.nameRule(), field.NewPath("metadata"))
+	errs := apivalidation.ValidateObjectMeta(meta, r.Namespaced, r.nameRule(), field.NewPath("metadata"))
+	return append(errs, r.coreFinalizers(meta)...)
 }
 
 // ValidateObjectMetaUpdate checks metadata on update against the stored one.
 func ValidateObjectMetaUpdate(r *Resource, meta, old *metav1.ObjectMeta) field.ErrorList {
-	return apivalidation.ValidateObjectMetaUpdate(meta, old, field.NewPath("metadata"))
+	errs := apivalidation.ValidateObjectMetaUpdate(meta, old, field.NewPath("metadata"))
+	return append(errs, r.coreFinalizers(meta)...)
+}
+
+// coreFinalizers applies the core group's extra rule to
+// metadata.finalizers: a name without a "/" must be a standard one.
+func (r *Resource) coreFinalizers(meta *metav1.ObjectMeta) field.ErrorList {
+	if r.GroupVersion.Group != "" {
+		return nil
+	}
+	var errs field.ErrorList
+	for i, f := range meta.Finalizers {
+		errs = append(errs, kubeFinalizerName(f, field.NewPath("metadata", "finalizers").Index(i))...)
+	}
+	return errs
+}
+
+// standardFinalizers need no domain prefix.
+var standardFinalizers = []string{string(corev1.FinalizerKubernetes), metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents}
+
+// validateFinalizerName is a qualified name that, without a "/", must be a
+// standard finalizer.
+func validateFinalizerName(name string, path *field.Path) field.ErrorList {
+	errs := apivalidation.ValidateFinalizerName(name, path)
+	return append(errs, kubeFinalizerName(name, path)...)
+}
+
+func kubeFinalizerName(name string, path *field.Path) field.ErrorList {
+	if strings.Contains(name, "/") || slices.Contains(standardFinalizers, name) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path, name, "name is neither a standard finalizer name nor is it fully qualified")}
 }
 
 func (r *Resource) nameRule() apivalidation.ValidateNameFunc {

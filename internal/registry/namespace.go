@@ -8,7 +8,6 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -77,13 +76,13 @@ func setNamespaceNameLabel(ns *corev1.Namespace) {
 	ns.Labels[corev1.LabelMetadataName] = ns.Name
 }
 
+// validateNamespaceFinalizers checks spec.finalizers as Kubernetes does,
+// reporting at the list's path without an index.
 func validateNamespaceFinalizers(ns *corev1.Namespace) field.ErrorList {
 	var errs field.ErrorList
 	path := field.NewPath("spec", "finalizers")
-	for i, f := range ns.Spec.Finalizers {
-		for _, msg := range validation.IsQualifiedName(string(f)) {
-			errs = append(errs, field.Invalid(path.Index(i), f, msg))
-		}
+	for _, f := range ns.Spec.Finalizers {
+		errs = append(errs, validateFinalizerName(string(f), path)...)
 	}
 	return errs
 }
