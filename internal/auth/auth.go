@@ -1,13 +1,27 @@
-// Package auth says who a request comes from (authentication) and whether
-// they may do what they ask (authorization). The API server calls an
-// Authenticator on every request and puts the User in the request context.
+// Package auth says who a request comes from (authentication), whether they
+// may do what they ask (authorization: RBAC and the Node authorizer), and
+// what a node may write (node restriction). The API server calls an
+// Authenticator on every request, puts the User in the request context, and
+// asks an Authorizer about the request's Attributes.
+//
+// Authenticators: bearer tokens (a fixed set, Kubernetes' --token-auth-file
+// CSV, and the hashed token store that `leasehold token` maintains), X.509
+// client certificates signed by the server's CA (CN is the user, O the
+// groups), and anonymous requests when enabled. Secrets are compared only as
+// SHA-256 digests and never appear in errors or logs.
+//
+// The token store (TokenStore) is the one component here with a goroutine:
+// Run polls the file's modification time and size every second on the
+// injected clock and reloads it when either changes, until ctx ends.
 package auth
 
 import (
 	"context"
 	"crypto/sha256"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 )
 
 // User is an authenticated identity, as Kubernetes' user.Info.
@@ -18,12 +32,39 @@ type User struct {
 	Extra  map[string][]string
 }
 
-// Well-known groups.
+// InGroup reports whether u is a member of group.
+func (u *User) InGroup(group string) bool { return u != nil && slices.Contains(u.Groups, group) }
+
+// Well-known users and groups, Kubernetes' own.
 const (
-	GroupMasters       = "system:masters"
-	GroupAuthenticated = "system:authenticated"
-	GroupNodes         = "system:nodes"
+	GroupMasters         = "system:masters"
+	GroupAuthenticated   = "system:authenticated"
+	GroupUnauthenticated = "system:unauthenticated"
+	GroupNodes           = "system:nodes"
+	GroupServiceAccounts = "system:serviceaccounts"
+	UserAnonymous        = "system:anonymous"
+	// NodeUserPrefix starts the user name of a node: system:node:<name>.
+	NodeUserPrefix = "system:node:"
+	// ServiceAccountPrefix starts a service account's user name:
+	// system:serviceaccount:<namespace>:<name>.
+	ServiceAccountPrefix = "system:serviceaccount:"
 )
+
+// NodeUser returns the identity of node name: system:node:<name> in the
+// groups system:nodes and system:authenticated.
+func NodeUser(name string) *User {
+	return &User{Name: NodeUserPrefix + name, Groups: []string{GroupNodes, GroupAuthenticated}}
+}
+
+// NodeName returns the node name of a node identity, or false when u is not
+// one (it must be named system:node:<name> and be in system:nodes).
+func NodeName(u *User) (string, bool) {
+	if u == nil || !u.InGroup(GroupNodes) || !strings.HasPrefix(u.Name, NodeUserPrefix) {
+		return "", false
+	}
+	name := strings.TrimPrefix(u.Name, NodeUserPrefix)
+	return name, name != ""
+}
 
 // Authenticator identifies the sender of a request. ok is false when the
 // request carries no credentials this authenticator understands; err is set
@@ -32,9 +73,11 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (u *User, ok bool, err error)
 }
 
-// Tokens authenticates bearer tokens against a fixed set. Tokens are kept as
-// SHA-256 digests, never in clear.
+// Tokens authenticates bearer tokens against a set kept in memory. Tokens
+// are kept as SHA-256 digests, never in clear. It is safe for concurrent
+// use.
 type Tokens struct {
+	mu    sync.RWMutex
 	users map[[sha256.Size]byte]*User
 }
 
@@ -44,34 +87,116 @@ var _ Authenticator = (*Tokens)(nil)
 func NewTokens() *Tokens { return &Tokens{users: map[[sha256.Size]byte]*User{}} }
 
 // Add makes token authenticate as u.
-func (t *Tokens) Add(token string, u *User) { t.users[sha256.Sum256([]byte(token))] = u }
+func (t *Tokens) Add(token string, u *User) { t.AddDigest(sha256.Sum256([]byte(token)), u) }
 
 // AddDigest makes the token whose SHA-256 digest is sum authenticate as u,
 // for tokens kept only as digests on disk.
-func (t *Tokens) AddDigest(sum [sha256.Size]byte, u *User) { t.users[sum] = u }
+func (t *Tokens) AddDigest(sum [sha256.Size]byte, u *User) {
+	t.mu.Lock()
+	t.users[sum] = u
+	t.mu.Unlock()
+}
+
+// replace swaps the whole set, for reloads.
+func (t *Tokens) replace(users map[[sha256.Size]byte]*User) {
+	t.mu.Lock()
+	t.users = users
+	t.mu.Unlock()
+}
 
 // Authenticate implements Authenticator.
 func (t *Tokens) Authenticate(r *http.Request) (*User, bool, error) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
+	token, ok := BearerToken(r)
+	if !ok {
 		return nil, false, nil
 	}
-	scheme, token, found := strings.Cut(h, " ")
-	if !found || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(token) == "" {
-		return nil, false, nil
-	}
+	sum := sha256.Sum256([]byte(token))
+	t.mu.RLock()
+	u, found := t.users[sum]
+	t.mu.RUnlock()
 	// Looking up the digest reveals nothing about the token through timing.
-	if u, ok := t.users[sha256.Sum256([]byte(strings.TrimSpace(token)))]; ok {
+	if found {
 		return u, true, nil
 	}
-	return nil, false, errInvalidToken
+	return nil, false, ErrInvalidToken
+}
+
+// BearerToken returns the token of an "Authorization: Bearer <token>"
+// header, as Kubernetes reads it (scheme case-insensitive, surrounding
+// spaces ignored, nothing after the token).
+func BearerToken(r *http.Request) (string, bool) {
+	return parseBearer(r.Header.Get("Authorization"))
+}
+
+func parseBearer(h string) (string, bool) {
+	if h == "" {
+		return "", false
+	}
+	scheme, token, found := strings.Cut(strings.TrimSpace(h), " ")
+	token = strings.TrimSpace(token)
+	if !found || !strings.EqualFold(scheme, "bearer") || token == "" || strings.ContainsAny(token, " \t") {
+		return "", false
+	}
+	return token, true
 }
 
 type authError string
 
 func (e authError) Error() string { return string(e) }
 
-const errInvalidToken = authError("invalid bearer token")
+// ErrInvalidToken is the error of a bearer token nobody knows.
+const ErrInvalidToken = authError("invalid bearer token")
+
+// Union tries each authenticator in order: the first that recognises the
+// request's credentials decides. A request whose credentials some
+// authenticator rejects fails, even if another would accept them, unless a
+// later one accepts. Every authenticated user is put in
+// system:authenticated.
+type Union []Authenticator
+
+var _ Authenticator = Union(nil)
+
+// Authenticate implements Authenticator.
+func (a Union) Authenticate(r *http.Request) (*User, bool, error) {
+	var firstErr error
+	for _, x := range a {
+		u, ok, err := x.Authenticate(r)
+		switch {
+		case err != nil:
+			if firstErr == nil {
+				firstErr = err
+			}
+		case ok:
+			return withAuthenticated(u), true, nil
+		}
+	}
+	return nil, false, firstErr
+}
+
+func withAuthenticated(u *User) *User {
+	if u.Name == UserAnonymous || u.InGroup(GroupAuthenticated) {
+		return u
+	}
+	c := *u
+	c.Groups = append(slices.Clip(u.Groups), GroupAuthenticated)
+	return &c
+}
+
+// Anonymous authenticates every request without credentials as
+// system:anonymous in system:unauthenticated. Put it last in a Union and
+// only when anonymous requests are enabled: a request with an
+// Authorization header is never anonymous.
+type Anonymous struct{}
+
+var _ Authenticator = Anonymous{}
+
+// Authenticate implements Authenticator.
+func (Anonymous) Authenticate(r *http.Request) (*User, bool, error) {
+	if r.Header.Get("Authorization") != "" {
+		return nil, false, nil
+	}
+	return &User{Name: UserAnonymous, Groups: []string{GroupUnauthenticated}}, true, nil
+}
 
 type userKey struct{}
 

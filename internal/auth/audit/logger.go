@@ -1,0 +1,142 @@
+package audit
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	eventsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "leasehold_audit_events_total",
+		Help: "Audit events written to the audit log.",
+	})
+	eventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "leasehold_audit_events_dropped_total",
+		Help: "Audit events dropped because the audit buffer was full or the log could not be written.",
+	})
+)
+
+// Collectors are the audit log's Prometheus metrics.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{eventsTotal, eventsDropped} }
+
+// Config configures a Logger. Zero values mean defaults.
+type Config struct {
+	// Out receives one JSON event per line. Required. If it is an
+	// io.Closer, Run closes it when it ends.
+	Out io.Writer
+	// Policy decides what is recorded; default DefaultPolicy().
+	Policy *Policy
+	// BufferSize is how many events may wait to be written; default 10000.
+	BufferSize int
+	// Logger for write errors; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Logger accepts events from request handlers and writes them.
+type Logger struct {
+	cfg    Config
+	ch     chan *Event
+	mu     sync.RWMutex // guards closed against sends
+	closed bool
+	done   chan struct{}
+}
+
+// New validates cfg.
+func New(cfg Config) (*Logger, error) {
+	if cfg.Out == nil {
+		return nil, errors.New("audit: Out is required")
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = DefaultPolicy()
+	}
+	if cfg.BufferSize <= 0 {
+		cfg.BufferSize = 10000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Logger{cfg: cfg, ch: make(chan *Event, cfg.BufferSize), done: make(chan struct{})}, nil
+}
+
+// Policy returns the policy in force.
+func (l *Logger) Policy() *Policy { return l.cfg.Policy }
+
+// Log queues ev without blocking; when the buffer is full, or the Logger
+// has stopped, the event is dropped and counted. ev must not be changed
+// afterwards.
+func (l *Logger) Log(ev *Event) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		eventsDropped.Inc()
+		return
+	}
+	select {
+	case l.ch <- ev:
+	default:
+		eventsDropped.Inc()
+	}
+}
+
+// Run writes queued events until ctx ends, then writes what is still
+// queued and returns.
+func (l *Logger) Run(ctx context.Context) error {
+	defer close(l.done)
+	w := bufio.NewWriterSize(l.cfg.Out, 64<<10)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	write := func(ev *Event) {
+		if err := enc.Encode(ev); err != nil {
+			eventsDropped.Inc()
+			l.cfg.Logger.Error("writing audit event", "err", err)
+			return
+		}
+		eventsTotal.Inc()
+	}
+	flush := func() {
+		if err := w.Flush(); err != nil {
+			l.cfg.Logger.Error("writing audit log", "err", err)
+		}
+	}
+	defer func() {
+		if c, ok := l.cfg.Out.(io.Closer); ok {
+			c.Close()
+		}
+	}()
+	for {
+		select {
+		case ev := <-l.ch:
+			write(ev)
+			// Write what else is queued, then flush once.
+			for more := true; more; {
+				select {
+				case ev := <-l.ch:
+					write(ev)
+				default:
+					more = false
+				}
+			}
+			flush()
+		case <-ctx.Done():
+			l.mu.Lock()
+			l.closed = true
+			l.mu.Unlock()
+			for {
+				select {
+				case ev := <-l.ch:
+					write(ev)
+				default:
+					flush()
+					return nil
+				}
+			}
+		}
+	}
+}

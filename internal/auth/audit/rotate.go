@@ -1,0 +1,179 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// RotatingFile is an append-only file that is renamed aside and started
+// anew when the next write would make it larger than MaxBytes. Old files
+// are named <base>-<UTC timestamp><ext> beside it, as kube-apiserver's do,
+// and removed when there are more than MaxBackups or they are older than
+// MaxAge. It is not safe for concurrent use: the Logger's writer goroutine
+// owns it.
+type RotatingFile struct {
+	path       string
+	maxBytes   int64
+	maxAge     time.Duration
+	maxBackups int
+	clock      clock.PassiveClock
+
+	f    *os.File
+	size int64
+}
+
+// RotateConfig configures a RotatingFile; zero values disable each limit.
+type RotateConfig struct {
+	// Path of the live file.
+	Path string
+	// MaxBytes before rotating; 0 never rotates.
+	MaxBytes int64
+	// MaxAge of rotated files; 0 keeps them regardless of age.
+	MaxAge time.Duration
+	// MaxBackups is how many rotated files to keep; 0 keeps all.
+	MaxBackups int
+	// Clock for rotation timestamps and ages; default the real clock.
+	Clock clock.PassiveClock
+}
+
+// OpenRotating opens (creating, mode 0600) the file at cfg.Path.
+func OpenRotating(cfg RotateConfig) (*RotatingFile, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	r := &RotatingFile{path: cfg.Path, maxBytes: cfg.MaxBytes, maxAge: cfg.MaxAge, maxBackups: cfg.MaxBackups, clock: cfg.Clock}
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *RotatingFile) open() error {
+	if err := os.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(r.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	r.f, r.size = f, fi.Size()
+	return nil
+}
+
+// Write appends p, rotating first when p would overflow the file. A write
+// larger than MaxBytes goes alone into a fresh file.
+func (r *RotatingFile) Write(p []byte) (int, error) {
+	if r.f == nil {
+		return 0, os.ErrClosed
+	}
+	if r.maxBytes > 0 && r.size > 0 && r.size+int64(len(p)) > r.maxBytes {
+		if err := r.rotate(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := r.f.Write(p)
+	r.size += int64(n)
+	return n, err
+}
+
+const backupTimeFormat = "2006-01-02T15-04-05.000"
+
+func (r *RotatingFile) rotate() error {
+	if err := r.f.Close(); err != nil {
+		return err
+	}
+	r.f = nil
+	ext := filepath.Ext(r.path)
+	base := strings.TrimSuffix(r.path, ext)
+	backup := fmt.Sprintf("%s-%s%s", base, r.clock.Now().UTC().Format(backupTimeFormat), ext)
+	if _, err := os.Stat(backup); err == nil {
+		// Two rotations in one millisecond: keep both.
+		for i := 1; ; i++ {
+			b := fmt.Sprintf("%s-%s.%d%s", base, r.clock.Now().UTC().Format(backupTimeFormat), i, ext)
+			if _, err := os.Stat(b); errors.Is(err, os.ErrNotExist) {
+				backup = b
+				break
+			}
+		}
+	}
+	if err := os.Rename(r.path, backup); err != nil {
+		return err
+	}
+	if err := r.open(); err != nil {
+		return err
+	}
+	return r.prune()
+}
+
+// Backups returns the rotated files, newest first.
+func (r *RotatingFile) Backups() ([]string, error) {
+	ext := filepath.Ext(r.path)
+	base := strings.TrimSuffix(filepath.Base(r.path), ext)
+	entries, err := os.ReadDir(filepath.Dir(r.path))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || !strings.HasPrefix(n, base+"-") || !strings.HasSuffix(n, ext) {
+			continue
+		}
+		out = append(out, filepath.Join(filepath.Dir(r.path), n))
+	}
+	// The timestamp format sorts in time order.
+	sort.Sort(sort.Reverse(sort.StringSlice(out)))
+	return out, nil
+}
+
+func (r *RotatingFile) prune() error {
+	backups, err := r.Backups()
+	if err != nil {
+		return err
+	}
+	now := r.clock.Now()
+	for i, b := range backups {
+		drop := r.maxBackups > 0 && i >= r.maxBackups
+		if !drop && r.maxAge > 0 {
+			if fi, err := os.Stat(b); err == nil && now.Sub(fi.ModTime()) > r.maxAge {
+				drop = true
+			}
+		}
+		if drop {
+			if err := os.Remove(b); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Sync flushes the file to disk.
+func (r *RotatingFile) Sync() error {
+	if r.f == nil {
+		return nil
+	}
+	return r.f.Sync()
+}
+
+// Close closes the file.
+func (r *RotatingFile) Close() error {
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
+}

@@ -1,0 +1,136 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeAuthorizer gives each node identity (system:node:<name> in
+// system:nodes) what the node agent needs and no more, as Kubernetes' Node
+// authorizer does for kubelets:
+//
+//   - get, list and watch every Node (nodes may see their peers);
+//   - create a Node, and get, update and patch its own Node and its
+//     status (the name on create is checked by AdmitNode);
+//   - create a Lease in kube-node-lease, and get, update, patch and delete
+//     its own Lease there;
+//   - create, update and patch Events.
+//
+// Everything else has no opinion, for RBAC to decide.
+type NodeAuthorizer struct{}
+
+var (
+	_ Authorizer   = NodeAuthorizer{}
+	_ RuleResolver = NodeAuthorizer{}
+)
+
+// Authorize implements Authorizer.
+func (NodeAuthorizer) Authorize(_ context.Context, a Attributes) (Decision, string, error) {
+	node, ok := NodeName(a.User)
+	if !ok || !a.ResourceRequest {
+		return DecisionNoOpinion, "", nil
+	}
+	switch {
+	case a.APIGroup == "" && a.Resource == "nodes":
+		switch {
+		case a.Subresource == "" && (a.Verb == "get" || a.Verb == "list" || a.Verb == "watch"):
+			return DecisionAllow, "", nil
+		case a.Subresource == "" && a.Verb == "create":
+			return DecisionAllow, "", nil
+		case (a.Subresource == "" || a.Subresource == "status") && (a.Verb == "get" || a.Verb == "update" || a.Verb == "patch"):
+			if a.Name == node {
+				return DecisionAllow, "", nil
+			}
+			return DecisionNoOpinion, fmt.Sprintf("node %q may only %s its own Node", node, a.Verb), nil
+		}
+		return DecisionNoOpinion, fmt.Sprintf("node %q may not %s nodes", node, a.Verb), nil
+	case a.APIGroup == "coordination.k8s.io" && a.Resource == "leases" && a.Subresource == "":
+		if a.Namespace != corev1.NamespaceNodeLease {
+			return DecisionNoOpinion, fmt.Sprintf("node %q may only access leases in the %q namespace", node, corev1.NamespaceNodeLease), nil
+		}
+		switch a.Verb {
+		case "create":
+			return DecisionAllow, "", nil
+		case "get", "update", "patch", "delete":
+			if a.Name == node {
+				return DecisionAllow, "", nil
+			}
+			return DecisionNoOpinion, fmt.Sprintf("node %q may only %s its own Lease", node, a.Verb), nil
+		}
+		return DecisionNoOpinion, fmt.Sprintf("node %q may not %s leases", node, a.Verb), nil
+	case (a.APIGroup == "" || a.APIGroup == "events.k8s.io") && a.Resource == "events" && a.Subresource == "":
+		if a.Verb == "create" || a.Verb == "update" || a.Verb == "patch" {
+			return DecisionAllow, "", nil
+		}
+	}
+	return DecisionNoOpinion, "", nil
+}
+
+// RulesFor implements RuleResolver: the node's rules in RBAC form.
+func (NodeAuthorizer) RulesFor(_ context.Context, u *User, namespace string) ([]rbacv1.PolicyRule, bool, error) {
+	node, ok := NodeName(u)
+	if !ok {
+		return nil, false, nil
+	}
+	rules := []rbacv1.PolicyRule{
+		{Verbs: []string{"get", "list", "watch", "create"}, APIGroups: []string{""}, Resources: []string{"nodes"}},
+		{Verbs: []string{"get", "update", "patch"}, APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status"}, ResourceNames: []string{node}},
+		{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
+	}
+	if namespace == corev1.NamespaceNodeLease {
+		rules = append(rules,
+			rbacv1.PolicyRule{Verbs: []string{"create"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}},
+			rbacv1.PolicyRule{Verbs: []string{"get", "update", "patch", "delete"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{node}})
+	}
+	return rules, false, nil
+}
+
+// AdmitNode is Kubernetes' NodeRestriction admission for leasehold's kinds:
+// whatever authorized the request, a node identity may write only its own
+// Node and its own Lease in kube-node-lease (the object's name is checked,
+// so a create cannot name another node), and may not point its Lease's
+// ownerReferences at anything but its own Node. a describes the request;
+// name and owners are the object's after the write (for delete, the name
+// from the URL). It returns nil for other users and requests, or the
+// reason for a Forbidden answer.
+func AdmitNode(a Attributes, name string, owners []metav1.OwnerReference) error {
+	node, ok := NodeName(a.User)
+	if !ok || !a.ResourceRequest {
+		return nil
+	}
+	switch {
+	case a.APIGroup == "" && a.Resource == "nodes":
+		switch a.Verb {
+		case "create", "update", "patch", "delete":
+			if name != node {
+				return fmt.Errorf("node %q is not allowed to modify node %q", node, name)
+			}
+		}
+	case a.APIGroup == "coordination.k8s.io" && a.Resource == "leases":
+		switch a.Verb {
+		case "create", "update", "patch", "delete":
+		default:
+			return nil
+		}
+		if a.Namespace != corev1.NamespaceNodeLease {
+			return fmt.Errorf("node %q can only access leases in the %q namespace", node, corev1.NamespaceNodeLease)
+		}
+		if name != node {
+			return fmt.Errorf("node %q can only access node lease with the same name as the requesting node", node)
+		}
+		if a.Verb == "delete" {
+			return nil
+		}
+		if i := slices.IndexFunc(owners, func(o metav1.OwnerReference) bool {
+			return o.APIVersion != "v1" || o.Kind != "Node" || o.Name != node
+		}); i >= 0 {
+			return fmt.Errorf("node %q may not set an ownerReference to %s %q on its lease", node, owners[i].Kind, owners[i].Name)
+		}
+	}
+	return nil
+}

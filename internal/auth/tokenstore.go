@@ -1,0 +1,223 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// TokenStoreFile is the token store's file name in the data directory.
+const TokenStoreFile = "tokens.json"
+
+// StoredToken is one entry of the token store: never the token itself,
+// only its SHA-256 digest, with the identity it authenticates as.
+type StoredToken struct {
+	// ID names the token for listing and deletion: the first 12 hex
+	// digits of the digest.
+	ID string `json:"id"`
+	// SHA256 is the hex SHA-256 digest of the token.
+	SHA256  string    `json:"sha256"`
+	User    string    `json:"user"`
+	UID     string    `json:"uid,omitempty"`
+	Groups  []string  `json:"groups,omitempty"`
+	Created time.Time `json:"created"`
+	// Description is free text, e.g. what the token is for.
+	Description string `json:"description,omitempty"`
+}
+
+type tokenFile struct {
+	Tokens []StoredToken `json:"tokens"`
+}
+
+// ReadTokenStore returns the entries of the token store at path; a missing
+// file is an empty store.
+func ReadTokenStore(path string) ([]StoredToken, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f tokenFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("token store %s: %w", path, err)
+	}
+	for i, t := range f.Tokens {
+		if sum, err := hex.DecodeString(t.SHA256); err != nil || len(sum) != sha256.Size || t.User == "" {
+			return nil, fmt.Errorf("token store %s: entry %d is corrupt", path, i+1)
+		}
+	}
+	return f.Tokens, nil
+}
+
+// UpdateTokenStore changes the token store at path under an exclusive lock
+// (path + ".lock"), so concurrent `leasehold token` runs do not lose each
+// other's changes, and writes it atomically with mode 0600.
+func UpdateTokenStore(path string, change func([]StoredToken) ([]StoredToken, error)) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", path, err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	cur, err := ReadTokenStore(path)
+	if err != nil {
+		return err
+	}
+	next, err := change(cur)
+	if err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(tokenFile{Tokens: next}, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tokens-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// NewStoredToken returns the store entry for token.
+func NewStoredToken(token string, u *User, created time.Time, description string) StoredToken {
+	sum := sha256.Sum256([]byte(token))
+	h := hex.EncodeToString(sum[:])
+	return StoredToken{ID: h[:12], SHA256: h, User: u.Name, UID: u.UID, Groups: slices.Clone(u.Groups), Created: created.UTC(), Description: description}
+}
+
+// TokenStoreConfig configures a TokenStore.
+type TokenStoreConfig struct {
+	// Path of the store file. Required.
+	Path string
+	// Interval between checks of the file; default 1 s.
+	Interval time.Duration
+	// Clock; default the real clock.
+	Clock clock.WithTicker
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// TokenStore authenticates the tokens of a token store file and follows
+// changes to it: a token deleted from the file stops working within one
+// Interval.
+type TokenStore struct {
+	cfg    TokenStoreConfig
+	tokens *Tokens
+	// last is the file's modification time and size when last loaded.
+	lastMod  time.Time
+	lastSize int64
+	loaded   bool
+}
+
+var _ Authenticator = (*TokenStore)(nil)
+
+// NewTokenStore loads the store at cfg.Path (missing means empty).
+func NewTokenStore(cfg TokenStoreConfig) (*TokenStore, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("token store: Path is required")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &TokenStore{cfg: cfg, tokens: NewTokens()}
+	if err := s.Reload(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Authenticate implements Authenticator.
+func (s *TokenStore) Authenticate(r *http.Request) (*User, bool, error) {
+	return s.tokens.Authenticate(r)
+}
+
+// Reload reads the file again if its modification time or size changed.
+func (s *TokenStore) Reload() error {
+	fi, err := os.Stat(s.cfg.Path)
+	var mod time.Time
+	var size int64 = -1
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		mod, size = fi.ModTime(), fi.Size()
+	}
+	if s.loaded && mod.Equal(s.lastMod) && size == s.lastSize {
+		return nil
+	}
+	entries, err := ReadTokenStore(s.cfg.Path)
+	if err != nil {
+		return err
+	}
+	users := make(map[[sha256.Size]byte]*User, len(entries))
+	for _, e := range entries {
+		sum, _ := hex.DecodeString(e.SHA256)
+		users[[sha256.Size]byte(sum)] = &User{Name: e.User, UID: e.UID, Groups: e.Groups}
+	}
+	s.tokens.replace(users)
+	if s.loaded {
+		s.cfg.Logger.Info("token store reloaded", "path", s.cfg.Path, "tokens", len(users))
+	}
+	s.lastMod, s.lastSize, s.loaded = mod, size, true
+	return nil
+}
+
+// Run checks the file every Interval until ctx ends. A file that fails to
+// load keeps the previous tokens in force and is logged.
+func (s *TokenStore) Run(ctx context.Context) error {
+	t := s.cfg.Clock.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+			if err := s.Reload(); err != nil {
+				s.cfg.Logger.Error("token store reload failed; keeping the previous tokens", "path", s.cfg.Path, "err", err)
+			}
+		}
+	}
+}
