@@ -133,8 +133,14 @@
 //
 // # Preferred holder
 //
-// Setting spec.preferredHolder (for example with kubectl) to another
-// contender's identity makes the leader hand over: it cancels
+// Setting spec.preferredHolder to another contender's identity makes the
+// leader hand over. The API accepts preferredHolder only together with a
+// strategy, so an operator sets both:
+//
+//	kubectl patch lease nightly-report --type merge \
+//	  -p '{"spec":{"strategy":"OldestEmulationVersion","preferredHolder":"worker-2"}}'
+//
+// The leader then cancels
 // OnStartedLeading's ctx, keeps renewing until that returns, then releases
 // the Lease, keeping preferredHolder. The preferred contender, watching,
 // takes it at once and clears preferredHolder. Other leasehold contenders
