@@ -1,0 +1,330 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
+	"github.com/leasehold/leasehold/internal/bench"
+	"github.com/leasehold/leasehold/internal/controller/nodelifecycle"
+)
+
+// The scenarios run for about two seconds at tiny scale against an
+// in-process server. The tests check that they run, count consistently and
+// report; they assert nothing about speed.
+
+// syncBuffer collects progress lines written from another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func common(t *testing.T, s *apiservertest.Server, progress *syncBuffer) bench.Common {
+	return bench.Common{
+		REST: s.Config, Connections: 2, Duration: 2 * time.Second,
+		Progress: progress, ProgressInterval: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+	}
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// checkReport checks what every report must hold and that it prints.
+func checkReport(t *testing.T, r *bench.Report, scenario string, progress *syncBuffer, label string) {
+	t.Helper()
+	if r.Scenario != scenario {
+		t.Errorf("Scenario = %q, want %q", r.Scenario, scenario)
+	}
+	if r.Ops == 0 {
+		t.Errorf("no operations")
+	}
+	if r.Errors != 0 {
+		t.Errorf("%d errors: %v", r.Errors, r.ErrorSamples)
+	}
+	if r.Latency.Count != r.Ops {
+		t.Errorf("latency count %d, want one per op (%d)", r.Latency.Count, r.Ops)
+	}
+	if r.Latency.P50 <= 0 || r.Latency.P50 > r.Latency.P99 || r.Latency.P99 > r.Latency.Max {
+		t.Errorf("latency percentiles out of order: %+v", r.Latency)
+	}
+	if r.Seconds <= 0 || r.OpsPerSecond <= 0 {
+		t.Errorf("Seconds %v, OpsPerSecond %v", r.Seconds, r.OpsPerSecond)
+	}
+	// The in-process server listens in this very process.
+	if r.ServerProcess == nil || r.LoadGenerator == nil {
+		t.Errorf("process figures missing: server %v, load generator %v", r.ServerProcess, r.LoadGenerator)
+	}
+	if !strings.Contains(progress.String(), label) || !strings.Contains(progress.String(), "ops/s") {
+		t.Errorf("no progress lines labelled %q:\n%s", label, progress.String())
+	}
+	var table bytes.Buffer
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "scenario") || !strings.Contains(table.String(), scenario) {
+		t.Errorf("table lacks the scenario:\n%s", table.String())
+	}
+	var js bytes.Buffer
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back bench.Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatalf("JSON does not read back: %v\n%s", err, js.String())
+	}
+	if back.Ops != r.Ops || back.Scenario != r.Scenario {
+		t.Errorf("JSON read back as %+v", back)
+	}
+	t.Logf("\n%s", table.String())
+}
+
+func TestThroughput(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	var progress syncBuffer
+	tp, err := bench.NewThroughput(bench.ThroughputConfig{
+		Common: common(t, s, &progress), Clients: 4, EtcdEmbedded: true, EtcdDir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tp.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, r, "throughput", &progress, "throughput")
+	if e := r.Etcd; e == nil || e.Ops == 0 || e.Errors != 0 || e.Ratio <= 0 || e.ValueBytes < 50 {
+		t.Errorf("etcd comparison: %+v", e)
+	}
+	if !strings.Contains(progress.String(), "raw etcd") {
+		t.Errorf("no raw etcd progress:\n%s", progress.String())
+	}
+	// The leases are gone afterwards.
+	left, err := kubernetes.NewForConfigOrDie(s.Config).CoordinationV1().Leases("default").List(context.Background(), metav1.ListOptions{LabelSelector: bench.BenchLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != 0 {
+		t.Errorf("%d leases left after the run", len(left.Items))
+	}
+}
+
+func TestFleet(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	client := kubernetes.NewForConfigOrDie(s.Config)
+	var progress syncBuffer
+	const nodes, interval = 20, 500 * time.Millisecond
+	cfg := bench.FleetConfig{Common: common(t, s, &progress), Nodes: nodes, Interval: interval, LeaseDuration: 2 * time.Second, NodePrefix: "bench-"}
+	f, err := bench.NewFleet(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, r, "fleet", &progress, "fleet")
+	// Every agent renews once per slot: at most one more slot than the
+	// duration holds, fewer only if some were missed.
+	slots := uint64(cfg.Duration/interval) + 1
+	if max := nodes * slots; r.Ops > max {
+		t.Errorf("%d renewals, more than %d agents × %d slots", r.Ops, nodes, slots)
+	}
+	if r.TargetOpsPerSecond != nodes/interval.Seconds() {
+		t.Errorf("TargetOpsPerSecond = %v, want %v", r.TargetOpsPerSecond, nodes/interval.Seconds())
+	}
+	if r.Fleet == nil || r.Fleet.Nodes != nodes || r.Kill != nil {
+		t.Fatalf("fleet report %+v, kill %+v", r.Fleet, r.Kill)
+	}
+	// Each node has its lease, owned by it, as the agent makes them.
+	nl, err := client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: bench.BenchLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nl.Items) != nodes {
+		t.Fatalf("%d nodes, want %d", len(nl.Items), nodes)
+	}
+	for _, n := range nl.Items {
+		l, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(context.Background(), n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != n.UID || l.OwnerReferences[0].Kind != "Node" {
+			t.Errorf("lease %s owners %+v, want node uid %s", l.Name, l.OwnerReferences, n.UID)
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != n.Name || *l.Spec.LeaseDurationSeconds != 2 {
+			t.Errorf("lease %s spec %+v", l.Name, l.Spec)
+		}
+	}
+
+	// A second run adopts the same nodes, then cleans up.
+	cfg.Cleanup = true
+	cfg.Duration = time.Second
+	f, err = bench.NewFleet(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = f.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r.Errors != 0 || r.Fleet.LeaseCreations != 0 {
+		t.Errorf("second run: %d errors %v, %d leases created", r.Errors, r.ErrorSamples, r.Fleet.LeaseCreations)
+	}
+	nl, err = client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: bench.BenchLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nl.Items) != 0 {
+		t.Errorf("%d nodes left after --cleanup", len(nl.Items))
+	}
+}
+
+func TestFleetKill(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	client := kubernetes.NewForConfigOrDie(s.Config)
+	lc, err := nodelifecycle.New(nodelifecycle.Config{
+		Client: client, MonitorPeriod: 200 * time.Millisecond, GracePeriod: 1500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- lc.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	var progress syncBuffer
+	c := common(t, s, &progress)
+	c.Duration = 5 * time.Second
+	f, err := bench.NewFleet(bench.FleetConfig{
+		Common: c, Nodes: 10, Interval: 200 * time.Millisecond, LeaseDuration: time.Second,
+		KillFraction: 0.3, KillAfter: time.Second, Cleanup: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, r, "fleet", &progress, "fleet")
+	k := r.Kill
+	if k == nil {
+		t.Fatal("no kill report")
+	}
+	if k.Killed != 3 || k.Flipped+k.NeverFlipped != 3 {
+		t.Errorf("killed %d, flipped %d, never %d; want 3 = flipped + never", k.Killed, k.Flipped, k.NeverFlipped)
+	}
+	// With four seconds for a 1.5s grace period, at least one is seen.
+	if k.Flipped == 0 {
+		t.Errorf("no killed node was marked Unknown: %+v", k)
+	}
+	if k.DeathToUnknown.Count != uint64(k.Flipped) || (k.Flipped > 0 && k.DeathToUnknown.Max <= 0) {
+		t.Errorf("death → Unknown distribution %+v for %d flipped", k.DeathToUnknown, k.Flipped)
+	}
+	if k.KilledAfterSeconds < 1 {
+		t.Errorf("killed after %vs, want at least 1s", k.KilledAfterSeconds)
+	}
+	if !strings.Contains(progress.String(), "unknown") {
+		t.Errorf("progress does not show the unknown count:\n%s", progress.String())
+	}
+}
+
+func TestWatch(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	var progress syncBuffer
+	w, err := bench.NewWatch(bench.WatchConfig{Common: common(t, s, &progress), Watchers: 3, Writers: 2, Rate: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, r, "watch", &progress, "watch")
+	wr := r.Watch
+	if wr == nil {
+		t.Fatal("no watch report")
+	}
+	if wr.Expected != r.Ops*3 || wr.Delivered != wr.Expected || wr.Lost != 0 {
+		t.Errorf("delivered %d of %d expected (%d writes × 3), lost %d", wr.Delivered, wr.Expected, r.Ops, wr.Lost)
+	}
+	if wr.FromWrite.Count != wr.Delivered || wr.FromAck.Count+wr.BeforeAck != wr.Delivered {
+		t.Errorf("delays counted %d from write, %d from ack + %d before it, for %d delivered", wr.FromWrite.Count, wr.FromAck.Count, wr.BeforeAck, wr.Delivered)
+	}
+	if r.TargetOpsPerSecond != 50 {
+		t.Errorf("TargetOpsPerSecond = %v", r.TargetOpsPerSecond)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	tests := []struct {
+		name string
+		new  func() error
+	}{
+		{"no REST config", func() error { _, err := bench.NewThroughput(bench.ThroughputConfig{}); return err }},
+		{"negative clients", func() error {
+			_, err := bench.NewThroughput(bench.ThroughputConfig{Common: bench.Common{REST: s.Config}, Clients: -1})
+			return err
+		}},
+		{"etcd twice", func() error {
+			_, err := bench.NewThroughput(bench.ThroughputConfig{Common: bench.Common{REST: s.Config}, EtcdEmbedded: true, EtcdEndpoints: []string{"http://127.0.0.1:1"}})
+			return err
+		}},
+		{"interval not below lease duration", func() error {
+			_, err := bench.NewFleet(bench.FleetConfig{Common: bench.Common{REST: s.Config}, Interval: 40 * time.Second})
+			return err
+		}},
+		{"fractional lease duration", func() error {
+			_, err := bench.NewFleet(bench.FleetConfig{Common: bench.Common{REST: s.Config}, Interval: time.Second, LeaseDuration: 1500 * time.Millisecond})
+			return err
+		}},
+		{"kill fraction above one", func() error {
+			_, err := bench.NewFleet(bench.FleetConfig{Common: bench.Common{REST: s.Config}, KillFraction: 1.5})
+			return err
+		}},
+		{"kill after the end", func() error {
+			_, err := bench.NewFleet(bench.FleetConfig{Common: bench.Common{REST: s.Config, Duration: time.Second}, KillFraction: 0.1, KillAfter: 2 * time.Second})
+			return err
+		}},
+		{"negative rate", func() error {
+			_, err := bench.NewWatch(bench.WatchConfig{Common: bench.Common{REST: s.Config}, Rate: -1})
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.new(); err == nil {
+				t.Error("accepted")
+			}
+		})
+	}
+}

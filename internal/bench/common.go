@@ -1,0 +1,223 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/version"
+)
+
+// Defaults shared by the scenarios.
+const (
+	DefaultConnections      = 8
+	DefaultDuration         = 30 * time.Second
+	DefaultProgressInterval = time.Second
+	// Protobuf is the content type the scenarios speak, as Kubernetes' own
+	// components do.
+	Protobuf = "application/vnd.kubernetes.protobuf"
+)
+
+// Common configures what every scenario shares. Zero values mean defaults.
+type Common struct {
+	// REST reaches the API server under test: its host, credentials and TLS
+	// settings are used, the rest is set by the scenario (protobuf, no
+	// client-side rate limit, one transport per connection). Required.
+	REST *rest.Config
+	// Connections is the number of HTTP/2 connections the scenario's
+	// clients share; default 8.
+	Connections int
+	// Duration is how long the measurement runs; default 30s.
+	Duration time.Duration
+	// Progress receives one line per ProgressInterval while the scenario
+	// runs; nil prints nothing.
+	Progress io.Writer
+	// ProgressInterval is the time between two progress lines; default 1s.
+	ProgressInterval time.Duration
+	// ServerPID is the server process, for its CPU time and memory. 0 looks
+	// for the process listening on REST's port when REST.Host is on this
+	// machine; -1 measures no server.
+	ServerPID int
+	// Clock times everything; default the real clock.
+	Clock clock.WithTicker
+	// Logger; default discard.
+	Logger *slog.Logger
+}
+
+func (c *Common) setDefaults() error {
+	if c.REST == nil {
+		return errors.New("bench: a REST config is required")
+	}
+	if c.Connections == 0 {
+		c.Connections = DefaultConnections
+	}
+	if c.Connections < 0 {
+		return fmt.Errorf("bench: connections %d must be positive", c.Connections)
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.Duration < 0 {
+		return fmt.Errorf("bench: duration %v must be positive", c.Duration)
+	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = DefaultProgressInterval
+	}
+	if c.ProgressInterval < 0 {
+		return fmt.Errorf("bench: progress interval %v must be positive", c.ProgressInterval)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// serverMeter starts measuring the server process, if one is known.
+func (c *Common) serverMeter(now time.Time) (procMeter, bool) {
+	pid := c.ServerPID
+	if pid < 0 {
+		return procMeter{}, false
+	}
+	if pid == 0 {
+		if pid = findServerPID(c.REST.Host); pid == 0 {
+			return procMeter{}, false
+		}
+	}
+	m := startProcMeter(pid, now)
+	return m, m.ok
+}
+
+// pool is a small set of clientsets, each with its own transport and so its
+// own HTTP/2 connection; many goroutines share each one.
+type pool struct {
+	clients []kubernetes.Interface
+}
+
+// newPool builds n clientsets from base. client-go caches transports by TLS
+// settings, which would put every clientset on one connection; a dialer of
+// its own makes each transport distinct.
+func newPool(base *rest.Config, n int, scenario string) (*pool, error) {
+	p := &pool{}
+	for range n {
+		rc := rest.CopyConfig(base)
+		rc.ContentType = Protobuf
+		rc.AcceptContentTypes = Protobuf + ",application/json"
+		rc.QPS = -1
+		rc.Burst = 0
+		rc.RateLimiter = nil
+		rc.UserAgent = "leasehold-bench/" + version.Version + " (" + scenario + ")"
+		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+		rc.Dial = d.DialContext
+		c, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		p.clients = append(p.clients, c)
+	}
+	return p, nil
+}
+
+// get returns the clientset for worker i.
+func (p *pool) get(i int) kubernetes.Interface { return p.clients[i%len(p.clients)] }
+
+// meter counts a scenario's operations, errors and latencies; all methods
+// are safe for concurrent use.
+type meter struct {
+	ops  atomic.Uint64
+	errs atomic.Uint64
+	lat  Histogram
+
+	mu      sync.Mutex
+	samples []string // first distinct error messages
+}
+
+const maxErrorSamples = 5
+
+func (m *meter) ok(d time.Duration) {
+	m.ops.Add(1)
+	m.lat.Record(d)
+}
+
+func (m *meter) fail(err error) {
+	m.errs.Add(1)
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	msg := err.Error()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.samples) >= maxErrorSamples {
+		return
+	}
+	for _, s := range m.samples {
+		if s == msg {
+			return
+		}
+	}
+	m.samples = append(m.samples, msg)
+}
+
+func (m *meter) errorSamples() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.samples...)
+}
+
+// progress prints a line per interval about m until ctx ends: elapsed time,
+// operations, operations per second and p99 latency over the last
+// interval, errors, and whatever extra adds. It returns when ctx ends.
+func progress(ctx context.Context, c *Common, label string, m *meter, extra func() string) {
+	if c.Progress == nil {
+		return
+	}
+	start := c.Clock.Now()
+	t := c.Clock.NewTicker(c.ProgressInterval)
+	defer t.Stop()
+	prevOps, prevAt, prev := m.ops.Load(), start, m.lat.Snapshot()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C():
+			ops, cur := m.ops.Load(), m.lat.Snapshot()
+			rate := float64(ops-prevOps) / now.Sub(prevAt).Seconds()
+			line := fmt.Sprintf("%-10s %6.1fs  ops %10d  ops/s %8.0f  errors %6d  p99 %8.2fms",
+				label, now.Sub(start).Seconds(), ops, rate, m.errs.Load(), ms(cur.Sub(prev).Quantile(0.99)))
+			if extra != nil {
+				line += "  " + extra()
+			}
+			fmt.Fprintln(c.Progress, line)
+			prevOps, prevAt, prev = ops, now, cur
+		}
+	}
+}
+
+// sleepUntil waits on clk until t or until ctx ends; it reports whether t
+// was reached.
+func sleepUntil(ctx context.Context, clk clock.Clock, t time.Time) bool {
+	d := t.Sub(clk.Now())
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := clk.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C():
+		return true
+	}
+}

@@ -1,0 +1,644 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/agent"
+	"github.com/leasehold/leasehold/internal/version"
+)
+
+// Fleet defaults.
+const (
+	DefaultNodes         = 1000
+	DefaultInterval      = 10 * time.Second
+	DefaultNodePrefix    = "leasehold-bench-node-"
+	defaultRegisterWidth = 32
+	// The agent's own timings (see package agent).
+	renewJitter  = 0.04
+	firstBackoff = 200 * time.Millisecond
+	maxBackoff   = 7 * time.Second
+)
+
+// BenchLabel marks the Nodes and Leases the scenarios create.
+const BenchLabel = "leasehold.io/bench"
+
+// FleetConfig configures the fleet scenario. Zero values mean defaults.
+type FleetConfig struct {
+	Common
+	// Nodes is the number of virtual agents; default 1000.
+	Nodes int
+	// Interval is the time between two renewals of one agent; default 10s.
+	Interval time.Duration
+	// LeaseDuration is written to each lease's leaseDurationSeconds; whole
+	// seconds, greater than Interval; default 40s.
+	LeaseDuration time.Duration
+	// NodeStatusReportPeriod is how often each agent posts its node status
+	// when nothing changed; default 5m, as the agent.
+	NodeStatusReportPeriod time.Duration
+	// NodePrefix starts every node name; default "leasehold-bench-node-".
+	// Nodes of that name left by an earlier run are adopted.
+	NodePrefix string
+	// KillFraction of the agents (0 to 1) stop at one instant, KillAfter
+	// into the measurement (default a third of Duration), and the scenario
+	// measures how long their Nodes take to become Ready=Unknown.
+	KillFraction float64
+	KillAfter    time.Duration
+	// Cleanup deletes the Nodes at the end; the garbage collector then
+	// deletes their Leases.
+	Cleanup bool
+	// Seed chooses which agents are killed; default 1.
+	Seed uint64
+}
+
+// Fleet runs many virtual agents, each doing what `leasehold agent` does.
+type Fleet struct {
+	cfg FleetConfig
+}
+
+// NewFleet validates cfg.
+func NewFleet(cfg FleetConfig) (*Fleet, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if cfg.Nodes == 0 {
+		cfg.Nodes = DefaultNodes
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = agent.DefaultLeaseDuration
+	}
+	if cfg.NodeStatusReportPeriod == 0 {
+		cfg.NodeStatusReportPeriod = agent.DefaultNodeStatusReportPeriod
+	}
+	if cfg.NodePrefix == "" {
+		cfg.NodePrefix = DefaultNodePrefix
+	}
+	if cfg.KillAfter == 0 {
+		cfg.KillAfter = cfg.Duration / 3
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = 1
+	}
+	switch {
+	case cfg.Nodes < 0:
+		return nil, fmt.Errorf("bench: nodes %d must be positive", cfg.Nodes)
+	case cfg.Interval < 0:
+		return nil, fmt.Errorf("bench: interval %v must be positive", cfg.Interval)
+	case cfg.LeaseDuration < time.Second || cfg.LeaseDuration%time.Second != 0:
+		return nil, fmt.Errorf("bench: lease duration %v must be a whole number of seconds, at least 1s", cfg.LeaseDuration)
+	case cfg.Interval >= cfg.LeaseDuration:
+		return nil, fmt.Errorf("bench: interval %v must be shorter than the lease duration %v", cfg.Interval, cfg.LeaseDuration)
+	case cfg.KillFraction < 0 || cfg.KillFraction > 1:
+		return nil, fmt.Errorf("bench: kill fraction %v must be between 0 and 1", cfg.KillFraction)
+	case cfg.KillAfter < 0 || cfg.KillAfter >= cfg.Duration:
+		return nil, fmt.Errorf("bench: kill-after %v must lie within the duration %v", cfg.KillAfter, cfg.Duration)
+	}
+	return &Fleet{cfg: cfg}, nil
+}
+
+func (f *Fleet) params() map[string]string {
+	p := map[string]string{
+		"nodes":         strconv.Itoa(f.cfg.Nodes),
+		"interval":      f.cfg.Interval.String(),
+		"leaseDuration": f.cfg.LeaseDuration.String(),
+		"connections":   strconv.Itoa(f.cfg.Connections),
+		"duration":      f.cfg.Duration.String(),
+	}
+	if f.cfg.KillFraction > 0 {
+		p["killFraction"] = strconv.FormatFloat(f.cfg.KillFraction, 'g', -1, 64)
+		p["killAfter"] = f.cfg.KillAfter.String()
+	}
+	return p
+}
+
+// fleetCounters are the counts besides the meter's.
+type fleetCounters struct {
+	missed, conflicts, creations, statusPosts atomic.Uint64
+}
+
+// Run registers every agent's Node and Lease, renews on the schedule for
+// the duration (killing some agents if asked), and reports.
+func (f *Fleet) Run(ctx context.Context) (*Report, error) {
+	cfg := &f.cfg
+	clk := cfg.Clock
+	p, err := newPool(cfg.REST, cfg.Connections, "fleet")
+	if err != nil {
+		return nil, err
+	}
+	var counters fleetCounters
+	agents := make([]*vagent, cfg.Nodes)
+	for i := range agents {
+		agents[i] = &vagent{f: f, i: i, name: cfg.NodePrefix + strconv.Itoa(i), c: p.get(i), counters: &counters}
+	}
+	if cfg.Cleanup {
+		defer f.cleanup(p)
+	}
+
+	// Registration, with its own progress.
+	regStart := clk.Now()
+	var reg meter
+	regCtx, regDone := context.WithCancel(ctx)
+	progressDone := make(chan struct{})
+	go func() { progress(regCtx, &cfg.Common, "register", &reg, nil); close(progressDone) }()
+	err = parallel(ctx, len(agents), defaultRegisterWidth, func(i int) error {
+		begin := clk.Now()
+		if err := agents[i].register(ctx); err != nil {
+			reg.fail(err)
+			return nil // the agent tries again when it first renews
+		}
+		reg.ok(clk.Since(begin))
+		return nil
+	})
+	regDone()
+	<-progressDone
+	if err != nil {
+		return nil, err
+	}
+	regSecs := clk.Since(regStart).Seconds()
+	if reg.errs.Load() > 0 {
+		cfg.Logger.Warn("some agents failed to register; they retry while renewing", "failed", reg.errs.Load(), "samples", reg.errorSamples())
+	}
+
+	// Which agents die, and the watch that sees their nodes go Unknown.
+	killed := f.chooseKilled()
+	var nodeWatch *nodeWatch
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var watchErr error
+	watchDone := make(chan struct{})
+	if len(killed) > 0 {
+		nodeWatch = newNodeWatch(cfg, killed)
+		rv, err := currentNodeRV(ctx, p.get(0))
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			defer close(watchDone)
+			watchErr = follow(runCtx, clk, p.get(0).CoreV1().Nodes().Watch, rv, new(atomic.Uint64), nil, nodeWatch.handle)
+		}()
+	} else {
+		close(watchDone)
+	}
+
+	// The measurement.
+	var m meter
+	start := clk.Now().Add(50 * time.Millisecond)
+	s := schedule{start: start, n: cfg.Nodes, interval: cfg.Interval, jitter: renewJitter}
+	server, hasServer := cfg.serverMeter(start)
+	self := startProcMeter(0, start)
+	progressDone = make(chan struct{})
+	extra := func() string {
+		out := fmt.Sprintf("missed %d", counters.missed.Load())
+		if nodeWatch != nil {
+			out += fmt.Sprintf("  unknown %d/%d", nodeWatch.flippedCount.Load(), len(killed))
+		}
+		return out
+	}
+	go func() { progress(runCtx, &cfg.Common, "fleet", &m, extra); close(progressDone) }()
+	var wg sync.WaitGroup
+	for _, a := range agents {
+		actx, cancel := context.WithCancel(runCtx)
+		a.stop = cancel
+		wg.Go(func() { a.run(actx, s, &m) })
+	}
+	var killedAt time.Time
+	if len(killed) > 0 && sleepUntil(runCtx, clk, start.Add(cfg.KillAfter)) {
+		killedAt = clk.Now()
+		for i := range killed {
+			agents[i].stop()
+		}
+		nodeWatch.killedAt.Store(killedAt.UnixNano())
+	}
+	sleepUntil(runCtx, clk, start.Add(cfg.Duration))
+	end := clk.Now()
+	stopRun()
+	wg.Wait()
+	<-progressDone
+	<-watchDone
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if watchErr != nil {
+		return nil, fmt.Errorf("watching nodes: %w", watchErr)
+	}
+
+	secs := end.Sub(start).Seconds()
+	ops := m.ops.Load()
+	r := &Report{
+		Scenario: "fleet", Server: cfg.REST.Host, Parameters: f.params(), Seconds: secs,
+		Ops: ops, Errors: m.errs.Load(), OpsPerSecond: float64(ops) / secs,
+		TargetOpsPerSecond: f.offered(len(killed)), Latency: m.lat.Snapshot().Percentiles(),
+		LoadGenerator: self.stop(end, ops), ErrorSamples: m.errorSamples(),
+		Fleet: &FleetReport{
+			Nodes: cfg.Nodes, RegistrationSeconds: regSecs, MissedSlots: counters.missed.Load(),
+			Conflicts: counters.conflicts.Load(), LeaseCreations: counters.creations.Load(), StatusPosts: counters.statusPosts.Load(),
+		},
+	}
+	if hasServer {
+		r.ServerProcess = server.stop(end, ops)
+	}
+	if nodeWatch != nil {
+		r.Kill = nodeWatch.report(agents, killedAt, start)
+	}
+	return r, nil
+}
+
+// offered is the renewals per second the schedule offers, the killed
+// agents counted only until their death.
+func (f *Fleet) offered(killed int) float64 {
+	cfg := &f.cfg
+	perAgent := 1 / cfg.Interval.Seconds()
+	if killed == 0 {
+		return float64(cfg.Nodes) * perAgent
+	}
+	alive := cfg.KillAfter.Seconds()/cfg.Duration.Seconds()*float64(killed) + float64(cfg.Nodes-killed)
+	return alive * perAgent
+}
+
+// chooseKilled picks round(KillFraction × Nodes) agents at random (seeded).
+func (f *Fleet) chooseKilled() map[int]bool {
+	n := int(f.cfg.KillFraction*float64(f.cfg.Nodes) + 0.5)
+	out := make(map[int]bool, n)
+	r := rand.New(rand.NewPCG(f.cfg.Seed, 0x6c65617365))
+	for _, i := range r.Perm(f.cfg.Nodes)[:n] {
+		out[i] = true
+	}
+	return out
+}
+
+// cleanup deletes every Node of the run; the garbage collector deletes
+// their Leases.
+func (f *Fleet) cleanup(p *pool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	err := parallel(ctx, f.cfg.Nodes, defaultRegisterWidth, func(i int) error {
+		err := p.get(i).CoreV1().Nodes().Delete(ctx, f.cfg.NodePrefix+strconv.Itoa(i), metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		f.cfg.Logger.Warn("deleting the benchmark nodes", "err", err)
+	}
+}
+
+// currentNodeRV returns the resourceVersion of a list of nodes, to watch
+// from.
+func currentNodeRV(ctx context.Context, c kubernetes.Interface) (string, error) {
+	l, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return "", fmt.Errorf("listing nodes: %w", err)
+	}
+	return l.ResourceVersion, nil
+}
+
+// vagent is one virtual agent. Its renewals follow package agent: the Node
+// and Lease it registers, the ownerReference, the renewal from the cached
+// copy with no GET first, one GET and a second Update on Conflict, lease
+// re-creation (after checking the Node) on NotFound, the backoff, and the
+// periodic status post.
+type vagent struct {
+	f        *Fleet
+	i        int
+	name     string
+	c        kubernetes.Interface
+	counters *fleetCounters
+	stop     context.CancelFunc
+
+	node     *corev1.Node          // as last seen; nil: register
+	lease    *coordinationv1.Lease // as last written; nil: GET it
+	rt       metav1.MicroTime      // the renewTime, reused
+	postedAt time.Time
+
+	// lastRenewal is the renewTime (unix nanoseconds) of the last renewal
+	// the server acknowledged.
+	lastRenewal atomic.Int64
+}
+
+// run renews on schedule s until ctx ends.
+func (a *vagent) run(ctx context.Context, s schedule, m *meter) {
+	clk := a.f.cfg.Clock
+	for k := int64(0); ; {
+		if !sleepUntil(ctx, clk, s.due(a.i, k, rand.Float64())) {
+			return
+		}
+		for backoff := time.Duration(0); ; {
+			err := a.sync(ctx, m)
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil {
+				break
+			}
+			m.fail(err)
+			backoff = min(max(2*backoff, firstBackoff), maxBackoff)
+			if !sleepUntil(ctx, clk, clk.Now().Add(backoff)) {
+				return
+			}
+		}
+		var missed int64
+		k, missed = s.next(a.i, k, clk.Now())
+		if missed > 0 {
+			a.counters.missed.Add(uint64(missed))
+		}
+	}
+}
+
+// sync is one pass: register if needed, renew, post the status when due.
+func (a *vagent) sync(ctx context.Context, m *meter) error {
+	if a.node == nil {
+		if err := a.registerNode(ctx); err != nil {
+			return err
+		}
+	}
+	if err := a.renew(ctx, m); err != nil {
+		return err
+	}
+	if a.f.cfg.Clock.Since(a.postedAt) >= a.f.cfg.NodeStatusReportPeriod {
+		return a.postStatus(ctx)
+	}
+	return nil
+}
+
+// register creates the agent's Node and Lease before the measurement.
+func (a *vagent) register(ctx context.Context) error {
+	if err := a.registerNode(ctx); err != nil {
+		return err
+	}
+	l, err := a.c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, a.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return a.createLease(ctx)
+	case err != nil:
+		return fmt.Errorf("reading the lease: %w", err)
+	}
+	a.lease = l
+	a.ownLease()
+	return nil
+}
+
+func (a *vagent) newNode(now time.Time) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.name, Labels: map[string]string{
+		corev1.LabelHostname:   a.name,
+		corev1.LabelOSStable:   runtime.GOOS,
+		corev1.LabelArchStable: runtime.GOARCH,
+		BenchLabel:             "true",
+	}}}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: a.name}}
+	n.Status.NodeInfo = corev1.NodeSystemInfo{
+		KubeletVersion: "leasehold-bench/" + version.Version, KubeProxyVersion: "leasehold-bench/" + version.Version,
+		OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH,
+	}
+	setReady(n, now)
+	return n
+}
+
+// setReady writes the agent's Ready=True condition heartbeating at now,
+// keeping the transition time if the node was Ready.
+func setReady(n *corev1.Node, now time.Time) {
+	t := metav1.NewTime(now)
+	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: agent.ReadyReason,
+		Message: agent.ReadyMessage, LastHeartbeatTime: t, LastTransitionTime: t}
+	for i, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				ready.LastTransitionTime = c.LastTransitionTime
+			}
+			n.Status.Conditions[i] = ready
+			return
+		}
+	}
+	n.Status.Conditions = append(n.Status.Conditions, ready)
+}
+
+// registerNode creates the Node with its status, or adopts the existing one
+// of that name; the status is posted at once if the server did not keep it.
+func (a *vagent) registerNode(ctx context.Context) error {
+	nodes := a.c.CoreV1().Nodes()
+	now := a.f.cfg.Clock.Now()
+	got, err := nodes.Create(ctx, a.newNode(now), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		got, err = nodes.Get(ctx, a.name, metav1.GetOptions{})
+		if err == nil {
+			a.node, a.postedAt = got, time.Time{}
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("registering node %s: %w", a.name, err)
+	}
+	a.node, a.postedAt = got, now
+	if !isReady(got) {
+		a.postedAt = time.Time{}
+	}
+	return nil
+}
+
+func isReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ownLease points the cached lease at the agent's Node and sets its
+// holder and duration, as the agent asserts on every write.
+func (a *vagent) ownLease() {
+	l := a.lease
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != a.name {
+		l.Spec.HolderIdentity = ptr.To(a.name)
+	}
+	secs := int32(a.f.cfg.LeaseDuration / time.Second)
+	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != secs {
+		l.Spec.LeaseDurationSeconds = ptr.To(secs)
+	}
+	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != a.node.UID || l.OwnerReferences[0].Kind != "Node" {
+		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: a.node.Name, UID: a.node.UID}}
+	}
+}
+
+// renew writes the cached lease back with a fresh renewTime.
+func (a *vagent) renew(ctx context.Context, m *meter) error {
+	clk := a.f.cfg.Clock
+	leases := a.c.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	for attempt := 0; ; attempt++ {
+		if a.lease == nil {
+			l, err := leases.Get(ctx, a.name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return a.createLease(ctx)
+			}
+			if err != nil {
+				return fmt.Errorf("reading the lease: %w", err)
+			}
+			a.lease = l
+			a.ownLease()
+		}
+		begin := clk.Now()
+		a.rt.Time = begin
+		a.lease.Spec.RenewTime = &a.rt
+		got, err := leases.Update(ctx, a.lease, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			m.ok(clk.Since(begin))
+			a.lease = got
+			a.lastRenewal.Store(begin.UnixNano())
+			return nil
+		case apierrors.IsNotFound(err):
+			a.lease = nil
+			a.counters.creations.Add(1)
+			return a.createLease(ctx)
+		case apierrors.IsConflict(err) && attempt == 0:
+			a.counters.conflicts.Add(1)
+			a.lease = nil
+		default:
+			return fmt.Errorf("renewing the lease: %w", err)
+		}
+	}
+}
+
+// createLease makes sure the Node still exists (registering it again if it
+// is gone) and creates the lease owned by it.
+func (a *vagent) createLease(ctx context.Context) error {
+	n, err := a.c.CoreV1().Nodes().Get(ctx, a.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		a.node = nil
+		if err := a.registerNode(ctx); err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("reading the node: %w", err)
+	default:
+		a.node = n
+	}
+	now := a.f.cfg.Clock.Now()
+	a.lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: corev1.NamespaceNodeLease}}
+	a.ownLease()
+	a.rt.Time = now
+	a.lease.Spec.RenewTime = &a.rt
+	got, err := a.c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, a.lease, metav1.CreateOptions{})
+	if err != nil {
+		a.lease = nil
+		return fmt.Errorf("creating the lease: %w", err)
+	}
+	a.lease = got
+	a.lastRenewal.Store(now.UnixNano())
+	return nil
+}
+
+// postStatus posts the node status with a fresh Ready heartbeat.
+func (a *vagent) postStatus(ctx context.Context) error {
+	nodes := a.c.CoreV1().Nodes()
+	now := a.f.cfg.Clock.Now()
+	for attempt := 0; ; attempt++ {
+		n := a.node.DeepCopy()
+		setReady(n, now)
+		got, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && attempt == 0 {
+			if fresh, gerr := nodes.Get(ctx, a.name, metav1.GetOptions{}); gerr == nil {
+				a.node = fresh
+				continue
+			}
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			a.node = nil
+			return fmt.Errorf("node was deleted: %w", err)
+		case err != nil:
+			return fmt.Errorf("posting the node status: %w", err)
+		}
+		a.node, a.postedAt = got, now
+		a.counters.statusPosts.Add(1)
+		return nil
+	}
+}
+
+// nodeWatch records when the Nodes of killed agents become Ready=Unknown.
+// handle runs on the watch's goroutine; report reads after it has ended.
+type nodeWatch struct {
+	cfg          *FleetConfig
+	killed       map[int]bool
+	killedAt     atomic.Int64 // unix nanoseconds; 0 before the kill
+	flipped      map[int]time.Time
+	liveUnknown  map[int]bool
+	flippedCount atomic.Int64
+}
+
+func newNodeWatch(cfg *FleetConfig, killed map[int]bool) *nodeWatch {
+	return &nodeWatch{cfg: cfg, killed: killed, flipped: map[int]time.Time{}, liveUnknown: map[int]bool{}}
+}
+
+func (w *nodeWatch) handle(ev watch.Event) {
+	n, ok := ev.Object.(*corev1.Node)
+	if !ok || ev.Type == watch.Deleted || !readyUnknown(n) {
+		return
+	}
+	i, err := strconv.Atoi(n.Name[min(len(w.cfg.NodePrefix), len(n.Name)):])
+	if err != nil || len(n.Name) <= len(w.cfg.NodePrefix) || n.Name[:len(w.cfg.NodePrefix)] != w.cfg.NodePrefix || i >= w.cfg.Nodes {
+		return
+	}
+	now := w.cfg.Clock.Now()
+	switch {
+	case !w.killed[i] || w.killedAt.Load() == 0:
+		w.liveUnknown[i] = true
+	default:
+		if _, seen := w.flipped[i]; !seen {
+			w.flipped[i] = now
+			w.flippedCount.Add(1)
+		}
+	}
+}
+
+func readyUnknown(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionUnknown
+		}
+	}
+	return false
+}
+
+func (w *nodeWatch) report(agents []*vagent, killedAt, start time.Time) *KillReport {
+	r := &KillReport{Killed: len(w.killed), LiveMarkedUnknown: len(w.liveUnknown)}
+	if killedAt.IsZero() {
+		r.NeverFlipped = len(w.killed)
+		return r
+	}
+	r.KilledAfterSeconds = killedAt.Sub(start).Seconds()
+	var fromDeath, fromRenewal Histogram
+	for i := range w.killed {
+		t, ok := w.flipped[i]
+		if !ok {
+			r.NeverFlipped++
+			continue
+		}
+		r.Flipped++
+		fromDeath.Record(t.Sub(killedAt))
+		if last := agents[i].lastRenewal.Load(); last != 0 {
+			fromRenewal.Record(t.Sub(time.Unix(0, last)))
+		}
+	}
+	r.DeathToUnknown = fromDeath.Snapshot().Percentiles()
+	r.LastRenewalToUnknown = fromRenewal.Snapshot().Percentiles()
+	return r
+}

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+func TestReadProcSelf(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	m := startProcMeter(0, time.Now())
+	// Burn a little CPU so that the figures are not all zero.
+	x := 0
+	for i := range 20_000_000 {
+		x += i % 7
+	}
+	_ = x
+	st := m.stop(time.Now().Add(time.Second), 1000)
+	if st == nil {
+		t.Fatal("no figures for this process")
+	}
+	if st.PID != os.Getpid() {
+		t.Errorf("PID = %d, want %d", st.PID, os.Getpid())
+	}
+	if st.RSSBytes == 0 || st.PeakRSSBytes < st.RSSBytes {
+		t.Errorf("RSS %d, peak %d", st.RSSBytes, st.PeakRSSBytes)
+	}
+	if st.CPUSeconds < 0 {
+		t.Errorf("CPUSeconds = %v", st.CPUSeconds)
+	}
+}
+
+func TestFindServerPID(t *testing.T) {
+	if _, err := os.Stat("/proc/net/tcp"); err != nil {
+		t.Skip("no /proc")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	tests := []struct {
+		name string
+		url  string
+		want int
+	}{
+		{"our listener", "https://" + l.Addr().String(), os.Getpid()},
+		{"localhost", "https://localhost:" + portOf(l), os.Getpid()},
+		{"not local", "https://192.0.2.1:" + portOf(l), 0},
+		{"garbage", "::", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := findServerPID(tt.url); got != tt.want {
+				t.Errorf("findServerPID(%q) = %d, want %d", tt.url, got, tt.want)
+			}
+		})
+	}
+}
+
+func portOf(l net.Listener) string {
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	return p
+}

@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/bench"
+	"github.com/leasehold/leasehold/internal/version"
+)
+
+func init() {
+	register(&command{name: "bench", summary: "load an API server: throughput, fleet or watch scenario", run: runBench})
+}
+
+const benchUsage = `Usage: leasehold bench SCENARIO [flags]
+
+Scenarios:
+  throughput   concurrent clients each updating a lease of their own as fast as they can;
+               with --etcd-embedded or --etcd-endpoint, the same load on a bare etcd
+  fleet        virtual node agents registering a Node and Lease and renewing on schedule;
+               with --kill-fraction, the delay from an agent's death to its Node's Ready=Unknown
+  watch        watchers on a namespace's leases while writers renew: delivery delay
+
+Progress goes to stderr, the results table (or JSON with --json) to stdout.
+Run 'leasehold bench SCENARIO --help' for a scenario's flags.
+`
+
+// benchScenario builds a scenario from the parsed flags.
+type benchScenario struct {
+	flags func(fs *flag.FlagSet)
+	run   func(ctx context.Context, common bench.Common) (*bench.Report, error)
+}
+
+func runBench(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Print(benchUsage)
+		if len(args) == 0 {
+			return exitError{code: 2}
+		}
+		return nil
+	}
+	scenarios := map[string]*benchScenario{
+		"throughput": throughputScenario(),
+		"fleet":      fleetScenario(),
+		"watch":      watchScenario(),
+	}
+	name := args[0]
+	sc, ok := scenarios[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "leasehold bench: unknown scenario %q\n\n%s", name, benchUsage)
+		return exitError{code: 2}
+	}
+	var (
+		conn             clientFlags
+		common           bench.Common
+		jsonOut, quiet   bool
+		logLevel, logFmt string
+	)
+	fs := newFlagSet("bench " + name)
+	conn.register(fs)
+	fs.IntVar(&common.Connections, "connections", bench.DefaultConnections, "HTTP/2 connections the clients share")
+	fs.DurationVar(&common.Duration, "duration", bench.DefaultDuration, "how long to measure")
+	fs.DurationVar(&common.ProgressInterval, "progress-interval", bench.DefaultProgressInterval, "time between two progress lines")
+	fs.IntVar(&common.ServerPID, "server-pid", 0, "the server's process id, for its CPU and memory (default: the local process listening on the server's port; -1: none)")
+	fs.BoolVar(&jsonOut, "json", false, "print the results as JSON")
+	fs.BoolVar(&quiet, "quiet", false, "print no progress lines")
+	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	fs.StringVar(&logFmt, "log-format", "text", "text or json")
+	sc.flags(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	log, err := newLogger(logFmt, logLevel)
+	if err != nil {
+		return err
+	}
+	configs, err := conn.configs("leasehold-bench/" + version.Version)
+	if err != nil {
+		return err
+	}
+	common.REST = configs[0]
+	common.Logger = log
+	if !quiet {
+		common.Progress = os.Stderr
+	}
+	fmt.Fprintf(os.Stderr, "leasehold bench %s against %s for %s\n", name, common.REST.Host, common.Duration)
+	r, err := sc.run(ctx, common)
+	if err != nil {
+		return err
+	}
+	return writeReport(os.Stdout, r, jsonOut)
+}
+
+func writeReport(w io.Writer, r *bench.Report, jsonOut bool) error {
+	if jsonOut {
+		return r.WriteJSON(w)
+	}
+	fmt.Fprintln(w)
+	return r.WriteTable(w)
+}
+
+func throughputScenario() *benchScenario {
+	var cfg bench.ThroughputConfig
+	var etcdEndpoints string
+	return &benchScenario{
+		flags: func(fs *flag.FlagSet) {
+			fs.IntVar(&cfg.Clients, "clients", bench.DefaultClients, "concurrent clients, each updating its own lease")
+			fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of the leases")
+			fs.StringVar(&etcdEndpoints, "etcd-endpoint", "", "comma-separated client URLs of a bare etcd to compare with (one put per update, same concurrency)")
+			fs.BoolVar(&cfg.EtcdEmbedded, "etcd-embedded", false, "compare with a bare etcd started in this process (data in --etcd-dir)")
+			fs.StringVar(&cfg.EtcdDir, "etcd-dir", "", "data directory of the --etcd-embedded etcd (default a temporary directory, removed afterwards)")
+			fs.BoolVar(&cfg.Keep, "keep", false, "keep the leases afterwards")
+		},
+		run: func(ctx context.Context, c bench.Common) (*bench.Report, error) {
+			cfg.Common = c
+			for _, e := range strings.Split(etcdEndpoints, ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					cfg.EtcdEndpoints = append(cfg.EtcdEndpoints, e)
+				}
+			}
+			t, err := bench.NewThroughput(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return t.Run(ctx)
+		},
+	}
+}
+
+func fleetScenario() *benchScenario {
+	var cfg bench.FleetConfig
+	return &benchScenario{
+		flags: func(fs *flag.FlagSet) {
+			fs.IntVar(&cfg.Nodes, "nodes", bench.DefaultNodes, "virtual agents, one Node and Lease each")
+			fs.DurationVar(&cfg.Interval, "interval", bench.DefaultInterval, "time between two renewals of one agent")
+			fs.DurationVar(&cfg.LeaseDuration, "lease-duration", 40*time.Second, "the leases' leaseDurationSeconds")
+			fs.StringVar(&cfg.NodePrefix, "node-prefix", bench.DefaultNodePrefix, "start of every node name (existing nodes of that name are adopted)")
+			fs.Float64Var(&cfg.KillFraction, "kill-fraction", 0, "fraction of the agents to stop at one instant, timing their nodes' Ready=Unknown")
+			fs.DurationVar(&cfg.KillAfter, "kill-after", 0, "when to stop them, from the start of the measurement (default a third of --duration)")
+			fs.BoolVar(&cfg.Cleanup, "cleanup", false, "delete the nodes at the end (the garbage collector deletes their leases)")
+			fs.Uint64Var(&cfg.Seed, "seed", 1, "seed choosing the agents to stop")
+		},
+		run: func(ctx context.Context, c bench.Common) (*bench.Report, error) {
+			cfg.Common = c
+			f, err := bench.NewFleet(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return f.Run(ctx)
+		},
+	}
+}
+
+func watchScenario() *benchScenario {
+	var cfg bench.WatchConfig
+	return &benchScenario{
+		flags: func(fs *flag.FlagSet) {
+			fs.IntVar(&cfg.Watchers, "watchers", bench.DefaultWatchers, "watches on the namespace's leases")
+			fs.IntVar(&cfg.Writers, "writers", bench.DefaultWriters, "writers, each renewing a lease of its own")
+			fs.Float64Var(&cfg.Rate, "rate", 0, "total renewals per second, spread over the writers (0: as fast as they can)")
+			fs.StringVar(&cfg.Namespace, "namespace", "kube-node-lease", "namespace of the leases")
+			fs.BoolVar(&cfg.Keep, "keep", false, "keep the leases afterwards")
+		},
+		run: func(ctx context.Context, c bench.Common) (*bench.Report, error) {
+			cfg.Common = c
+			w, err := bench.NewWatch(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return w.Run(ctx)
+		},
+	}
+}
