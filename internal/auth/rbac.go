@@ -8,6 +8,8 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // RBACSource is where the RBAC authorizer reads roles and bindings (the API
@@ -16,8 +18,8 @@ import (
 type RBACSource interface {
 	GetRole(namespace, name string) (*rbacv1.Role, error)
 	GetClusterRole(name string) (*rbacv1.ClusterRole, error)
-	ListRoleBindings(namespace string) ([]*rbacv1.RoleBinding, error)
-	ListClusterRoleBindings() ([]*rbacv1.ClusterRoleBinding, error)
+	ListRoleBindings(ctx context.Context, namespace string) ([]*rbacv1.RoleBinding, error)
+	ListClusterRoleBindings(ctx context.Context) ([]*rbacv1.ClusterRoleBinding, error)
 }
 
 // RBAC is Kubernetes' RBAC authorizer: a request is allowed when some rule
@@ -40,9 +42,9 @@ func NewRBAC(src RBACSource) *RBAC { return &RBAC{src: src} }
 // visit calls fn with each rule that applies to u in namespace and a
 // description of where it came from, until fn returns false. Errors (a
 // binding naming a missing role) are collected and the walk goes on.
-func (z *RBAC) visit(u *User, namespace string, fn func(source string, rule *rbacv1.PolicyRule) bool) []error {
+func (z *RBAC) visit(ctx context.Context, u *User, namespace string, fn func(source string, rule *rbacv1.PolicyRule) bool) []error {
 	var errs []error
-	crbs, err := z.src.ListClusterRoleBindings()
+	crbs, err := z.src.ListClusterRoleBindings(ctx)
 	if err != nil {
 		return []error{err}
 	}
@@ -66,7 +68,7 @@ func (z *RBAC) visit(u *User, namespace string, fn func(source string, rule *rba
 	if namespace == "" {
 		return errs
 	}
-	rbs, err := z.src.ListRoleBindings(namespace)
+	rbs, err := z.src.ListRoleBindings(ctx, namespace)
 	if err != nil {
 		return append(errs, err)
 	}
@@ -138,12 +140,12 @@ func appliesTo(u *User, subjects []rbacv1.Subject, namespace string) (string, bo
 }
 
 // Authorize implements Authorizer.
-func (z *RBAC) Authorize(_ context.Context, a Attributes) (Decision, string, error) {
+func (z *RBAC) Authorize(ctx context.Context, a Attributes) (Decision, string, error) {
 	if a.User == nil {
 		return DecisionNoOpinion, "", nil
 	}
 	var allowedBy string
-	errs := z.visit(a.User, a.Namespace, func(src string, rule *rbacv1.PolicyRule) bool {
+	errs := z.visit(ctx, a.User, a.Namespace, func(src string, rule *rbacv1.PolicyRule) bool {
 		if RuleAllows(a, rule) {
 			allowedBy = src
 			return false
@@ -167,9 +169,9 @@ func (z *RBAC) Authorize(_ context.Context, a Attributes) (Decision, string, err
 }
 
 // RulesFor implements RuleResolver.
-func (z *RBAC) RulesFor(_ context.Context, u *User, namespace string) ([]rbacv1.PolicyRule, bool, error) {
+func (z *RBAC) RulesFor(ctx context.Context, u *User, namespace string) ([]rbacv1.PolicyRule, bool, error) {
 	var rules []rbacv1.PolicyRule
-	errs := z.visit(u, namespace, func(_ string, rule *rbacv1.PolicyRule) bool {
+	errs := z.visit(ctx, u, namespace, func(_ string, rule *rbacv1.PolicyRule) bool {
 		rules = append(rules, *rule)
 		return true
 	})
@@ -320,3 +322,34 @@ func atomCovered(owner []rbacv1.PolicyRule, a rbacv1.PolicyRule) bool {
 
 // IsNotFound reports whether err says a role is missing.
 func IsNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// AggregatedRules returns the rules an aggregated ClusterRole gathers from
+// roles: those of every other ClusterRole a selector matches, without
+// repeats, in the order of roles.
+func AggregatedRules(target *rbacv1.ClusterRole, roles []*rbacv1.ClusterRole) ([]rbacv1.PolicyRule, error) {
+	if target.AggregationRule == nil {
+		return target.Rules, nil
+	}
+	var rules []rbacv1.PolicyRule
+	seen := map[string]bool{}
+	for _, ls := range target.AggregationRule.ClusterRoleSelectors {
+		sel, err := metav1.LabelSelectorAsSelector(&ls)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range roles {
+			if r.Name == target.Name || !sel.Matches(labels.Set(r.Labels)) {
+				continue
+			}
+			for _, rule := range r.Rules {
+				k := fmt.Sprintf("%q", []any{rule.Verbs, rule.APIGroups, rule.Resources, rule.ResourceNames, rule.NonResourceURLs})
+				if !seen[k] {
+					seen[k] = true
+					rules = append(rules, rule)
+				}
+			}
+		}
+	}
+	return rules, nil
+}
+

@@ -1,0 +1,317 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/auth/audit"
+	"github.com/leasehold/leasehold/internal/registry"
+)
+
+// auditMaxBody bounds how much of a request or response body an audit
+// event may carry; larger bodies are left out.
+const auditMaxBody = 1 << 20
+
+// auditRecord follows one request for the audit log: the event as it
+// stands, written at each stage the policy asks for.
+type auditRecord struct {
+	s        *Server
+	decision audit.Decision
+	watch    bool
+
+	mu      sync.Mutex
+	ev      audit.Event
+	reqBody *limitedBuffer
+}
+
+// auditBegin starts the record of a request, writing RequestReceived; nil
+// when nothing of it is to be recorded. u is the authenticated user (nil
+// for an unauthenticated request).
+func (s *Server) auditBegin(r *http.Request, info requestInfo, a auth.Attributes) *auditRecord {
+	if s.cfg.Audit == nil {
+		return nil
+	}
+	if a.User == nil {
+		a.User = &auth.User{}
+	}
+	d := s.cfg.Audit.Policy().Decide(a)
+	if d.Level == audit.LevelNone {
+		return nil
+	}
+	now := metav1.NewMicroTime(s.clock.Now())
+	rec := &auditRecord{s: s, decision: d, watch: info.verb == "watch"}
+	rec.ev = audit.Event{
+		TypeMeta:                 metav1.TypeMeta{Kind: "Event", APIVersion: audit.APIVersion},
+		Level:                    d.Level,
+		AuditID:                  uuid.NewUUID(),
+		RequestURI:               r.RequestURI,
+		Verb:                     a.Verb,
+		User:                     userInfo(a.User),
+		SourceIPs:                sourceIPs(r),
+		UserAgent:                r.UserAgent(),
+		RequestReceivedTimestamp: now,
+	}
+	if id := r.Header.Get("Audit-ID"); id != "" && len(id) <= 64 {
+		rec.ev.AuditID = types.UID(id)
+	}
+	if info.resourceRequest {
+		rec.ev.ObjectRef = &audit.ObjectReference{
+			Resource: info.resource, Namespace: info.namespace, Name: info.name,
+			APIGroup: info.gv.Group, APIVersion: info.gv.Version, Subresource: info.subresource,
+		}
+	}
+	if !d.Level.Less(audit.LevelRequest) && r.Body != nil && r.Body != http.NoBody {
+		rec.reqBody = &limitedBuffer{max: auditMaxBody}
+		r.Body = teeBody{Reader: io.TeeReader(r.Body, rec.reqBody), Closer: r.Body}
+	}
+	rec.emit(audit.StageRequestReceived)
+	return rec
+}
+
+type teeBody struct {
+	io.Reader
+	io.Closer
+}
+
+// emit writes the event at stage, if the policy records it.
+func (rec *auditRecord) emit(stage audit.Stage) {
+	if !rec.decision.Records(stage) {
+		return
+	}
+	rec.mu.Lock()
+	ev := rec.ev
+	if len(rec.ev.Annotations) > 0 {
+		ev.Annotations = make(map[string]string, len(rec.ev.Annotations))
+		for k, v := range rec.ev.Annotations {
+			ev.Annotations[k] = v
+		}
+	}
+	rec.mu.Unlock()
+	ev.Stage = stage
+	ev.StageTimestamp = metav1.NewMicroTime(rec.s.clock.Now())
+	rec.s.cfg.Audit.Log(&ev)
+}
+
+func (rec *auditRecord) annotate(kv ...string) {
+	if rec == nil {
+		return
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.ev.Annotations == nil {
+		rec.ev.Annotations = map[string]string{}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		rec.ev.Annotations[kv[i]] = kv[i+1]
+	}
+}
+
+func (rec *auditRecord) impersonated(u *auth.User) {
+	if rec == nil {
+		return
+	}
+	ui := userInfo(u)
+	rec.mu.Lock()
+	rec.ev.ImpersonatedUser = &ui
+	rec.mu.Unlock()
+}
+
+// auditWriter passes a response through, noting its code, starting the
+// ResponseStarted stage of watches, and keeping the body when the event
+// needs it (an error Status, or the response object).
+type auditWriter struct {
+	http.ResponseWriter
+	rec         *auditRecord
+	wroteHeader bool
+	code        int
+	body        *limitedBuffer
+	finished    bool
+}
+
+func (w *auditWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.wroteHeader, w.code = true, code
+		if code >= 400 || (w.rec.decision.Level == audit.LevelRequestResponse && !w.rec.watch) {
+			w.body = &limitedBuffer{max: auditMaxBody}
+		}
+		if w.rec.watch && code < 300 {
+			w.rec.setStatus(code, nil)
+			w.rec.emit(audit.StageResponseStarted)
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *auditWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.body != nil {
+		w.body.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *auditWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *auditWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish writes ResponseComplete (or Panic) once.
+func (w *auditWriter) finish(panicked bool) {
+	if w.finished {
+		return
+	}
+	w.finished = true
+	rec := w.rec
+	if panicked {
+		rec.setStatus(http.StatusInternalServerError, nil)
+		rec.emit(audit.StagePanic)
+		return
+	}
+	code := w.code
+	if !w.wroteHeader {
+		code = http.StatusOK
+	}
+	var obj runtime.Object
+	if w.body != nil && !w.body.overflow && w.body.Len() > 0 {
+		obj = decodeAudited(w.body.Bytes())
+	}
+	st, isStatus := obj.(*metav1.Status)
+	if isStatus && code >= 400 {
+		rec.setStatus(code, st)
+	} else {
+		rec.setStatus(code, nil)
+	}
+	rec.mu.Lock()
+	if rec.reqBody != nil && !rec.reqBody.overflow && rec.reqBody.Len() > 0 {
+		rec.ev.RequestObject = rec.auditedJSON(rec.reqBody.Bytes())
+	}
+	if rec.decision.Level == audit.LevelRequestResponse && obj != nil && !isStatus {
+		if js, err := json.Marshal(obj); err == nil {
+			rec.ev.ResponseObject = rec.auditedJSON(js)
+		}
+	}
+	rec.mu.Unlock()
+	rec.emit(audit.StageResponseComplete)
+}
+
+func (rec *auditRecord) setStatus(code int, st *metav1.Status) {
+	rs := &metav1.Status{Code: int32(code)}
+	if st != nil {
+		rs.Status, rs.Message, rs.Reason, rs.Details = st.Status, st.Message, st.Reason, st.Details
+	}
+	rec.mu.Lock()
+	rec.ev.ResponseStatus = rs
+	rec.mu.Unlock()
+}
+
+// decodeAudited decodes a body in any of the served encodings.
+func decodeAudited(b []byte) runtime.Object {
+	obj, _, err := registry.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+	if err != nil {
+		return nil
+	}
+	return obj
+}
+
+// auditedJSON turns a request or response body into the JSON the event
+// carries: objects in any encoding become JSON, a JSON patch stays as it
+// is, anything else is left out. Managed fields go when the policy says.
+func (rec *auditRecord) auditedJSON(b []byte) *runtime.Unknown {
+	var js []byte
+	if json.Valid(b) {
+		js = b
+	} else if obj := decodeAudited(b); obj != nil {
+		var err error
+		if js, err = json.Marshal(obj); err != nil {
+			return nil
+		}
+	} else {
+		return nil
+	}
+	if rec.decision.OmitManagedFields && bytes.Contains(js, []byte(`"managedFields"`)) {
+		var m map[string]any
+		if json.Unmarshal(js, &m) == nil {
+			if md, ok := m["metadata"].(map[string]any); ok {
+				delete(md, "managedFields")
+				if out, err := json.Marshal(m); err == nil {
+					js = out
+				}
+			}
+		}
+	}
+	return &runtime.Unknown{Raw: js, ContentType: runtime.ContentTypeJSON}
+}
+
+func userInfo(u *auth.User) authenticationv1.UserInfo {
+	if u == nil {
+		return authenticationv1.UserInfo{}
+	}
+	ui := authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups}
+	if len(u.Extra) > 0 {
+		ui.Extra = map[string]authenticationv1.ExtraValue{}
+		for k, v := range u.Extra {
+			ui.Extra[k] = v
+		}
+	}
+	return ui
+}
+
+// sourceIPs lists X-Forwarded-For, then X-Real-Ip, then the peer, without
+// repeats, as Kubernetes does.
+func sourceIPs(r *http.Request) []string {
+	var ips []string
+	add := func(s string) {
+		s = strings.TrimSpace(s)
+		if ip := net.ParseIP(s); ip != nil {
+			for _, x := range ips {
+				if x == ip.String() {
+					return
+				}
+			}
+			ips = append(ips, ip.String())
+		}
+	}
+	for _, f := range strings.Split(r.Header.Get("X-Forwarded-For"), ",") {
+		add(f)
+	}
+	add(r.Header.Get("X-Real-Ip"))
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	add(host)
+	return ips
+}
+
+// limitedBuffer keeps up to max bytes and notes whether more came.
+type limitedBuffer struct {
+	bytes.Buffer
+	max      int
+	overflow bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if b.overflow || b.Len()+len(p) > b.max {
+		b.overflow = true
+		b.Reset()
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}

@@ -1,0 +1,314 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/registry"
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+// Authorization modes, as kube-apiserver's --authorization-mode names them.
+const (
+	ModeRBAC        = "RBAC"
+	ModeNode        = "Node"
+	ModeAlwaysAllow = "AlwaysAllow"
+	ModeAlwaysDeny  = "AlwaysDeny"
+)
+
+// DefaultAuthorization is the default authorizer chain.
+var DefaultAuthorization = []string{ModeRBAC, ModeNode}
+
+// newAuthorizer builds the chain of modes, behind the system:masters
+// shortcut every kube-apiserver has.
+func (s *Server) newAuthorizer(modes []string) (auth.Chain, error) {
+	chain := auth.Chain{auth.PrivilegedGroups{auth.GroupMasters}}
+	seen := map[string]bool{}
+	for _, m := range modes {
+		if seen[m] {
+			return nil, fmt.Errorf("authorization mode %q given twice", m)
+		}
+		seen[m] = true
+		switch m {
+		case ModeRBAC:
+			chain = append(chain, auth.NewRBAC(storeRBAC{s}))
+		case ModeNode:
+			chain = append(chain, auth.NodeAuthorizer{})
+		case ModeAlwaysAllow:
+			chain = append(chain, auth.AlwaysAllow{})
+		case ModeAlwaysDeny:
+			chain = append(chain, auth.AlwaysDeny{})
+		default:
+			return nil, fmt.Errorf("unknown authorization mode %q (want %s, %s, %s or %s)", m, ModeRBAC, ModeNode, ModeAlwaysAllow, ModeAlwaysDeny)
+		}
+	}
+	return chain, nil
+}
+
+// Authorizer returns the server's authorizer chain, which also resolves
+// rules (auth.RuleResolver).
+func (s *Server) Authorizer() auth.Chain { return s.authz }
+
+// storeRBAC reads roles and bindings from the watch cache.
+type storeRBAC struct{ s *Server }
+
+var _ auth.RBACSource = storeRBAC{}
+
+func (x storeRBAC) cached(r *registry.Resource, namespace, name string) (runtime.Object, error) {
+	k := x.s.kinds[r]
+	obj, err := k.Cached(k.Key(namespace, name))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apierrors.NewNotFound(r.GroupResource(), name)
+	}
+	return obj, err
+}
+
+func (x storeRBAC) GetRole(namespace, name string) (*rbacv1.Role, error) {
+	obj, err := x.cached(registry.Roles, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*rbacv1.Role), nil
+}
+
+func (x storeRBAC) GetClusterRole(name string) (*rbacv1.ClusterRole, error) {
+	obj, err := x.cached(registry.ClusterRoles, "", name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*rbacv1.ClusterRole), nil
+}
+
+func (x storeRBAC) list(ctx context.Context, r *registry.Resource, namespace string) ([]runtime.Object, error) {
+	res, err := x.s.kinds[r].List(ctx, store.ListOptions{Namespace: namespace, ResourceVersion: "0"})
+	if err != nil {
+		return nil, err
+	}
+	return res.Items, nil
+}
+
+func (x storeRBAC) ListRoleBindings(ctx context.Context, namespace string) ([]*rbacv1.RoleBinding, error) {
+	items, err := x.list(ctx, registry.RoleBindings, namespace)
+	out := make([]*rbacv1.RoleBinding, len(items))
+	for i, o := range items {
+		out[i] = o.(*rbacv1.RoleBinding)
+	}
+	return out, err
+}
+
+func (x storeRBAC) ListClusterRoleBindings(ctx context.Context) ([]*rbacv1.ClusterRoleBinding, error) {
+	items, err := x.list(ctx, registry.ClusterRoleBindings, "")
+	out := make([]*rbacv1.ClusterRoleBinding, len(items))
+	for i, o := range items {
+		out[i] = o.(*rbacv1.ClusterRoleBinding)
+	}
+	return out, err
+}
+
+// attributesFor describes a parsed request for the authorizer.
+func attributesFor(info requestInfo, u *auth.User, r *http.Request) auth.Attributes {
+	a := auth.Attributes{User: u, Verb: info.verb, ResourceRequest: info.resourceRequest}
+	if !info.resourceRequest {
+		a.Verb = nonResourceVerb(r.Method)
+		a.Path = r.URL.Path
+		return a
+	}
+	a.APIGroup, a.APIVersion = info.gv.Group, info.gv.Version
+	a.Resource, a.Subresource, a.Namespace, a.Name = info.resource, info.subresource, info.namespace, info.name
+	return a
+}
+
+// nonResourceVerb is Kubernetes' verb for a non-resource request: the
+// lower-case method, with HEAD read as get.
+func nonResourceVerb(method string) string {
+	if method == "HEAD" || method == "" {
+		return "get"
+	}
+	return strings.ToLower(method)
+}
+
+// authorize asks the chain; only Allow allows.
+func (s *Server) authorize(ctx context.Context, a auth.Attributes) (bool, string) {
+	d, reason, err := s.authz.Authorize(ctx, a)
+	if err != nil {
+		s.log.Warn("authorizer error", "user", a.User.Name, "err", err)
+		if reason == "" {
+			reason = err.Error()
+		}
+	}
+	return d == auth.DecisionAllow, reason
+}
+
+// admit runs the admission checks of authorization after a write's object
+// is known (obj is what will be stored; cur the stored object, nil on
+// create): node restriction, and RBAC escalation prevention.
+func (s *Server) admit(req *request, obj runtime.Object) error {
+	u := auth.UserFrom(req.ctx)
+	if u == nil {
+		return nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	a := attributesFor(req.info, u, req.r)
+	if err := auth.AdmitNode(a, m.GetName(), m.GetOwnerReferences()); err != nil {
+		return apierrors.NewForbidden(req.gr, m.GetName(), err)
+	}
+	if req.res.GroupVersion.Group == rbacv1.GroupName && req.info.subresource == "" && s.checksEscalation() {
+		return s.noEscalation(req, u, obj)
+	}
+	return nil
+}
+
+// checksEscalation says whether RBAC objects are guarded: only when RBAC
+// decides.
+func (s *Server) checksEscalation() bool {
+	for _, z := range s.authz {
+		if _, ok := z.(*auth.RBAC); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// noEscalation refuses a role that grants, or a binding to a role that
+// grants, permissions the user does not hold, unless the user may escalate
+// (roles) or bind (bindings), as Kubernetes' RBAC storage does.
+func (s *Server) noEscalation(req *request, u *auth.User, obj runtime.Object) error {
+	var rules []rbacv1.PolicyRule
+	namespace := req.info.namespace
+	m, _ := meta.Accessor(obj)
+	switch o := obj.(type) {
+	case *rbacv1.Role:
+		if s.may(req.ctx, u, "escalate", "roles", namespace, o.Name) {
+			return nil
+		}
+		rules = o.Rules
+	case *rbacv1.ClusterRole:
+		if s.may(req.ctx, u, "escalate", "clusterroles", "", o.Name) {
+			return nil
+		}
+		rules = o.Rules
+	case *rbacv1.RoleBinding:
+		r, err := s.boundRules(req.ctx, u, o.RoleRef, namespace)
+		if err != nil || r == nil {
+			return err
+		}
+		rules = r
+	case *rbacv1.ClusterRoleBinding:
+		r, err := s.boundRules(req.ctx, u, o.RoleRef, "")
+		if err != nil || r == nil {
+			return err
+		}
+		rules = r
+	default:
+		return nil
+	}
+	held, _, err := s.authz.RulesFor(req.ctx, u, namespace)
+	if err != nil {
+		s.log.Debug("resolving rules for escalation check", "user", u.Name, "err", err)
+	}
+	if ok, missing := auth.Covers(held, rules); !ok {
+		var b strings.Builder
+		for _, r := range missing {
+			fmt.Fprintf(&b, "\n%s", ruleString(r))
+		}
+		return apierrors.NewForbidden(req.gr, m.GetName(), fmt.Errorf("user %q (groups=%q) is attempting to grant RBAC permissions not currently held:%s", u.Name, u.Groups, b.String()))
+	}
+	return nil
+}
+
+// boundRules returns the rules a binding to ref grants, or nil when the
+// user may bind ref anyway.
+func (s *Server) boundRules(ctx context.Context, u *auth.User, ref rbacv1.RoleRef, namespace string) ([]rbacv1.PolicyRule, error) {
+	src := storeRBAC{s}
+	switch ref.Kind {
+	case "ClusterRole":
+		if s.may(ctx, u, "bind", "clusterroles", "", ref.Name) || (namespace != "" && s.may(ctx, u, "bind", "clusterroles", namespace, ref.Name)) {
+			return nil, nil
+		}
+		r, err := src.GetClusterRole(ref.Name)
+		if err != nil {
+			return nil, apierrors.NewForbidden(registry.ClusterRoles.GroupResource(), ref.Name, fmt.Errorf("cannot bind: %w", err))
+		}
+		return r.Rules, nil
+	case "Role":
+		if s.may(ctx, u, "bind", "roles", namespace, ref.Name) {
+			return nil, nil
+		}
+		r, err := src.GetRole(namespace, ref.Name)
+		if err != nil {
+			return nil, apierrors.NewForbidden(registry.Roles.GroupResource(), ref.Name, fmt.Errorf("cannot bind: %w", err))
+		}
+		return r.Rules, nil
+	}
+	return nil, nil
+}
+
+func (s *Server) may(ctx context.Context, u *auth.User, verb, resource, namespace, name string) bool {
+	ok, _ := s.authorize(ctx, auth.Attributes{User: u, Verb: verb, ResourceRequest: true, APIGroup: rbacv1.GroupName, APIVersion: "v1", Resource: resource, Namespace: namespace, Name: name})
+	return ok
+}
+
+// ruleString prints a rule as Kubernetes' escalation errors do.
+func ruleString(r rbacv1.PolicyRule) string {
+	var parts []string
+	if len(r.APIGroups) > 0 {
+		parts = append(parts, fmt.Sprintf("APIGroups:%q", r.APIGroups))
+	}
+	if len(r.Resources) > 0 {
+		parts = append(parts, fmt.Sprintf("Resources:%q", r.Resources))
+	}
+	if len(r.ResourceNames) > 0 {
+		parts = append(parts, fmt.Sprintf("ResourceNames:%q", r.ResourceNames))
+	}
+	if len(r.NonResourceURLs) > 0 {
+		parts = append(parts, fmt.Sprintf("NonResourceURLs:%q", r.NonResourceURLs))
+	}
+	parts = append(parts, fmt.Sprintf("Verbs:%q", r.Verbs))
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// forbiddenAttrs is the 403 of a denied request, in kube-apiserver's words:
+//
+//	leases.coordination.k8s.io "x" is forbidden: User "alice" cannot update
+//	resource "leases" in API group "coordination.k8s.io" in the namespace
+//	"team-a"
+//
+// with the authorizer's reason after a colon when it gave one.
+func forbiddenAttrs(a auth.Attributes, reason string) error {
+	name := ""
+	if a.User != nil {
+		name = a.User.Name
+	}
+	var msg string
+	switch {
+	case !a.ResourceRequest:
+		msg = fmt.Sprintf("User %q cannot %s path %q", name, a.Verb, a.Path)
+	default:
+		resource := a.Resource
+		if a.Subresource != "" {
+			resource += "/" + a.Subresource
+		}
+		if a.Namespace != "" {
+			msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", name, a.Verb, resource, a.APIGroup, a.Namespace)
+		} else {
+			msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", name, a.Verb, resource, a.APIGroup)
+		}
+	}
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return apierrors.NewForbidden(schema.GroupResource{Group: a.APIGroup, Resource: a.Resource}, a.Name, errors.New(msg))
+}

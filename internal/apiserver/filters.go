@@ -1,0 +1,151 @@
+package apiserver
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/auth/audit"
+)
+
+// guard runs a request through what stands before every handler, in
+// kube-apiserver's order: authentication, the audit record,
+// impersonation, the in-flight limits, authorization (and node
+// restriction of deletes), a deadline on reading the body. It calls next
+// when the request may proceed; otherwise it has answered.
+func (s *Server) guard(w http.ResponseWriter, r *http.Request, info requestInfo, next func(http.ResponseWriter, *http.Request)) {
+	u, ok, err := s.cfg.Authenticator.Authenticate(r)
+	if err != nil || !ok {
+		rec := s.auditBegin(r, info, attributesFor(info, nil, r))
+		if rec != nil {
+			aw := &auditWriter{ResponseWriter: w, rec: rec}
+			defer aw.finish(false)
+			w = aw
+		}
+		s.writeStatus(w, r, statusFor(unauthorized(), schema.GroupResource{}, ""))
+		return
+	}
+	attrs := attributesFor(info, u, r)
+	rec := s.auditBegin(r, info, attrs)
+	if rec != nil {
+		w.Header().Set("Audit-Id", string(rec.ev.AuditID))
+		aw := &auditWriter{ResponseWriter: w, rec: rec}
+		defer func() {
+			if p := recover(); p != nil {
+				aw.finish(true)
+				panic(p)
+			}
+			aw.finish(false)
+		}()
+		w = aw
+	}
+
+	imp, err := auth.ParseImpersonation(r.Header)
+	if err != nil {
+		s.writeError(w, r, apierrors.NewBadRequest(err.Error()), schema.GroupResource{}, "")
+		return
+	}
+	sender := u
+	if imp != nil {
+		for _, check := range imp.ImpersonationChecks() {
+			check.User = u
+			if allowed, reason := s.authorize(r.Context(), check); !allowed {
+				rec.annotate(audit.AnnotationDecision, "forbid", audit.AnnotationReason, reason)
+				s.writeError(w, r, forbiddenAttrs(check, reason), schema.GroupResource{}, "")
+				return
+			}
+		}
+		u = imp.ImpersonatedUser()
+		rec.impersonated(u)
+		attrs.User = u
+		for k := range r.Header {
+			if strings.HasPrefix(http.CanonicalHeaderKey(k), "Impersonate-") {
+				r.Header.Del(k)
+			}
+		}
+	}
+	r = r.WithContext(auth.WithUser(r.Context(), u))
+
+	release, ok := s.inflight.acquire(sender, info.verb == "watch")
+	if !ok {
+		s.writeError(w, r, apierrors.NewTooManyRequests("too many requests, please try again later", 1), schema.GroupResource{}, "")
+		return
+	}
+	defer release()
+
+	allowed, reason := s.authorize(r.Context(), attrs)
+	if !allowed {
+		rec.annotate(audit.AnnotationDecision, "forbid", audit.AnnotationReason, reason)
+		s.writeError(w, r, forbiddenAttrs(attrs, reason), schema.GroupResource{}, "")
+		return
+	}
+	rec.annotate(audit.AnnotationDecision, "allow", audit.AnnotationReason, reason)
+	if attrs.Verb == "delete" || attrs.Verb == "deletecollection" {
+		if err := auth.AdmitNode(attrs, attrs.Name, nil); err != nil {
+			s.writeError(w, r, apierrors.NewForbidden(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name, err), schema.GroupResource{}, "")
+			return
+		}
+	}
+
+	if info.verb != "watch" && r.Body != nil && r.Body != http.NoBody && s.cfg.RequestReadTimeout > 0 {
+		// The whole body must arrive in time: a client trickling bytes is
+		// cut off. Watches and bodiless requests are not limited.
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(s.clock.Now().Add(s.cfg.RequestReadTimeout)) == nil {
+			defer rc.SetReadDeadline(time.Time{})
+		}
+	}
+	next(w, r)
+}
+
+// inflight bounds the requests being served at once, overall and per
+// user. Watches are long-running and not counted; members of
+// system:masters are never limited, as in kube-apiserver.
+type inflight struct {
+	max, maxPerUser int
+
+	mu      sync.Mutex
+	total   int
+	perUser map[string]int
+}
+
+func (l *inflight) acquire(u *auth.User, longRunning bool) (release func(), ok bool) {
+	if longRunning || (l.max <= 0 && l.maxPerUser <= 0) || u.InGroup(auth.GroupMasters) {
+		return func() {}, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if (l.max > 0 && l.total >= l.max) || (l.maxPerUser > 0 && l.perUser[u.Name] >= l.maxPerUser) {
+		inflightRejected.Inc()
+		return nil, false
+	}
+	if l.perUser == nil {
+		l.perUser = map[string]int{}
+	}
+	l.total++
+	l.perUser[u.Name]++
+	return func() {
+		l.mu.Lock()
+		l.total--
+		if l.perUser[u.Name]--; l.perUser[u.Name] <= 0 {
+			delete(l.perUser, u.Name)
+		}
+		l.mu.Unlock()
+	}, true
+}
+
+var inflightRejected = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "leasehold_apiserver_inflight_rejected_total",
+	Help: "Requests answered 429 because the in-flight limit (overall or per user) was reached.",
+})
+
+// GuardCollectors are the metrics of authentication, authorization and
+// the request limits.
+func GuardCollectors() []prometheus.Collector { return []prometheus.Collector{inflightRejected} }
