@@ -5,6 +5,7 @@
 // find their way. Errors become metav1.Status in one place (errors.go).
 //
 // Request flow: route (URL grammar of kube-apiserver) → authenticate →
+// audit → impersonate → in-flight limits → authorize (filters.go) →
 // decode (body limit, content type, strict fields) → strategy (defaulting,
 // validation) → store → encode. Watches stream from the store's watch cache
 // until the client leaves, the server shuts down, or the timeout ends.
@@ -26,6 +27,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/auth/audit"
 	"github.com/leasehold/leasehold/internal/registry"
 	"github.com/leasehold/leasehold/internal/store"
 )
@@ -37,6 +39,20 @@ type Config struct {
 	Store *store.Store
 	// Authenticator identifies request senders. Required.
 	Authenticator auth.Authenticator
+	// Authorization lists the authorization modes in order (ModeRBAC,
+	// ModeNode, ModeAlwaysAllow, ModeAlwaysDeny); members of system:masters
+	// are always allowed. Default DefaultAuthorization (RBAC, then Node).
+	Authorization []string
+	// Audit receives the audit events of every request; nil records none.
+	Audit *audit.Logger
+	// MaxRequestsInFlight and MaxRequestsInFlightPerUser bound the
+	// requests served at once, overall and per user (watches not counted,
+	// system:masters exempt); over either the answer is 429 with
+	// Retry-After. 0 means no limit.
+	MaxRequestsInFlight, MaxRequestsInFlightPerUser int
+	// RequestReadTimeout bounds how long a request body may take to
+	// arrive; default 60 s, negative means no limit.
+	RequestReadTimeout time.Duration
 	// OpenAPI serves /openapi/v2 and /openapi/v3; nil answers 404.
 	OpenAPI http.Handler
 	// Extra non-resource handlers (for example /metrics), by exact path.
@@ -59,6 +75,9 @@ type Server struct {
 	log    *slog.Logger
 	clock  clock.WithTicker
 	kinds  map[*registry.Resource]objectStore
+	authz  auth.Chain
+	// inflight bounds concurrent requests (filters.go).
+	inflight *inflight
 	fields map[fieldManagerKey]*managedfields.FieldManager
 
 	// shutdown ends open watches when the server stops.
@@ -85,12 +104,24 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Authorization == nil {
+		cfg.Authorization = DefaultAuthorization
+	}
+	if cfg.RequestReadTimeout == 0 {
+		cfg.RequestReadTimeout = time.Minute
+	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, clock: cfg.Clock,
 		kinds:    map[*registry.Resource]objectStore{},
 		fields:   map[fieldManagerKey]*managedfields.FieldManager{},
 		shutdown: make(chan struct{}),
+		inflight: &inflight{max: cfg.MaxRequestsInFlight, maxPerUser: cfg.MaxRequestsInFlightPerUser},
 	}
+	authz, err := s.newAuthorizer(cfg.Authorization)
+	if err != nil {
+		return nil, err
+	}
+	s.authz = authz
 	typeConverter := applyconfigurations.NewTypeConverter(registry.Scheme)
 	for _, r := range registry.All() {
 		if r.Virtual {
@@ -156,18 +187,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveNonResource(rw, r, path)
 		return
 	}
-	u, ok, err := s.cfg.Authenticator.Authenticate(r)
-	if err != nil || !ok {
-		s.writeStatus(rw, r, statusFor(unauthorized(), schema.GroupResource{}, ""))
-		return
-	}
-	r = r.WithContext(auth.WithUser(r.Context(), u))
-
-	if !info.resourceRequest {
-		s.serveNonResource(rw, r, path)
-		return
-	}
-	s.serveResource(rw, r, info)
+	s.guard(rw, r, info, func(w http.ResponseWriter, r *http.Request) {
+		if !info.resourceRequest {
+			s.serveNonResource(w, r, path)
+			return
+		}
+		s.serveResource(w, r, info)
+	})
 }
 
 func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, path string) {
