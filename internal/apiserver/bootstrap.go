@@ -13,7 +13,8 @@ import (
 )
 
 // Bootstrap creates what a new cluster has from its first start: the
-// namespaces default, kube-system, kube-public and kube-node-lease. It is
+// namespaces default, kube-system, kube-public and kube-node-lease, and the
+// bootstrap RBAC roles and bindings (bootstrap_rbac.go). It is
 // safe to call on every start and from several servers at once.
 func (s *Server) Bootstrap(ctx context.Context) error {
 	k := s.kinds[registry.Namespaces]
@@ -28,5 +29,5 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return s.bootstrapRBAC(ctx)
 }
