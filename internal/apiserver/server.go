@@ -71,14 +71,14 @@ type Config struct {
 
 // Server serves the Kubernetes API over the store.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	clock  clock.WithTicker
-	kinds  map[*registry.Resource]objectStore
-	authz  auth.Chain
+	cfg   Config
+	log   *slog.Logger
+	clock clock.WithTicker
+	kinds map[*registry.Resource]objectStore
+	authz auth.Chain
 	// inflight bounds concurrent requests (filters.go).
 	inflight *inflight
-	fields map[fieldManagerKey]*managedfields.FieldManager
+	fields   map[fieldManagerKey]*managedfields.FieldManager
 
 	// shutdown ends open watches when the server stops.
 	shutdown     chan struct{}

@@ -352,4 +352,3 @@ func AggregatedRules(target *rbacv1.ClusterRole, roles []*rbacv1.ClusterRole) ([
 	}
 	return rules, nil
 }
-
