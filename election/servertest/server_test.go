@@ -181,6 +181,7 @@ func TestServerMixedContenders(t *testing.T) {
 		}
 		holder, token = id, tok
 		terms++
+		t.Logf("%s leads with token %d", id, tok)
 	}
 	exit := func(id string) {
 		mu.Lock()
@@ -190,60 +191,73 @@ func TestServerMixedContenders(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := range 4 {
 		cs := srv.Client(t, "")
+		if i%2 == 0 {
+			// A leasehold contender: one Elector, Run again and again for
+			// 1-3s, alternately releasing and not.
+			id := fmt.Sprintf("leasehold-%d", i)
+			var e [2]*election.Elector
+			for k := range e {
+				var err error
+				e[k], err = election.New(election.Config{
+					Client: cs.CoordinationV1(), Namespace: "default", Name: "mixed", Identity: id,
+					LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp, ReleaseOnCancel: k == 0,
+					Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, term election.Term) {
+						enter(id, term.FencingToken)
+						<-ctx.Done()
+						exit(id)
+					}},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			wg.Go(func() {
+				for n := 0; ctx.Err() == nil; n++ {
+					runCtx, stop := context.WithTimeout(ctx, time.Duration(1+(i+n)%3)*time.Second)
+					e[n%2].Run(runCtx)
+					stop()
+				}
+			})
+			continue
+		}
+		// A client-go contender: a new process, with a new identity, every
+		// 5-7s.
 		wg.Go(func() {
 			for n := 0; ctx.Err() == nil; n++ {
-				id := fmt.Sprintf("c%d-%d", i, n)
-				runCtx, stop := context.WithTimeout(ctx, time.Duration(1+(i+n)%3)*time.Second)
-				if i%2 == 0 {
-					e, err := election.New(election.Config{
-						Client: cs.CoordinationV1(), Namespace: "default", Name: "mixed", Identity: id,
-						LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp, ReleaseOnCancel: n%2 == 0,
-						Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, term election.Term) {
-							enter(id, term.FencingToken)
+				id := fmt.Sprintf("client-go-%d-%d", i, n)
+				runCtx, stop := context.WithTimeout(ctx, time.Duration(5+(i+n)%3)*time.Second)
+				le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+					Lock: &resourcelock.LeaseLock{
+						LeaseMeta:  metav1.ObjectMeta{Namespace: "default", Name: "mixed"},
+						Client:     cs.CoordinationV1(),
+						LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+					},
+					LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp,
+					Callbacks: leaderelection.LeaderCallbacks{
+						OnStartedLeading: func(ctx context.Context) {
+							l, err := cs.CoordinationV1().Leases("default").Get(ctx, "mixed", metav1.GetOptions{})
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							enter(id, int64(*l.Spec.LeaseTransitions))
 							<-ctx.Done()
 							exit(id)
-						}},
-					})
-					if err != nil {
-						t.Error(err)
-						stop()
-						return
-					}
-					e.Run(runCtx)
-				} else {
-					le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-						Lock: &resourcelock.LeaseLock{
-							LeaseMeta:  metav1.ObjectMeta{Namespace: "default", Name: "mixed"},
-							Client:     cs.CoordinationV1(),
-							LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 						},
-						LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp,
-						Callbacks: leaderelection.LeaderCallbacks{
-							OnStartedLeading: func(ctx context.Context) {
-								l, err := cs.CoordinationV1().Leases("default").Get(ctx, "mixed", metav1.GetOptions{})
-								if err != nil {
-									t.Error(err)
-									return
-								}
-								enter(id, int64(*l.Spec.LeaseTransitions))
-								<-ctx.Done()
-								exit(id)
-							},
-							OnStoppedLeading: func() {},
-						},
-					})
-					if err != nil {
-						t.Error(err)
-						stop()
-						return
-					}
-					le.Run(runCtx)
+						OnStoppedLeading: func() {},
+					},
+				})
+				if err != nil {
+					t.Error(err)
+					stop()
+					return
 				}
+				le.Run(runCtx)
 				stop()
 			}
 		})
