@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -325,11 +326,14 @@ func IsNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
 // AggregatedRules returns the rules an aggregated ClusterRole gathers from
 // roles: those of every other ClusterRole a selector matches, without
-// repeats, in the order of roles.
+// repeats, in the order of the roles' names.
 func AggregatedRules(target *rbacv1.ClusterRole, roles []*rbacv1.ClusterRole) ([]rbacv1.PolicyRule, error) {
 	if target.AggregationRule == nil {
 		return target.Rules, nil
 	}
+	// In name order, so that the result does not depend on the order
+	// roles come in (which would make updates chase each other).
+	roles = slices.SortedFunc(slices.Values(roles), func(a, b *rbacv1.ClusterRole) int { return strings.Compare(a.Name, b.Name) })
 	var rules []rbacv1.PolicyRule
 	seen := map[string]bool{}
 	for _, ls := range target.AggregationRule.ClusterRoleSelectors {
