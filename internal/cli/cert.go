@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/pki"
+)
+
+func init() {
+	register(&command{name: "cert", summary: "issue client certificates signed by the server's CA (issue)", run: runCert})
+}
+
+func runCert(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "issue" {
+		return errors.New("usage: leasehold cert issue --user NAME [--group G]... (--out-dir DIR | --kubeconfig-out FILE)")
+	}
+	var id identityFlags
+	var dataDir, outDir, kubeconfigOut, server string
+	var validity time.Duration
+	fs := newFlagSet("cert issue")
+	fs.StringVar(&dataDir, "data-dir", "./leasehold-data", "the server's data directory (holds ca.crt and ca.key)")
+	id.register(fs)
+	fs.StringVar(&outDir, "out-dir", "", "write USER.crt and USER.key (mode 0600) to this directory")
+	fs.StringVar(&kubeconfigOut, "kubeconfig-out", "", "write a kubeconfig embedding the certificate and key to this file")
+	fs.StringVar(&server, "server", "", "server URL for --kubeconfig-out (default the one in DATA_DIR/admin.kubeconfig)")
+	fs.DurationVar(&validity, "validity", 365*24*time.Hour, "how long the certificate is valid")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	u, err := id.toUser()
+	if err != nil {
+		return err
+	}
+	if outDir == "" && kubeconfigOut == "" {
+		return errors.New("--out-dir or --kubeconfig-out is required")
+	}
+	// Only an existing CA: a missing one would otherwise be created here
+	// and trusted by no server.
+	if _, err := os.Stat(filepath.Join(dataDir, pki.CAKeyFile)); err != nil {
+		return fmt.Errorf("no CA in --data-dir: %w", err)
+	}
+	ca, err := pki.LoadOrCreateCA(dataDir, clock.RealClock{})
+	if err != nil {
+		return err
+	}
+	certPEM, keyPEM, err := ca.IssueClient(u.Name, u.Groups, validity, clock.RealClock{})
+	if err != nil {
+		return err
+	}
+	if outDir != "" {
+		if err := os.MkdirAll(outDir, 0o700); err != nil {
+			return err
+		}
+		base := filepath.Join(outDir, filepath.Base(sanitizeFileName(u.Name)))
+		if err := os.WriteFile(base+".key", keyPEM, 0o600); err != nil {
+			return err
+		}
+		if err := os.WriteFile(base+".crt", certPEM, 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s.crt and %s.key for %s\n", base, base, u.Name)
+	}
+	if kubeconfigOut != "" {
+		spec, err := kubeconfigSpec(dataDir, server, u.Name)
+		if err != nil {
+			return err
+		}
+		spec.ClientCertPEM, spec.ClientKeyPEM = certPEM, keyPEM
+		if err := pki.WriteKubeconfig(kubeconfigOut, spec); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s for %s\n", kubeconfigOut, u.Name)
+	}
+	return nil
+}
+
+// sanitizeFileName makes a user name (which may hold ':') a file name.
+func sanitizeFileName(s string) string {
+	out := []rune(s)
+	for i, r := range out {
+		switch r {
+		case '/', ':', '\\':
+			out[i] = '_'
+		}
+	}
+	return string(out)
+}

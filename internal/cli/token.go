@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/pki"
+)
+
+// Tokens made by `leasehold token create` live in the data directory's
+// token store (tokens.json, mode 0600): only their SHA-256 digests, with the
+// user, groups and creation time. The running server polls the file every
+// second and follows changes, so `leasehold token delete` revokes a token
+// within a second, with no API call and no restart. The command works on
+// the data directory of the server (--data-dir), like the server's own
+// credentials; with several servers on one etcd, each has its own store.
+
+func init() {
+	register(&command{name: "token", summary: "create, list and delete bearer tokens (create|list|delete)", run: runToken})
+}
+
+func runToken(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: leasehold token create|list|delete [flags]")
+	}
+	switch args[0] {
+	case "create":
+		return tokenCreate(args[1:])
+	case "list":
+		return tokenList(args[1:])
+	case "delete", "revoke":
+		return tokenDelete(args[1:])
+	}
+	return fmt.Errorf("unknown token subcommand %q (want create, list or delete)", args[0])
+}
+
+// stringsFlag collects a repeatable, comma-separable flag.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string { return strings.Join(*s, ",") }
+func (s *stringsFlag) Set(v string) error {
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			*s = append(*s, x)
+		}
+	}
+	return nil
+}
+
+// identityFlags name the user a credential is for.
+type identityFlags struct {
+	user, uid, node string
+	groups          stringsFlag
+}
+
+func (f *identityFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.user, "user", "", "user name")
+	fs.StringVar(&f.uid, "uid", "", "user UID (optional)")
+	fs.Var(&f.groups, "group", "group; repeat or separate with commas")
+	fs.StringVar(&f.node, "node", "", "node name: the identity system:node:NAME in group system:nodes (instead of --user)")
+}
+
+func (f *identityFlags) toUser() (*auth.User, error) {
+	switch {
+	case f.node != "" && f.user != "":
+		return nil, errors.New("give --user or --node, not both")
+	case f.node != "":
+		u := auth.NodeUser(f.node)
+		u.Groups = slices.DeleteFunc(u.Groups, func(g string) bool { return g == auth.GroupAuthenticated })
+		for _, g := range f.groups {
+			if !slices.Contains(u.Groups, g) {
+				u.Groups = append(u.Groups, g)
+			}
+		}
+		return u, nil
+	case f.user != "":
+		return &auth.User{Name: f.user, UID: f.uid, Groups: f.groups}, nil
+	}
+	return nil, errors.New("--user or --node is required")
+}
+
+func tokenStorePath(dataDir string) string { return filepath.Join(dataDir, auth.TokenStoreFile) }
+
+func tokenCreate(args []string) error {
+	var id identityFlags
+	var dataDir, description, kubeconfigOut, server string
+	fs := newFlagSet("token create")
+	fs.StringVar(&dataDir, "data-dir", "./leasehold-data", "the server's data directory")
+	id.register(fs)
+	fs.StringVar(&description, "description", "", "what the token is for (shown by token list)")
+	fs.StringVar(&kubeconfigOut, "kubeconfig-out", "", "write a kubeconfig with the token to this file instead of printing the token")
+	fs.StringVar(&server, "server", "", "server URL for --kubeconfig-out (default the one in DATA_DIR/admin.kubeconfig)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	u, err := id.toUser()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(dataDir); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	token, err := pki.NewToken()
+	if err != nil {
+		return err
+	}
+	entry := auth.NewStoredToken(token, u, time.Now(), description)
+	if err := auth.UpdateTokenStore(tokenStorePath(dataDir), func(cur []auth.StoredToken) ([]auth.StoredToken, error) {
+		return append(cur, entry), nil
+	}); err != nil {
+		return err
+	}
+	if kubeconfigOut == "" {
+		fmt.Println(token)
+		return nil
+	}
+	spec, err := kubeconfigSpec(dataDir, server, u.Name)
+	if err != nil {
+		return err
+	}
+	spec.Token = token
+	if err := pki.WriteKubeconfig(kubeconfigOut, spec); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s for %s (token id %s)\n", kubeconfigOut, u.Name, entry.ID)
+	return nil
+}
+
+// kubeconfigSpec fills in the server and CA for a kubeconfig written from
+// the data directory.
+func kubeconfigSpec(dataDir, server, user string) (pki.KubeconfigSpec, error) {
+	caPEM, err := os.ReadFile(filepath.Join(dataDir, pki.CACertFile))
+	if err != nil {
+		return pki.KubeconfigSpec{}, fmt.Errorf("reading the server CA: %w", err)
+	}
+	if server == "" {
+		server = "https://127.0.0.1:6443"
+		if cfg, err := clientcmd.LoadFromFile(filepath.Join(dataDir, "admin.kubeconfig")); err == nil {
+			if c, ok := cfg.Clusters[pki.KubeconfigCluster]; ok && c.Server != "" {
+				server = c.Server
+			}
+		}
+	}
+	return pki.KubeconfigSpec{Server: server, CAPEM: caPEM, User: user}, nil
+}
+
+func tokenList(args []string) error {
+	var dataDir string
+	fs := newFlagSet("token list")
+	fs.StringVar(&dataDir, "data-dir", "./leasehold-data", "the server's data directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	entries, err := auth.ReadTokenStore(tokenStorePath(dataDir))
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "ID\tUSER\tGROUPS\tCREATED\tDESCRIPTION")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.User, strings.Join(e.Groups, ","), e.Created.Format(time.RFC3339), e.Description)
+	}
+	return tw.Flush()
+}
+
+func tokenDelete(args []string) error {
+	var dataDir, user, node string
+	fs := newFlagSet("token delete")
+	fs.StringVar(&dataDir, "data-dir", "./leasehold-data", "the server's data directory")
+	fs.StringVar(&user, "user", "", "delete every token of this user")
+	fs.StringVar(&node, "node", "", "delete every token of this node")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ids := fs.Args()
+	if node != "" {
+		user = auth.NodeUserPrefix + node
+	}
+	if len(ids) == 0 && user == "" {
+		return errors.New("usage: leasehold token delete ID... | --user NAME | --node NAME")
+	}
+	removed := 0
+	err := auth.UpdateTokenStore(tokenStorePath(dataDir), func(cur []auth.StoredToken) ([]auth.StoredToken, error) {
+		out := slices.DeleteFunc(cur, func(e auth.StoredToken) bool {
+			match := (user != "" && e.User == user) || slices.ContainsFunc(ids, func(id string) bool {
+				return id != "" && (id == e.ID || (len(id) >= 6 && strings.HasPrefix(e.SHA256, id)))
+			})
+			if match {
+				removed++
+			}
+			return match
+		})
+		if removed == 0 {
+			return nil, errors.New("no matching token")
+		}
+		return out, nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "deleted %d token(s); the server stops accepting them within a second\n", removed)
+	return nil
+}
