@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,6 +27,8 @@ import (
 
 	"github.com/leasehold/leasehold/internal/apiserver"
 	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/auth/audit"
+	"github.com/leasehold/leasehold/internal/controller/clusterroleaggregation"
 	"github.com/leasehold/leasehold/internal/controller/garbagecollector"
 	"github.com/leasehold/leasehold/internal/controller/manager"
 	"github.com/leasehold/leasehold/internal/controller/namespace"
@@ -50,6 +54,15 @@ type serveFlags struct {
 	nodeMonitorPeriod, nodeMonitorGrace time.Duration
 	shutdownGrace                       time.Duration
 	logLevel, logFormat                 string
+
+	tokenAuthFile                   string
+	anonymousAuth                   bool
+	authorizationMode               string
+	auditLogPath, auditPolicyFile   string
+	auditMaxSize, auditMaxAge       int
+	auditMaxBackup, auditBufferSize int
+	maxInFlight, maxInFlightPerUser int
+	requestReadTimeout              time.Duration
 }
 
 func runServe(ctx context.Context, args []string) error {
@@ -68,6 +81,18 @@ func runServe(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace-period", 30*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&f.tokenAuthFile, "token-auth-file", "", "static bearer tokens in Kubernetes' CSV format: token,user,uid,\"group1,group2\"")
+	fs.BoolVar(&f.anonymousAuth, "anonymous-auth", false, "serve requests without credentials as system:anonymous (group system:unauthenticated) instead of answering 401")
+	fs.StringVar(&f.authorizationMode, "authorization-mode", strings.Join(apiserver.DefaultAuthorization, ","), "comma-separated authorizers in order: RBAC, Node, AlwaysAllow, AlwaysDeny (system:masters is always allowed)")
+	fs.StringVar(&f.auditLogPath, "audit-log-path", "", "audit log file, one audit.k8s.io/v1 Event per line (default DATA_DIR/audit.log; - for standard output; none to disable)")
+	fs.StringVar(&f.auditPolicyFile, "audit-policy-file", "", "audit.k8s.io/v1 Policy file (default: every request at Metadata level, without the RequestReceived stage)")
+	fs.IntVar(&f.auditMaxSize, "audit-log-maxsize", 100, "megabytes the audit log may reach before it is rotated (0: never)")
+	fs.IntVar(&f.auditMaxAge, "audit-log-maxage", 0, "days to keep rotated audit logs (0: no limit)")
+	fs.IntVar(&f.auditMaxBackup, "audit-log-maxbackup", 10, "rotated audit logs to keep (0: no limit)")
+	fs.IntVar(&f.auditBufferSize, "audit-log-buffer-size", 10000, "audit events that may wait to be written; more are dropped and counted in leasehold_audit_events_dropped_total")
+	fs.IntVar(&f.maxInFlight, "max-requests-inflight", 1000, "requests served at once, watches not counted (0: no limit); more get 429")
+	fs.IntVar(&f.maxInFlightPerUser, "max-requests-inflight-per-user", 250, "requests one user may have served at once (0: no limit); more get 429")
+	fs.DurationVar(&f.requestReadTimeout, "request-read-timeout", time.Minute, "how long a request body may take to arrive")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,6 +144,14 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	authn, tokenStore, err := authenticators(f, ca, tokens, log)
+	if err != nil {
+		return err
+	}
+	auditLog, err := openAudit(f, log)
+	if err != nil {
+		return err
+	}
 
 	etcdClient, closeEtcd, err := openEtcd(f, log)
 	if err != nil {
@@ -138,13 +171,31 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(apiserver.Collectors()...)
 	reg.MustRegister(store.Collectors()...)
+	reg.MustRegister(apiserver.GuardCollectors()...)
+	reg.MustRegister(audit.Collectors()...)
 	api, err := apiserver.New(apiserver.Config{
-		Store: st, Authenticator: tokens, OpenAPI: docs, Logger: log, GarbageCollection: true,
-		Extra: map[string]http.Handler{"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{})},
+		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true,
+		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{})},
+		Authorization:              splitList(f.authorizationMode),
+		Audit:                      auditLog,
+		MaxRequestsInFlight:        f.maxInFlight,
+		MaxRequestsInFlightPerUser: f.maxInFlightPerUser,
+		RequestReadTimeout:         orDisabled(f.requestReadTimeout),
 	})
 	if err != nil {
 		return err
 	}
+	authCtx, stopAuth := context.WithCancel(context.Background())
+	authDone := make(chan struct{}, 2)
+	go func() { tokenStore.Run(authCtx); authDone <- struct{}{} }()
+	if auditLog != nil {
+		go func() { auditLog.Run(authCtx); authDone <- struct{}{} }()
+	} else {
+		authDone <- struct{}{}
+	}
+	// Stopped last, after in-flight requests, so their audit events are
+	// written.
+	defer func() { stopAuth(); <-authDone; <-authDone }()
 
 	storeCtx, stopStore := context.WithCancel(context.Background())
 	storeDone := make(chan error, 1)
@@ -169,9 +220,14 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"},
+			// Client certificates are optional (tokens also work); those
+			// given must chain to the server's CA.
+			ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: caPool(ca),
+		},
+		HTTP2:    &http.HTTP2Config{MaxConcurrentStreams: 1000},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
@@ -242,6 +298,16 @@ func builtinControllers(f serveFlags) []manager.Controller {
 				return err
 			}
 			return gc.Run(ctx)
+		},
+	}, {
+		Name:     "clusterrole-aggregation",
+		Identity: clusterroleaggregation.UserName,
+		Run: func(ctx context.Context, cfg *rest.Config) error {
+			c, err := clusterroleaggregation.New(clusterroleaggregation.Config{REST: cfg, Logger: slog.Default().With("controller", "clusterrole-aggregation")})
+			if err != nil {
+				return err
+			}
+			return c.Run(ctx)
 		},
 	}, {
 		Name:     "namespace",
@@ -360,4 +426,77 @@ func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, func(), error) 
 		return nil, nil, fmt.Errorf("connecting to etcd: %w", err)
 	}
 	return c, func() { c.Close() }, nil
+}
+
+// authenticators returns the request authenticators in order: client
+// certificates signed by the CA, the built-in tokens (admin and
+// controllers), --token-auth-file, the token store that `leasehold token`
+// maintains, and anonymous requests when enabled.
+func authenticators(f serveFlags, ca *pki.CA, builtin *auth.Tokens, log *slog.Logger) (auth.Authenticator, *auth.TokenStore, error) {
+	list := auth.Union{auth.NewClientCerts(caPool(ca), nil), builtin}
+	if f.tokenAuthFile != "" {
+		static, err := auth.LoadTokenFile(f.tokenAuthFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		list = append(list, static)
+	}
+	ts, err := auth.NewTokenStore(auth.TokenStoreConfig{Path: filepath.Join(f.dataDir, auth.TokenStoreFile), Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	list = append(list, ts)
+	if f.anonymousAuth {
+		list = append(list, auth.Anonymous{})
+	}
+	return list, ts, nil
+}
+
+func caPool(ca *pki.CA) *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	return pool
+}
+
+// openAudit opens the audit log, or returns nil when it is disabled.
+func openAudit(f serveFlags, log *slog.Logger) (*audit.Logger, error) {
+	policy := audit.DefaultPolicy()
+	if f.auditPolicyFile != "" {
+		p, err := audit.LoadPolicy(f.auditPolicyFile)
+		if err != nil {
+			return nil, err
+		}
+		policy = p
+	}
+	var out io.Writer
+	switch f.auditLogPath {
+	case "none":
+		return nil, nil
+	case "-":
+		out = struct{ io.Writer }{os.Stdout} // not closed at the end
+	default:
+		path := f.auditLogPath
+		if path == "" {
+			path = filepath.Join(f.dataDir, "audit.log")
+		}
+		rf, err := audit.OpenRotating(audit.RotateConfig{
+			Path: path, MaxBytes: int64(f.auditMaxSize) << 20,
+			MaxAge: time.Duration(f.auditMaxAge) * 24 * time.Hour, MaxBackups: f.auditMaxBackup,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		out = rf
+	}
+	return audit.New(audit.Config{Out: out, Policy: policy, BufferSize: f.auditBufferSize, Logger: log})
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }
