@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/leasehold/leasehold/internal/apiserver"
 	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/auth/audit"
 	"github.com/leasehold/leasehold/internal/controller/namespace"
 	"github.com/leasehold/leasehold/internal/openapi"
 	"github.com/leasehold/leasehold/internal/registry"
@@ -38,6 +40,18 @@ type Options struct {
 	// GarbageCollection sets apiserver.Config.GarbageCollection: Orphan and
 	// Foreground deletions then wait for a garbage collector.
 	GarbageCollection bool
+	// Authorization sets apiserver.Config.Authorization (default RBAC,
+	// then Node; the admin is in system:masters either way).
+	Authorization []string
+	// Users adds bearer tokens, each authenticating as its user (put
+	// system:authenticated in Groups to have what every user has).
+	Users map[string]*auth.User
+	// Audit receives the audit events; nil records none.
+	Audit *audit.Logger
+	// MaxRequestsInFlight, MaxRequestsInFlightPerUser and
+	// RequestReadTimeout pass through to apiserver.Config.
+	MaxRequestsInFlight, MaxRequestsInFlightPerUser int
+	RequestReadTimeout                              time.Duration
 }
 
 // Server is a running test server.
@@ -80,11 +94,19 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	tokens := auth.NewTokens()
 	tokens.Add(AdminToken, &auth.User{Name: "test-admin", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}})
+	for token, u := range opts.Users {
+		tokens.Add(token, u)
+	}
 	docs, err := openapi.New(registry.All(), version.Info())
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := apiserver.New(apiserver.Config{Store: st, Authenticator: tokens, OpenAPI: docs, GarbageCollection: opts.GarbageCollection, Logger: log})
+	api, err := apiserver.New(apiserver.Config{
+		Store: st, Authenticator: tokens, OpenAPI: docs, GarbageCollection: opts.GarbageCollection, Logger: log,
+		Authorization: opts.Authorization, Audit: opts.Audit,
+		MaxRequestsInFlight: opts.MaxRequestsInFlight, MaxRequestsInFlightPerUser: opts.MaxRequestsInFlightPerUser,
+		RequestReadTimeout: opts.RequestReadTimeout,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +152,14 @@ func Start(t testing.TB, opts Options) *Server {
 
 // Stop stops the server now (it is also stopped when the test ends).
 func (s *Server) Stop() { s.stop() }
+
+// ConfigFor returns a REST config that authenticates with token (one of
+// Options.Users) instead of the admin's.
+func (s *Server) ConfigFor(token string) *rest.Config {
+	c := rest.CopyConfig(s.Config)
+	c.BearerToken = token
+	return c
+}
 
 // Client returns a typed clientset; contentType "" means JSON, or pass
 // "application/vnd.kubernetes.protobuf".
