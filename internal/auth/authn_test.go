@@ -1,0 +1,288 @@
+package auth
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/pki"
+)
+
+func bearer(token string) *http.Request {
+	r := httptest.NewRequest("GET", "/api", nil)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	return r
+}
+
+func TestParseBearer(t *testing.T) {
+	tests := []struct {
+		header, want string
+		ok           bool
+	}{
+		{"Bearer abc", "abc", true},
+		{"bearer abc", "abc", true},
+		{"  Bearer   abc  ", "abc", true},
+		{"Basic abc", "", false},
+		{"Bearer", "", false},
+		{"Bearer ", "", false},
+		{"Bearer a b", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.header, func(t *testing.T) {
+			got, ok := parseBearer(tt.header)
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("parseBearer(%q) = %q, %v; want %q, %v", tt.header, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseTokenFile(t *testing.T) {
+	tests := []struct {
+		name    string
+		file    string
+		token   string
+		want    *User
+		wantErr string
+	}{
+		{"three columns", "t1,alice,uid-1\n", "t1", &User{Name: "alice", UID: "uid-1"}, ""},
+		{"groups", "t2,bob,uid-2,\"devs,ops\"\n", "t2", &User{Name: "bob", UID: "uid-2", Groups: []string{"devs", "ops"}}, ""},
+		{"comment and blank lines", "# tokens\n\nt3,carol,\n", "t3", &User{Name: "carol"}, ""},
+		{"too few columns", "t4,dave\n", "", nil, "at least 3 columns"},
+		{"empty token", ",eve,uid\n", "", nil, "empty token"},
+		{"duplicate", "t5,a,1\nt5,b,2\n", "", nil, "duplicate token"},
+		{"malformed quotes do not echo the line", "secret-token,\"alice,1\n", "", nil, "malformed CSV"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			toks, err := ParseTokenFile(strings.NewReader(tt.file))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), "secret-token") {
+					t.Errorf("error %q quotes a token", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, ok, err := toks.Authenticate(bearer(tt.token))
+			if !ok || err != nil || u.Name != tt.want.Name || u.UID != tt.want.UID || !slices.Equal(u.Groups, tt.want.Groups) {
+				t.Errorf("got %+v, %v, %v; want %+v", u, ok, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestUnionAndAnonymous(t *testing.T) {
+	toks := NewTokens()
+	toks.Add("good", &User{Name: "alice"})
+	tests := []struct {
+		name      string
+		a         Authenticator
+		token     string
+		wantUser  string
+		wantOK    bool
+		wantError bool
+	}{
+		{"known token gets system:authenticated", Union{toks}, "good", "alice", true, false},
+		{"unknown token", Union{toks}, "bad", "", false, true},
+		{"no token", Union{toks}, "", "", false, false},
+		{"no token, anonymous enabled", Union{toks, Anonymous{}}, "", UserAnonymous, true, false},
+		{"bad token is never anonymous", Union{toks, Anonymous{}}, "bad", "", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u, ok, err := tt.a.Authenticate(bearer(tt.token))
+			if ok != tt.wantOK || (err != nil) != tt.wantError {
+				t.Fatalf("got %+v, %v, %v; want ok %v, error %v", u, ok, err, tt.wantOK, tt.wantError)
+			}
+			if ok && u.Name != tt.wantUser {
+				t.Errorf("user %q, want %q", u.Name, tt.wantUser)
+			}
+			if ok && u.Name != UserAnonymous && !u.InGroup(GroupAuthenticated) {
+				t.Errorf("groups %v lack %s", u.Groups, GroupAuthenticated)
+			}
+			if ok && u.Name == UserAnonymous && (u.InGroup(GroupAuthenticated) || !u.InGroup(GroupUnauthenticated)) {
+				t.Errorf("anonymous groups %v", u.Groups)
+			}
+		})
+	}
+	if errors.Is(ErrInvalidToken, nil) || strings.Contains(ErrInvalidToken.Error(), "bad") {
+		t.Error("the invalid-token error must not quote the token")
+	}
+}
+
+// TestTokenStoreFollowsFile creates and revokes tokens in the store file
+// while a TokenStore runs; time is the synctest bubble's, so the polls
+// happen without waiting.
+func TestTokenStoreFollowsFile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), TokenStoreFile)
+		ts, err := NewTokenStore(TokenStoreConfig{Path: path, Clock: clock.RealClock{}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { ts.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+
+		if _, ok, _ := ts.Authenticate(bearer("tok-alice")); ok {
+			t.Fatal("empty store authenticated a token")
+		}
+		add := func(token string, u *User) {
+			t.Helper()
+			if err := UpdateTokenStore(path, func(cur []StoredToken) ([]StoredToken, error) {
+				return append(cur, NewStoredToken(token, u, time.Now(), "")), nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		add("tok-alice", &User{Name: "alice", Groups: []string{"devs"}})
+		add("tok-web-1", NodeUser("web-1"))
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "tok-alice") {
+			t.Fatal("the store file holds a token in clear")
+		}
+		if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+			t.Errorf("store file mode %v, want 0600", fi.Mode().Perm())
+		}
+		time.Sleep(1500 * time.Millisecond) // virtual: one poll
+		synctest.Wait()
+		if u, ok, _ := ts.Authenticate(bearer("tok-alice")); !ok || u.Name != "alice" {
+			t.Errorf("after a poll: alice's token gives %+v, %v", u, ok)
+		}
+		u, _, _ := ts.Authenticate(bearer("tok-web-1"))
+		if n, ok := NodeName(u); !ok || n != "web-1" {
+			t.Errorf("node token authenticated as %+v", u)
+		}
+		if err := UpdateTokenStore(path, func(cur []StoredToken) ([]StoredToken, error) {
+			return slices.DeleteFunc(cur, func(e StoredToken) bool { return e.User == "alice" }), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if _, ok, err := ts.Authenticate(bearer("tok-alice")); ok || !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("revoked token: got ok %v, err %v", ok, err)
+		}
+		if _, ok, _ := ts.Authenticate(bearer("tok-web-1")); !ok {
+			t.Error("the remaining token stopped working")
+		}
+	})
+}
+
+func TestClientCerts(t *testing.T) {
+	clk := clock.RealClock{}
+	dir := t.TempDir()
+	ca, err := pki.LoadOrCreateCA(dir, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pki.LoadOrCreateCA(filepath.Join(dir, "other"), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	cc := NewClientCerts(pool, clk)
+	issue := func(ca *pki.CA, user string, groups []string) *x509.Certificate {
+		certPEM, _, err := ca.IssueClient(user, groups, time.Hour, clk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := pki.ParseCertPEM(certPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	r := httptest.NewRequest("GET", "/api", nil)
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{issue(ca, "carol", []string{"devs", "ops"})}}
+	u, ok, err := cc.Authenticate(r)
+	if !ok || err != nil || u.Name != "carol" || !slices.Equal(slices.Sorted(slices.Values(u.Groups)), []string{"devs", "ops"}) {
+		t.Errorf("got %+v, %v, %v; want carol in devs and ops", u, ok, err)
+	}
+	r.TLS.PeerCertificates = []*x509.Certificate{issue(other, "mallory", nil)}
+	if _, ok, err := cc.Authenticate(r); ok || err == nil {
+		t.Errorf("a certificate of another CA: got ok %v, err %v", ok, err)
+	}
+	if _, ok, err := cc.Authenticate(httptest.NewRequest("GET", "/", nil)); ok || err != nil {
+		t.Errorf("no certificate: got ok %v, err %v; want neither", ok, err)
+	}
+}
+
+func TestImpersonation(t *testing.T) {
+	tests := []struct {
+		name       string
+		headers    map[string][]string
+		wantNil    bool
+		wantErr    bool
+		wantChecks []string // resource/name of each check
+		wantGroups []string
+	}{
+		{"none", nil, true, false, nil, nil},
+		{"user", map[string][]string{"Impersonate-User": {"alice"}}, false, false, []string{"users/alice"}, []string{GroupAuthenticated}},
+		{"user and groups", map[string][]string{"Impersonate-User": {"alice"}, "Impersonate-Group": {"devs", "ops"}}, false, false,
+			[]string{"users/alice", "groups/devs", "groups/ops"}, []string{"devs", "ops", GroupAuthenticated}},
+		{"service account", map[string][]string{"Impersonate-User": {"system:serviceaccount:team-a:job"}}, false, false,
+			[]string{"serviceaccounts/job"}, []string{GroupServiceAccounts, GroupServiceAccounts + ":team-a", GroupAuthenticated}},
+		{"uid and extra", map[string][]string{"Impersonate-User": {"alice"}, "Impersonate-Uid": {"u-1"}, "Impersonate-Extra-Scopes": {"view"}}, false, false,
+			[]string{"users/alice", "uids/u-1", "userextras/view"}, []string{GroupAuthenticated}},
+		{"groups without a user", map[string][]string{"Impersonate-Group": {"system:masters"}}, false, true, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tt.headers {
+				for _, x := range v {
+					h.Add(k, x)
+				}
+			}
+			imp, err := ParseImpersonation(h)
+			if (err != nil) != tt.wantErr || (imp == nil) != (tt.wantNil || tt.wantErr) {
+				t.Fatalf("got %+v, %v", imp, err)
+			}
+			if imp == nil {
+				return
+			}
+			var checks []string
+			for _, c := range imp.ImpersonationChecks() {
+				if c.Verb != "impersonate" {
+					t.Errorf("check verb %q", c.Verb)
+				}
+				checks = append(checks, c.Resource+"/"+c.Name)
+			}
+			slices.Sort(checks)
+			want := slices.Sorted(slices.Values(tt.wantChecks))
+			if !slices.Equal(checks, want) {
+				t.Errorf("checks %v, want %v", checks, want)
+			}
+			if u := imp.ImpersonatedUser(); !slices.Equal(u.Groups, tt.wantGroups) {
+				t.Errorf("groups %v, want %v", u.Groups, tt.wantGroups)
+			}
+		})
+	}
+}
