@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
 	"github.com/leasehold/leasehold/internal/bench"
 	"github.com/leasehold/leasehold/internal/version"
 )
@@ -81,6 +84,13 @@ func runBench(ctx context.Context, args []string) error {
 	log, err := newLogger(logFmt, logLevel)
 	if err != nil {
 		return err
+	}
+	// client-go logs every request cut off at the end of a run; that is
+	// noise here unless debugging.
+	if logLevel == "debug" {
+		klog.SetSlogLogger(log)
+	} else {
+		klog.SetLogger(logr.Discard())
 	}
 	configs, err := conn.configs("leasehold-bench/" + version.Version)
 	if err != nil {
