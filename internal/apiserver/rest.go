@@ -521,7 +521,7 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 			req.res.PrepareForUpdate(obj, cur)
 		}
 	}
-	if managed {
+	if managed && !s.heartbeatManagedFields(req, obj, cur, manager) {
 		obj = s.fields[fieldManagerKey{req.res, statusOnly(req.info.subresource)}].UpdateNoErrors(cur, obj, manager)
 		nm, _ = meta.Accessor(obj)
 	}

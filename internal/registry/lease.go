@@ -1,12 +1,14 @@
 package registry
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +28,7 @@ var Leases = &Resource{
 	Validate:                 func(obj runtime.Object) field.ErrorList { return ValidateLease(obj.(*coordinationv1.Lease)) },
 	ValidateUpdate:           func(obj, _ runtime.Object) field.ErrorList { return ValidateLease(obj.(*coordinationv1.Lease)) },
 	AllowUnconditionalUpdate: true,
+	ChangedFields:            leaseChangedFields,
 	Columns: []metav1.TableColumnDefinition{
 		{Name: "Holder", Type: "string", Description: coordinationv1.LeaseSpec{}.SwaggerDoc()["holderIdentity"]},
 		AgeColumn,
@@ -133,4 +136,80 @@ func (r *Resource) nameRule() apivalidation.ValidateNameFunc {
 		return r.NameRule
 	}
 	return apivalidation.NameIsDNSSubdomain
+}
+
+// leaseChangedFields compares two Leases field by field: a renewal differs
+// in spec.renewTime only.
+func leaseChangedFields(obj, old runtime.Object) ([][]string, bool) {
+	l, o := obj.(*coordinationv1.Lease), old.(*coordinationv1.Lease)
+	if !SameMetadata(&l.ObjectMeta, &o.ObjectMeta) {
+		return nil, false
+	}
+	var paths [][]string
+	add := func(changed bool, name string) {
+		if changed {
+			paths = append(paths, []string{"f:spec", "f:" + name})
+		}
+	}
+	add(!equalPtr(l.Spec.HolderIdentity, o.Spec.HolderIdentity), "holderIdentity")
+	add(!equalPtr(l.Spec.LeaseDurationSeconds, o.Spec.LeaseDurationSeconds), "leaseDurationSeconds")
+	add(!equalMicroTime(l.Spec.AcquireTime, o.Spec.AcquireTime), "acquireTime")
+	add(!equalMicroTime(l.Spec.RenewTime, o.Spec.RenewTime), "renewTime")
+	add(!equalPtr(l.Spec.LeaseTransitions, o.Spec.LeaseTransitions), "leaseTransitions")
+	add(!equalPtr(l.Spec.Strategy, o.Spec.Strategy), "strategy")
+	add(!equalPtr(l.Spec.PreferredHolder, o.Spec.PreferredHolder), "preferredHolder")
+	// A field going from set to unset changes ownership in ways only the
+	// full computation gets right.
+	for _, p := range paths {
+		if leaseFieldUnset(l, p[1]) {
+			return nil, false
+		}
+	}
+	return paths, true
+}
+
+func leaseFieldUnset(l *coordinationv1.Lease, f string) bool {
+	switch f {
+	case "f:holderIdentity":
+		return l.Spec.HolderIdentity == nil
+	case "f:leaseDurationSeconds":
+		return l.Spec.LeaseDurationSeconds == nil
+	case "f:acquireTime":
+		return l.Spec.AcquireTime == nil
+	case "f:renewTime":
+		return l.Spec.RenewTime == nil
+	case "f:leaseTransitions":
+		return l.Spec.LeaseTransitions == nil
+	case "f:strategy":
+		return l.Spec.Strategy == nil
+	case "f:preferredHolder":
+		return l.Spec.PreferredHolder == nil
+	}
+	return true
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// equalMicroTime compares two optional times exactly.
+func equalMicroTime(a, b *metav1.MicroTime) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Time.Equal(b.Time)
+}
+
+// SameMetadata reports whether two ObjectMetas agree on everything a client
+// may change (the server-managed fields are already copied over by then):
+// labels, annotations, ownerReferences, finalizers and managedFields.
+func SameMetadata(a, b *metav1.ObjectMeta) bool {
+	return a.Name == b.Name && a.Namespace == b.Namespace && a.GenerateName == b.GenerateName &&
+		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) &&
+		slices.Equal(a.Finalizers, b.Finalizers) &&
+		equality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences) &&
+		equality.Semantic.DeepEqual(a.ManagedFields, b.ManagedFields)
 }

@@ -82,6 +82,13 @@ type Resource struct {
 	ToStorage   func(obj runtime.Object) (runtime.Object, error)
 	FromStorage func(obj runtime.Object) (runtime.Object, error)
 
+	// ChangedFields, when set, lists the field paths (as managedFields
+	// spells them, e.g. ["f:spec","f:renewTime"]) that differ between obj
+	// and old, ignoring metadata the server manages. ok is false when it
+	// cannot tell; the server then computes managed fields in full. It lets
+	// a heartbeat skip that computation (see apiserver's managedfields.go).
+	ChangedFields func(obj, old runtime.Object) (paths [][]string, ok bool)
+
 	// AllowCreateOnUpdate lets PUT create a missing object.
 	AllowCreateOnUpdate bool
 	// AllowUnconditionalUpdate lets PUT without a resourceVersion overwrite.
