@@ -117,7 +117,9 @@ func TestRuleAllows(t *testing.T) {
 
 func testRBAC() *staticRBAC {
 	leaseRule := rbacv1.PolicyRule{Verbs: []string{"get", "list", "watch", "update"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}}
-	user := func(n string) rbacv1.Subject { return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: n} }
+	user := func(n string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: n}
+	}
 	return &staticRBAC{
 		roles: []*rbacv1.Role{{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "lease-writer"}, Rules: []rbacv1.PolicyRule{leaseRule}}},
 		clusterRoles: []*rbacv1.ClusterRole{

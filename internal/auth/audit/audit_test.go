@@ -1,0 +1,214 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/leasehold/leasehold/internal/auth"
+)
+
+const policyYAML = `
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  users: ["system:kube-controller-manager"]
+  verbs: ["get", "update"]
+  namespaces: ["kube-system"]
+  resources:
+  - group: coordination.k8s.io
+    resources: ["leases"]
+- level: None
+  nonResourceURLs: ["/healthz*", "/version"]
+- level: RequestResponse
+  userGroups: ["devs"]
+  resources:
+  - group: rbac.authorization.k8s.io
+- level: Request
+  resources:
+  - group: ""
+    resources: ["nodes/status"]
+- level: Metadata
+  resources:
+  - group: coordination.k8s.io
+    resources: ["leases"]
+    resourceNames: ["special"]
+  omitStages: [ResponseStarted]
+- level: Metadata
+  resources:
+  - group: ""
+    resources: ["*/finalize"]
+- level: Metadata
+  namespaces: [""]
+- level: Request
+`
+
+func TestPolicyDecide(t *testing.T) {
+	p, err := ParsePolicy([]byte(policyYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcm := &auth.User{Name: "system:kube-controller-manager"}
+	dev := &auth.User{Name: "alice", Groups: []string{"devs"}}
+	other := &auth.User{Name: "bob"}
+	r := func(u *auth.User, verb, group, resource, sub, ns, name string) auth.Attributes {
+		return auth.Attributes{User: u, Verb: verb, ResourceRequest: true, APIGroup: group, Resource: resource, Subresource: sub, Namespace: ns, Name: name}
+	}
+	tests := []struct {
+		name      string
+		a         auth.Attributes
+		want      Level
+		wantStage Stage // a stage that must not be recorded
+	}{
+		{"controller manager renewing its lease", r(kcm, "update", "coordination.k8s.io", "leases", "", "kube-system", "x"), LevelNone, ""},
+		{"controller manager elsewhere", r(kcm, "update", "coordination.k8s.io", "leases", "", "default", "x"), LevelRequest, StageRequestReceived},
+		{"controller manager deleting", r(kcm, "delete", "coordination.k8s.io", "leases", "", "kube-system", "x"), LevelRequest, ""},
+		{"health", auth.Attributes{User: other, Verb: "get", Path: "/healthz/etcd"}, LevelNone, ""},
+		{"version", auth.Attributes{User: other, Verb: "get", Path: "/version"}, LevelNone, ""},
+		{"other non-resource falls to the catch-all", auth.Attributes{User: other, Verb: "get", Path: "/metrics"}, LevelRequest, ""},
+		{"devs and rbac, any resource of the group", r(dev, "create", "rbac.authorization.k8s.io", "rolebindings", "", "a", ""), LevelRequestResponse, ""},
+		{"not devs, rbac, namespaced", r(other, "create", "rbac.authorization.k8s.io", "rolebindings", "", "a", ""), LevelRequest, ""},
+		{"subresource", r(other, "patch", "", "nodes", "status", "", "n"), LevelRequest, ""},
+		{"resource name", r(other, "get", "coordination.k8s.io", "leases", "", "a", "special"), LevelMetadata, StageResponseStarted},
+		{"other name", r(other, "get", "coordination.k8s.io", "leases", "", "a", "plain"), LevelRequest, ""},
+		{"any resource's subresource", r(other, "update", "", "namespaces", "finalize", "", "a"), LevelMetadata, ""},
+		{"cluster-scoped by empty namespace", r(other, "get", "", "nodes", "", "", "n"), LevelMetadata, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := p.Decide(tt.a)
+			if d.Level != tt.want {
+				t.Errorf("level %s, want %s", d.Level, tt.want)
+			}
+			if d.Records(StageRequestReceived) {
+				t.Error("RequestReceived recorded despite the policy's omitStages")
+			}
+			if tt.wantStage != "" && d.Records(tt.wantStage) {
+				t.Errorf("stage %s recorded", tt.wantStage)
+			}
+		})
+	}
+}
+
+func TestParsePolicyErrors(t *testing.T) {
+	tests := []struct{ name, yaml, want string }{
+		{"kind", "apiVersion: audit.k8s.io/v1\nkind: Pod\nrules: [{level: None}]\n", "kind Policy"},
+		{"no rules", "apiVersion: audit.k8s.io/v1\nkind: Policy\n", "at least one rule"},
+		{"level", "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: Everything}]\n", "unsupported value"},
+		{"unknown field", "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: None, user: [a]}]\n", "unknown field"},
+		{"both kinds", "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: None, nonResourceURLs: [/a], namespaces: [b]}]\n", "both"},
+		{"stage", "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [Later]\nrules: [{level: None}]\n", "unsupported stage"},
+		{"star in the middle", "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: None, nonResourceURLs: [/a*b]}]\n", "at its end"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := ParsePolicy([]byte(tt.yaml)); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRotatingFile(t *testing.T) {
+	dir := t.TempDir()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rf, err := OpenRotating(RotateConfig{Path: filepath.Join(dir, "audit.log"), MaxBytes: 100, MaxBackups: 2, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Close()
+	line := bytes.Repeat([]byte("x"), 59)
+	line = append(line, '\n') // 60 bytes: one line per file
+	for i := 0; i < 5; i++ {
+		if _, err := rf.Write(line); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(time.Minute)
+	}
+	backups, err := rf.Backups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(backups) != 2 {
+		t.Fatalf("backups %v, want the 2 newest", backups)
+	}
+	if !strings.HasSuffix(backups[0], "audit-2026-01-01T00-04-00.000.log") {
+		t.Errorf("newest backup %s", backups[0])
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "audit.log")); fi.Size() != 60 || fi.Mode().Perm() != 0o600 {
+		t.Errorf("live file size %d mode %v, want 60 and 0600", fi.Size(), fi.Mode().Perm())
+	}
+
+	// Age: backups older than MaxAge go at the next rotation.
+	rf2, err := OpenRotating(RotateConfig{Path: filepath.Join(dir, "audit.log"), MaxBytes: 100, MaxAge: time.Hour, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf2.Close()
+	for _, b := range backups {
+		old := time.Now().Add(-2 * time.Hour)
+		os.Chtimes(b, old, old)
+	}
+	clk.SetTime(time.Now())
+	rf2.Write(line) // the live file holds a line already: this rotates
+	left, _ := rf2.Backups()
+	if len(left) != 1 {
+		t.Errorf("after aging, backups %v, want only the new one", left)
+	}
+}
+
+func TestLoggerWritesAndDrops(t *testing.T) {
+	var out bytes.Buffer
+	l, err := New(Config{Out: &out, BufferSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := dropped()
+	ev := func(id string) *Event {
+		return &Event{Level: LevelMetadata, AuditID: types.UID("id-" + id), Stage: StageResponseComplete, Verb: "get"}
+	}
+	// Nobody writes yet: the third event does not fit.
+	l.Log(ev("1"))
+	l.Log(ev("2"))
+	l.Log(ev("3"))
+	if got := dropped() - before; got != 1 {
+		t.Errorf("dropped %v, want 1", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	l.Run(ctx) // writes what is queued, then returns
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("wrote %d lines, want 2:\n%s", len(lines), out.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["auditID"] != "id-1" || got["stage"] != "ResponseComplete" || got["level"] != "Metadata" {
+		t.Errorf("event %v", got)
+	}
+	l.Log(ev("4"))
+	if got := dropped() - before; got != 2 {
+		t.Errorf("after Run ended, dropped %v, want 2", got)
+	}
+}
+
+func dropped() float64 {
+	var m dto.Metric
+	if err := eventsDropped.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
