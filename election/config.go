@@ -102,6 +102,15 @@ type Config struct {
 	// over at once instead of after LeaseDuration.
 	ReleaseOnCancel bool
 
+	// Coordinated makes the Elector a participant in coordinated leader
+	// election: it never takes the Lease on its own, but waits until a
+	// coordinator writes Identity as spec.holderIdentity, confirms with a
+	// renewal and leads from then on as any holder does (renewing, handing
+	// over when spec.preferredHolder names another candidate, releasing).
+	// Run a Candidate with the same Identity beside it, so that the
+	// coordinator knows about it. See the package documentation.
+	Coordinated bool
+
 	// Callbacks are invoked as leadership changes.
 	Callbacks Callbacks
 

@@ -30,6 +30,10 @@ const (
 	// actAcquire: update the observed Lease to hold it (compare-and-swap on
 	// its resourceVersion).
 	actAcquire
+	// actConfirm: in coordinated election, renew the observed Lease that a
+	// coordinator has assigned to this contender (compare-and-swap on its
+	// resourceVersion), which starts the term.
+	actConfirm
 )
 
 func (a action) String() string {
@@ -40,6 +44,8 @@ func (a action) String() string {
 		return "create"
 	case actAcquire:
 		return "acquire"
+	case actConfirm:
+		return "confirm"
 	}
 	return fmt.Sprintf("action(%d)", int(a))
 }

@@ -160,8 +160,31 @@
 //
 // # Coordinated leader election
 //
-// The choice of when to take the Lease is made in one function (decide,
-// from the Lease as observed and the time). Coordinated leader election,
-// where a coordinator picks the holder among LeaseCandidates, replaces that
-// choice and keeps the rest: renewal, deadlines, release and fencing.
+// In coordinated leader election (Kubernetes' KEP-4355) contenders do not
+// race for the Lease: a coordinator (leasehold serve runs one) picks the
+// holder among the candidates that have published a LeaseCandidate
+// (coordination.k8s.io/v1beta1) for the Lease, preferring the oldest
+// emulation version, then the oldest binary version, then the oldest
+// candidate, so that during a rolling upgrade the old version keeps leading
+// until every replica runs the new one.
+//
+// A process takes part by running a Candidate and an Elector with
+// Config.Coordinated set, both with the same identity:
+//
+//	cand, _ := election.NewCandidate(election.CandidateConfig{
+//		Client: clientset.CoordinationV1beta1(), Namespace: "default",
+//		LeaseName: "nightly-report", Identity: id, BinaryVersion: "1.4.2",
+//	})
+//	go cand.Run(ctx)
+//	e, _ := election.New(election.Config{..., Identity: id, Coordinated: true})
+//
+// The Candidate creates the LeaseCandidate named after the identity,
+// refreshes its renewTime every RenewInterval, renews at once when the
+// coordinator pings it (sets a new pingTime) before an election, and
+// deletes it when it stops. The Elector waits until the coordinator writes
+// its identity as the Lease's holder, confirms with a compare-and-swap
+// renewal, and from then on leads exactly as described above; when the
+// coordinator finds a better candidate it sets preferredHolder, and the
+// leader hands over gracefully. The fencing token is the leaseTransitions
+// the coordinator wrote (incremented on every assignment).
 package election

@@ -44,6 +44,10 @@ type Elector struct {
 	notes     []string      // holders not yet given to OnNewLeader; guarded by mu
 	noteReady chan struct{} // signals notes, capacity 1
 	term      *Term         // the current term, nil when not leading; guarded by mu
+
+	// lastToken is the fencing token of this Elector's latest term (-1
+	// before the first); only Run's goroutine uses it.
+	lastToken int64
 }
 
 // New validates cfg, fills in defaults, and returns an Elector.
@@ -60,6 +64,7 @@ func New(cfg Config) (*Elector, error) {
 		durationSeconds: int32(cfg.LeaseDuration / time.Second),
 		changed:         make(chan struct{}),
 		noteReady:       make(chan struct{}, 1),
+		lastToken:       -1,
 	}, nil
 }
 
@@ -154,7 +159,7 @@ func (e *Elector) campaign(ctx context.Context) (Term, time.Time, error) {
 		}
 		obs, changed := e.snapshot()
 		now := e.clock.Now()
-		d := decide(e.cfg.Identity, obs, now)
+		d := e.decide(obs, now)
 		if d.act != actWait && now.Before(notBefore) {
 			d = decision{act: actWait, at: notBefore, why: "backing off after a failure"}
 		}
@@ -213,9 +218,12 @@ func (e *Elector) acquire(ctx context.Context, obs observation, act action) (Ter
 		got *coordinationv1.Lease
 		err error
 	)
-	if act == actCreate {
+	switch act {
+	case actCreate:
 		got, err = e.leases.Create(rctx, createRecord(e.cfg.Namespace, e.cfg.Name, e.cfg.Identity, e.durationSeconds, sent), metav1.CreateOptions{})
-	} else {
+	case actConfirm:
+		got, err = e.leases.Update(rctx, confirmRecord(obs.lease, e.cfg.Identity, e.durationSeconds, sent, e.lastToken), metav1.UpdateOptions{})
+	default:
 		got, err = e.leases.Update(rctx, acquireRecord(obs.lease, e.cfg.Identity, e.durationSeconds, sent), metav1.UpdateOptions{})
 	}
 	if err != nil {
@@ -251,6 +259,7 @@ func (e *Elector) lead(ctx context.Context, term Term, sent time.Time) error {
 	e.mu.Lock()
 	e.term = &term
 	e.mu.Unlock()
+	e.lastToken = term.FencingToken
 	e.log.Info("started leading", "fencingToken", term.FencingToken)
 
 	callbackDone := make(chan struct{})

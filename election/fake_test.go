@@ -47,7 +47,7 @@ func leakedGoroutines() string {
 		buf = buf[:goruntime.Stack(buf, true)]
 		var leaked []string
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "leasehold/election.(*Elector)") {
+			if strings.Contains(g, "leasehold/election.(*Elector)") || strings.Contains(g, "leasehold/election.(*Candidate)") {
 				leaked = append(leaked, g)
 			}
 		}
