@@ -1,0 +1,822 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+)
+
+// The node heartbeat tests run `leasehold serve` with a short grace period
+// and agents with a short lease, so that a dead agent shows within seconds.
+const (
+	// nodeGrace is the server's --node-monitor-grace-period.
+	nodeGrace = 6 * time.Second
+	// nodePeriod is the server's --node-monitor-period.
+	nodePeriod = time.Second
+	// agentLease is every agent's --lease-duration; agents renew every
+	// quarter of it.
+	agentLease = 4 * time.Second
+	// pollMargin is what a kubectl poll may add to a deadline: one kubectl
+	// run and one pause between runs on a small, busy machine.
+	pollMargin = 2 * time.Second
+	// agentStopTimeout bounds how long an agent may take to exit on SIGTERM.
+	agentStopTimeout = 5 * time.Second
+)
+
+// nodeServeFlags are the serve flags of the node heartbeat tests.
+var nodeServeFlags = []string{
+	"--node-monitor-grace-period", nodeGrace.String(),
+	"--node-monitor-period", nodePeriod.String(),
+}
+
+// startServeFlags is startServer with extra `leasehold serve` flags.
+func startServeFlags(dataDir, listen, logDir string, extra []string) (*server, error) {
+	pick := listen == ""
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		addr := listen
+		if pick {
+			var err error
+			if addr, err = freeListenAddr(); err != nil {
+				return nil, err
+			}
+		}
+		s, err := startServeOnce(dataDir, addr, logDir, extra)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+		if !pick || !strings.Contains(err.Error(), "address already in use") {
+			return nil, err
+		}
+		if err := os.RemoveAll(dataDir); err != nil {
+			return nil, err
+		}
+	}
+	return nil, lastErr
+}
+
+// startServeOnce is startOnce with extra flags.
+func startServeOnce(dataDir, listen, logDir string, extra []string) (*server, error) {
+	logPath := filepath.Join(logDir, "serve.log")
+	logs, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"serve", "--data-dir", dataDir, "--listen", listen, "--log-level", "info"}, extra...)
+	fmt.Fprintf(logs, "\n=== leasehold %s at %s\n", strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
+	s := &server{
+		dataDir:    dataDir,
+		listen:     listen,
+		kubeconfig: filepath.Join(dataDir, "admin.kubeconfig"),
+		cacheDir:   filepath.Join(logDir, "kube-cache"),
+		logPath:    logPath,
+		exited:     make(chan struct{}),
+		logs:       logs,
+	}
+	s.cmd = exec.Command(leaseholdBin, args...)
+	s.cmd.Stdout, s.cmd.Stderr = logs, logs
+	if err := s.cmd.Start(); err != nil {
+		logs.Close()
+		return nil, err
+	}
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.exited)
+	}()
+	if err := s.waitReady(startTimeout); err != nil {
+		s.kill()
+		return nil, fmt.Errorf("%w\n%s", err, s.logTail())
+	}
+	return s, nil
+}
+
+// newNodeServer starts a server with nodeServeFlags on dataDir (fresh if
+// listen is empty) and stops it when the test ends.
+func newNodeServer(t *testing.T, dataDir, listen, logDir string) *server {
+	t.Helper()
+	needKubectl(t)
+	s, err := startServeFlags(dataDir, listen, logDir, nodeServeFlags)
+	if err != nil {
+		t.Fatalf("starting leasehold serve: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("leasehold serve did not stop cleanly: %v", err)
+		}
+		if t.Failed() {
+			t.Log(s.logTail())
+		}
+	})
+	return s
+}
+
+// agentProc is one `leasehold agent` process.
+type agentProc struct {
+	node       string
+	kubeconfig string
+	logPath    string
+
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has been waited for
+	err    error         // the exit error, set before exited closes
+	logs   *os.File
+}
+
+// startAgent starts `leasehold agent` for node with kubeconfig and
+// --lease-duration agentLease, logging to agent-<node>.log in logDir (a
+// restart appends). The test's end stops it if it still runs.
+func startAgent(t *testing.T, kubeconfig, logDir, node string) *agentProc {
+	t.Helper()
+	a := &agentProc{node: node, kubeconfig: kubeconfig, logPath: filepath.Join(logDir, "agent-"+node+".log"), exited: make(chan struct{})}
+	logs, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.logs = logs
+	args := []string{"agent", "--kubeconfig", kubeconfig, "--node-name", node, "--lease-duration", agentLease.String()}
+	fmt.Fprintf(logs, "\n=== leasehold %s at %s\n", strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
+	a.cmd = exec.Command(leaseholdBin, args...)
+	a.cmd.Stdout, a.cmd.Stderr = logs, logs
+	if err := a.cmd.Start(); err != nil {
+		logs.Close()
+		t.Fatalf("starting leasehold agent: %v", err)
+	}
+	go func() {
+		a.err = a.cmd.Wait()
+		a.logs.Close()
+		close(a.exited)
+	}()
+	t.Cleanup(func() {
+		if a.running() {
+			_ = a.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-a.exited:
+			case <-time.After(10 * time.Second):
+				_ = a.cmd.Process.Kill()
+				<-a.exited
+			}
+		}
+		if t.Failed() {
+			t.Log(a.logTail())
+		}
+	})
+	return a
+}
+
+// restart starts the agent again with the same flags.
+func (a *agentProc) restart(t *testing.T) *agentProc {
+	t.Helper()
+	if a.running() {
+		t.Fatalf("agent %s restarted while it still runs", a.node)
+	}
+	return startAgent(t, a.kubeconfig, filepath.Dir(a.logPath), a.node)
+}
+
+func (a *agentProc) running() bool {
+	select {
+	case <-a.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill9 kills the agent with SIGKILL and waits for it.
+func (a *agentProc) kill9(t *testing.T) {
+	t.Helper()
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill -9 agent %s: %v", a.node, err)
+	}
+	<-a.exited
+}
+
+// term sends SIGTERM and returns how long the agent took to exit, failing
+// the test unless it exits with status 0 within agentStopTimeout.
+func (a *agentProc) term(t *testing.T) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM to agent %s: %v", a.node, err)
+	}
+	select {
+	case <-a.exited:
+	case <-time.After(agentStopTimeout):
+		t.Fatalf("agent %s still running %v after SIGTERM", a.node, agentStopTimeout)
+	}
+	took := time.Since(start)
+	if a.err != nil {
+		t.Fatalf("agent %s exited with %v after SIGTERM, want status 0", a.node, a.err)
+	}
+	return took
+}
+
+func (a *agentProc) logTail() string {
+	data, err := os.ReadFile(a.logPath)
+	if err != nil {
+		return fmt.Sprintf("(no agent log: %v)", err)
+	}
+	const max = 4000
+	if len(data) > max {
+		data = data[len(data)-max:]
+	}
+	return "--- leasehold agent " + a.node + " log (tail) ---\n" + string(data)
+}
+
+// nodesTable runs `kubectl get nodes`, checks its columns and returns each
+// node's row by name.
+func nodesTable(t *testing.T, s *server) map[string][]string {
+	t.Helper()
+	out, errOut, err := s.runKubectl(t, "get", "nodes")
+	if err != nil {
+		t.Fatalf("%s: %v", describeRun([]string{"get", "nodes"}, out, errOut), err)
+	}
+	if out == "" && strings.TrimSpace(errOut) == "No resources found" {
+		return map[string][]string{}
+	}
+	header, rows := tableRows(t, out)
+	if want := []string{"NAME", "STATUS", "ROLES", "AGE", "VERSION"}; !slices.Equal(header, want) {
+		t.Fatalf("kubectl get nodes columns %q, want %q\n%s", header, want, out)
+	}
+	byName := map[string][]string{}
+	for _, r := range rows {
+		if len(r) != 5 {
+			t.Fatalf("kubectl get nodes row %q has %d fields, want 5\n%s", r, len(r), out)
+		}
+		byName[r[0]] = r
+	}
+	return byName
+}
+
+// nodeStatus is a node's STATUS column, "" when kubectl does not list it.
+func nodeStatus(t *testing.T, s *server, node string) string {
+	t.Helper()
+	if r := nodesTable(t, s)[node]; r != nil {
+		return r[1]
+	}
+	return ""
+}
+
+// waitNodeStatus polls `kubectl get nodes` until node shows status and
+// returns how long that took.
+func waitNodeStatus(t *testing.T, s *server, node, status string, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	eventually(t, timeout, func() error {
+		if got := nodeStatus(t, s, node); got != status {
+			return fmt.Errorf("node %s STATUS %q, want %q", node, got, status)
+		}
+		return nil
+	})
+	return time.Since(start)
+}
+
+// nodeUID is the node's metadata.uid, read with kubectl.
+func nodeUID(t *testing.T, s *server, node string) types.UID {
+	t.Helper()
+	uid := s.kubectl(t, "get", "node", node, "-o", "jsonpath={.metadata.uid}")
+	if uid == "" {
+		t.Fatalf("node %s has no uid", node)
+	}
+	return types.UID(uid)
+}
+
+// leaseOrNil reads a lease with kubectl; nil when it does not exist.
+func leaseOrNil(t *testing.T, s *server, namespace, name string) *coordinationv1.Lease {
+	t.Helper()
+	out, errOut, err := s.runKubectl(t, "get", "lease", name, "-n", namespace, "-o", "json")
+	if err != nil {
+		if strings.Contains(errOut, "(NotFound)") {
+			return nil
+		}
+		t.Fatalf("%s: %v", describeRun([]string{"get", "lease", name, "-n", namespace, "-o", "json"}, out, errOut), err)
+	}
+	var l coordinationv1.Lease
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatalf("decoding kubectl get lease -o json: %v\n%s", err, out)
+	}
+	return &l
+}
+
+// nodeOwnerRef is the ownerReference the agent gives a node's lease: the
+// kubelet's, with neither controller nor blockOwnerDeletion.
+func nodeOwnerRef(node string, uid types.UID) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node, UID: uid}
+}
+
+// describeField returns the values of a top-level field of `kubectl
+// describe` output ("Taints"), one per line.
+func describeField(out, field string) []string {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		rest, ok := strings.CutPrefix(l, field+":")
+		if !ok {
+			continue
+		}
+		vals := []string{strings.TrimSpace(rest)}
+		for _, c := range lines[i+1:] {
+			if c == "" || (c[0] != ' ' && c[0] != '\t') {
+				break
+			}
+			vals = append(vals, strings.TrimSpace(c))
+		}
+		return vals
+	}
+	return nil
+}
+
+// hasNodeEvent tells whether `kubectl get events -A` lists an event with
+// reason about node.
+func hasNodeEvent(t *testing.T, s *server, node, reason string) bool {
+	t.Helper()
+	out := s.kubectl(t, "get", "events", "-A")
+	_, rows := tableRows(t, out)
+	for _, r := range rows {
+		// NAMESPACE LAST-SEEN TYPE REASON OBJECT MESSAGE…
+		if len(r) >= 5 && r[3] == reason && r[4] == "node/"+node {
+			return true
+		}
+	}
+	return false
+}
+
+// unreachableTaints are the taints of a node whose lease went stale, as
+// `kubectl describe node` lists them.
+var unreachableTaints = []string{
+	"node.kubernetes.io/unreachable:NoExecute",
+	"node.kubernetes.io/unreachable:NoSchedule",
+}
+
+// TestNodeHeartbeats runs three agents against a server with a 6s grace
+// period, checks their nodes and leases as kubectl shows them, kills one
+// agent with SIGKILL and watches its node go NotReady with the unreachable
+// taints, starts it again and watches it come back, and finally stops every
+// agent with SIGTERM.
+func TestNodeHeartbeats(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
+	names := []string{"hb-node-1", "hb-node-2", "hb-node-3"}
+	agents := map[string]*agentProc{}
+	for _, n := range names {
+		agents[n] = startAgent(t, s.kubeconfig, dir, n)
+	}
+
+	start := time.Now()
+	eventually(t, 30*time.Second, func() error {
+		rows := nodesTable(t, s)
+		for _, n := range names {
+			r := rows[n]
+			if r == nil || r[1] != "Ready" {
+				return fmt.Errorf("node %s row %q, want STATUS Ready", n, r)
+			}
+		}
+		return nil
+	})
+	t.Logf("three nodes Ready %v after their agents started", time.Since(start).Round(time.Millisecond))
+	rows := nodesTable(t, s)
+	if len(rows) != len(names) {
+		t.Errorf("kubectl get nodes lists %d nodes, want %d: %q", len(rows), len(names), rows)
+	}
+	for _, n := range names {
+		r := rows[n]
+		if r[2] != "<none>" || !ageRE.MatchString(r[3]) || !strings.HasPrefix(r[4], "v") {
+			t.Errorf("kubectl get nodes row %q, want NAME Ready <none> AGE vVERSION", r)
+		}
+	}
+
+	out := s.kubectl(t, "get", "lease", "-n", "kube-node-lease")
+	header, leaseRows := tableRows(t, out)
+	if want := []string{"NAME", "HOLDER", "AGE"}; !slices.Equal(header, want) {
+		t.Fatalf("kubectl get lease columns %q, want %q\n%s", header, want, out)
+	}
+	if len(leaseRows) != len(names) {
+		t.Errorf("kubectl get lease -n kube-node-lease lists %d leases, want one per node (%d)\n%s", len(leaseRows), len(names), out)
+	}
+	for _, n := range names {
+		if r := rowNamed(leaseRows, 0, n); len(r) != 3 || r[1] != n || !ageRE.MatchString(r[2]) {
+			t.Errorf("lease row for %s: %q, want NAME %s HOLDER %s AGE\n%s", n, r, n, n, out)
+		}
+	}
+
+	// One lease in full: owned by its Node, 4s, freshly renewed.
+	node := names[0]
+	uid := nodeUID(t, s, node)
+	before := time.Now()
+	out = s.kubectl(t, "get", "lease", "-n", "kube-node-lease", node, "-o", "yaml")
+	var l coordinationv1.Lease
+	if err := yaml.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatalf("decoding kubectl get lease -o yaml: %v\n%s", err, out)
+	}
+	if want := []metav1.OwnerReference{nodeOwnerRef(node, uid)}; !reflect.DeepEqual(l.OwnerReferences, want) {
+		t.Errorf("lease ownerReferences %+v, want %+v\n%s", l.OwnerReferences, want, out)
+	}
+	if strings.Contains(out, "controller:") || strings.Contains(out, "blockOwnerDeletion:") {
+		t.Errorf("lease's ownerReference sets controller or blockOwnerDeletion; the kubelet sets neither\n%s", out)
+	}
+	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != int32(agentLease/time.Second) {
+		t.Errorf("leaseDurationSeconds %v, want %d\n%s", l.Spec.LeaseDurationSeconds, agentLease/time.Second, out)
+	}
+	if holder(&l) != node {
+		t.Errorf("holderIdentity %q, want %q", holder(&l), node)
+	}
+	if l.Spec.RenewTime == nil {
+		t.Fatalf("lease has no renewTime\n%s", out)
+	}
+	if age := before.Sub(l.Spec.RenewTime.Time); age > agentLease || age < -time.Second {
+		t.Errorf("renewTime %v is %v before kubectl ran, want a renewal within the lease duration %v", l.Spec.RenewTime.Time, age, agentLease)
+	}
+	first := l.Spec.RenewTime.Time
+	eventually(t, agentLease, func() error {
+		got := leaseOrNil(t, s, "kube-node-lease", node)
+		if got == nil || got.Spec.RenewTime == nil || !got.Spec.RenewTime.After(first) {
+			return fmt.Errorf("lease %s not renewed since %v", node, first)
+		}
+		return nil
+	})
+
+	// kill -9: NotReady within grace + period, never before grace minus a
+	// renew interval, the others stay Ready.
+	victim := names[1]
+	victimUID := nodeUID(t, s, victim)
+	agents[victim].kill9(t)
+	killed := time.Now()
+	eventually(t, nodeGrace+nodePeriod+pollMargin, func() error {
+		rows := nodesTable(t, s)
+		for _, n := range names {
+			if n != victim && (rows[n] == nil || rows[n][1] != "Ready") {
+				t.Fatalf("node %s, whose agent runs, shows %q while waiting for %s to go NotReady", n, rows[n], victim)
+			}
+		}
+		if r := rows[victim]; r == nil || r[1] != "NotReady" {
+			return fmt.Errorf("node %s row %q, want STATUS NotReady", victim, r)
+		}
+		return nil
+	})
+	delay := time.Since(killed)
+	t.Logf("node %s NotReady %v after kill -9 of its agent (grace %v, period %v)", victim, delay.Round(time.Millisecond), nodeGrace, nodePeriod)
+	if early := nodeGrace - agentLease/4 - time.Second; delay < early {
+		t.Errorf("node %s went NotReady %v after its agent died, before the grace period %v less a renew interval could have passed", victim, delay, nodeGrace)
+	}
+	eventually(t, 5*time.Second, func() error {
+		out := s.kubectl(t, "describe", "node", victim)
+		got := describeField(out, "Taints")
+		slices.Sort(got)
+		if !slices.Equal(got, unreachableTaints) {
+			return fmt.Errorf("kubectl describe node %s: Taints %q, want %q\n%s", victim, got, unreachableTaints, out)
+		}
+		if !strings.Contains(out, "NodeStatusUnknown") {
+			return fmt.Errorf("kubectl describe node %s shows no Ready=Unknown condition with reason NodeStatusUnknown\n%s", victim, out)
+		}
+		return nil
+	})
+	eventually(t, 5*time.Second, func() error {
+		if !hasNodeEvent(t, s, victim, "NodeNotReady") {
+			return fmt.Errorf("kubectl get events -A shows no NodeNotReady event for node/%s", victim)
+		}
+		return nil
+	})
+
+	// Start it again: Ready, the same Node, taints gone, NodeReady.
+	agents[victim] = agents[victim].restart(t)
+	back := waitNodeStatus(t, s, victim, "Ready", 15*time.Second)
+	t.Logf("node %s Ready %v after its agent started again", victim, back.Round(time.Millisecond))
+	if got := nodeUID(t, s, victim); got != victimUID {
+		t.Errorf("node %s uid %s after the agent restarted, want the node it had (%s)", victim, got, victimUID)
+	}
+	eventually(t, 5*time.Second, func() error {
+		out := s.kubectl(t, "describe", "node", victim)
+		if got := describeField(out, "Taints"); !slices.Equal(got, []string{"<none>"}) {
+			return fmt.Errorf("kubectl describe node %s: Taints %q, want <none>\n%s", victim, got, out)
+		}
+		return nil
+	})
+	eventually(t, 5*time.Second, func() error {
+		if !hasNodeEvent(t, s, victim, "NodeReady") {
+			return fmt.Errorf("kubectl get events -A shows no NodeReady event for node/%s", victim)
+		}
+		return nil
+	})
+
+	// SIGTERM: every agent exits with status 0 at once.
+	for _, n := range names {
+		took := agents[n].term(t)
+		t.Logf("agent %s exited 0 %v after SIGTERM", n, took.Round(time.Millisecond))
+	}
+}
+
+// TestNodeDeleteReregisters deletes a node while its agent runs: the garbage
+// collector deletes the node's lease, and the agent registers the node again
+// and creates a new lease owned by the new node, without a restart.
+func TestNodeDeleteReregisters(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
+	const node = "del-node"
+	a := startAgent(t, s.kubeconfig, dir, node)
+	waitNodeStatus(t, s, node, "Ready", 30*time.Second)
+	oldNode := nodeUID(t, s, node)
+	var oldLease types.UID
+	eventually(t, 10*time.Second, func() error {
+		l := leaseOrNil(t, s, "kube-node-lease", node)
+		if l == nil || len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != oldNode {
+			return fmt.Errorf("lease %s: %+v, want one owned by node uid %s", node, l, oldNode)
+		}
+		oldLease = l.UID
+		return nil
+	})
+
+	if got, want := strings.TrimSpace(s.kubectl(t, "delete", "node", node)), fmt.Sprintf("node %q deleted", node); got != want {
+		t.Fatalf("kubectl delete node printed %q, want %q", got, want)
+	}
+	deleted := time.Now()
+	// The agent may create the new lease at once, so "gone" means no lease
+	// with the old uid.
+	eventually(t, 2*time.Second, func() error {
+		if l := leaseOrNil(t, s, "kube-node-lease", node); l != nil && l.UID == oldLease {
+			return fmt.Errorf("lease %s (uid %s) of the deleted node still exists, owned by %+v", node, oldLease, l.OwnerReferences)
+		}
+		return nil
+	})
+	t.Logf("lease of the deleted node gone %v after kubectl delete node", time.Since(deleted).Round(time.Millisecond))
+
+	var newNode types.UID
+	eventually(t, 20*time.Second, func() error {
+		if nodeStatus(t, s, node) != "Ready" {
+			return fmt.Errorf("node %s not listed as Ready", node)
+		}
+		newNode = nodeUID(t, s, node)
+		if newNode == oldNode {
+			return fmt.Errorf("node %s still has the deleted node's uid %s", node, oldNode)
+		}
+		l := leaseOrNil(t, s, "kube-node-lease", node)
+		if l == nil {
+			return fmt.Errorf("no lease %s yet", node)
+		}
+		if want := []metav1.OwnerReference{nodeOwnerRef(node, newNode)}; !reflect.DeepEqual(l.OwnerReferences, want) {
+			return fmt.Errorf("lease %s ownerReferences %+v, want %+v", node, l.OwnerReferences, want)
+		}
+		if l.UID == oldLease {
+			return fmt.Errorf("lease %s is still the old one (uid %s)", node, oldLease)
+		}
+		if holder(l) != node {
+			return fmt.Errorf("lease %s holder %q, want %q", node, holder(l), node)
+		}
+		return nil
+	})
+	t.Logf("node %s registered again (uid %s → %s) with a new lease %v after kubectl delete node", node, oldNode, newNode, time.Since(deleted).Round(time.Millisecond))
+	if !a.running() {
+		t.Fatalf("agent exited (%v); it should have re-registered while running", a.err)
+	}
+}
+
+// TestAgentStartedBeforeServer starts an agent while no server listens on
+// the address in its kubeconfig: it keeps retrying and registers once the
+// server is up. SIGTERM then stops it with status 0; it deletes nothing, and
+// its node goes NotReady because the renewals stopped.
+func TestAgentStartedBeforeServer(t *testing.T) {
+	t.Parallel()
+	needKubectl(t)
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	// A first start writes the certificates and admin.kubeconfig the agent
+	// needs; then the server goes away.
+	first, err := startServeFlags(dataDir, "", dir, nodeServeFlags)
+	if err != nil {
+		t.Fatalf("starting leasehold serve: %v", err)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatalf("leasehold serve did not stop cleanly: %v\n%s", err, first.logTail())
+	}
+	if c, err := net.DialTimeout("tcp", first.listen, time.Second); err == nil {
+		c.Close()
+		t.Fatalf("something still listens on %s", first.listen)
+	}
+
+	const node = "early-node"
+	a := startAgent(t, first.kubeconfig, dir, node)
+	const failures = 3 // 200ms, 400ms, 800ms of backoff
+	eventually(t, 15*time.Second, func() error {
+		if !a.running() {
+			t.Fatalf("agent exited (%v) while the server was down; want it to keep retrying", a.err)
+		}
+		data, err := os.ReadFile(a.logPath)
+		if err != nil {
+			return err
+		}
+		if n := strings.Count(string(data), "heartbeat failed, will retry"); n < failures {
+			return fmt.Errorf("agent logged %d failed heartbeats, want %d", n, failures)
+		}
+		return nil
+	})
+
+	s := newNodeServer(t, dataDir, first.listen, dir)
+	up := time.Now()
+	waitNodeStatus(t, s, node, "Ready", 20*time.Second)
+	t.Logf("node %s Ready %v after the server became ready", node, time.Since(up).Round(time.Millisecond))
+	uid := nodeUID(t, s, node)
+	eventually(t, 5*time.Second, func() error {
+		l := leaseOrNil(t, s, "kube-node-lease", node)
+		if l == nil {
+			return fmt.Errorf("no lease %s", node)
+		}
+		if want := []metav1.OwnerReference{nodeOwnerRef(node, uid)}; !reflect.DeepEqual(l.OwnerReferences, want) {
+			return fmt.Errorf("lease %s ownerReferences %+v, want %+v", node, l.OwnerReferences, want)
+		}
+		return nil
+	})
+
+	took := a.term(t)
+	t.Logf("agent exited 0 %v after SIGTERM", took.Round(time.Millisecond))
+	stopped := time.Now()
+	eventually(t, nodeGrace+nodePeriod+pollMargin+agentLease/4, func() error {
+		if got := nodeStatus(t, s, node); got != "NotReady" {
+			if got == "" {
+				t.Fatalf("node %s is gone after its agent stopped; the agent should delete nothing", node)
+			}
+			return fmt.Errorf("node %s STATUS %q, want NotReady once renewals stopped", node, got)
+		}
+		return nil
+	})
+	t.Logf("node %s NotReady %v after its agent stopped", node, time.Since(stopped).Round(time.Millisecond))
+	if leaseOrNil(t, s, "kube-node-lease", node) == nil {
+		t.Errorf("lease %s is gone after its agent stopped; the agent should delete nothing", node)
+	}
+}
+
+// dependentManifest is a Lease owned by the Lease ownerName with uid
+// ownerUID, optionally blocking its owner's deletion and with a finalizer.
+func dependentManifest(name, namespace, ownerName string, ownerUID types.UID, block bool, finalizer string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: %s\n  namespace: %s\n", name, namespace)
+	if finalizer != "" {
+		fmt.Fprintf(&b, "  finalizers:\n  - %s\n", finalizer)
+	}
+	fmt.Fprintf(&b, "  ownerReferences:\n  - apiVersion: coordination.k8s.io/v1\n    kind: Lease\n    name: %s\n    uid: %s\n", ownerName, ownerUID)
+	if block {
+		b.WriteString("    blockOwnerDeletion: true\n")
+	}
+	fmt.Fprintf(&b, "spec:\n  holderIdentity: %s\n", name)
+	return b.String()
+}
+
+// ownerWithDependents applies Lease "owner" and the given dependents of it
+// in namespace and returns the owner's uid.
+func ownerWithDependents(t *testing.T, s *server, namespace string, deps func(uid types.UID) string) types.UID {
+	t.Helper()
+	s.kubectlStdin(t, leaseManifest("owner", namespace, "owner"), "apply", "-f", "-")
+	uid := types.UID(s.kubectl(t, "get", "lease", "owner", "-n", namespace, "-o", "jsonpath={.metadata.uid}"))
+	if uid == "" {
+		t.Fatal("owner lease has no uid")
+	}
+	s.kubectlStdin(t, deps(uid), "apply", "-f", "-")
+	return uid
+}
+
+// leasesIn lists the names of the leases in namespace.
+func leasesIn(t *testing.T, s *server, namespace string) []string {
+	t.Helper()
+	var names []string
+	for _, l := range strings.Fields(s.kubectl(t, "get", "lease", "-n", namespace, "-o", "name")) {
+		names = append(names, strings.TrimPrefix(l, "lease.coordination.k8s.io/"))
+	}
+	return names
+}
+
+// TestGarbageCollectCascade deletes an owner Lease with two dependent Leases
+// with each of kubectl's --cascade modes and checks what the garbage
+// collector does to the dependents.
+func TestGarbageCollectCascade(t *testing.T) {
+	t.Parallel()
+	s := shared(t)
+	const gcTimeout = 20 * time.Second
+	two := func(ns string) func(types.UID) string {
+		return func(uid types.UID) string {
+			return dependentManifest("dep-1", ns, "owner", uid, false, "") + "---\n" + dependentManifest("dep-2", ns, "owner", uid, false, "")
+		}
+	}
+
+	t.Run("background", func(t *testing.T) {
+		t.Parallel()
+		ns := testNamespace(t, s)
+		ownerWithDependents(t, s, ns, two(ns))
+		if got, want := strings.TrimSpace(s.kubectl(t, "delete", "lease", "owner", "-n", ns, "--cascade=background")), `lease.coordination.k8s.io "owner" deleted`; got != want {
+			t.Fatalf("kubectl delete printed %q, want %q", got, want)
+		}
+		start := time.Now()
+		eventually(t, gcTimeout, func() error {
+			if got := leasesIn(t, s, ns); len(got) != 0 {
+				return fmt.Errorf("leases left after background deletion of their owner: %q", got)
+			}
+			return nil
+		})
+		t.Logf("dependents gone %v after the owner", time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("foreground", func(t *testing.T) {
+		t.Parallel()
+		ns := testNamespace(t, s)
+		const hold = "e2e.leasehold.dev/hold"
+		ownerWithDependents(t, s, ns, func(uid types.UID) string {
+			return dependentManifest("dep-1", ns, "owner", uid, true, hold) + "---\n" + dependentManifest("dep-2", ns, "owner", uid, true, "")
+		})
+		if got, want := strings.TrimSpace(s.kubectl(t, "delete", "lease", "owner", "-n", ns, "--cascade=foreground", "--wait=false")), `lease.coordination.k8s.io "owner" deleted`; got != want {
+			t.Fatalf("kubectl delete printed %q, want %q", got, want)
+		}
+		start := time.Now()
+		// The owner waits, marked, while dep-1 (blocking, held by its own
+		// finalizer) is being deleted; dep-2 goes.
+		ownerWaits := func() error {
+			o := leaseOrNil(t, s, ns, "owner")
+			if o == nil {
+				t.Fatalf("owner deleted in the foreground is gone while its blocking dependent dep-1 remains")
+			}
+			if o.DeletionTimestamp == nil || !slices.Contains(o.Finalizers, metav1.FinalizerDeleteDependents) {
+				return fmt.Errorf("owner: deletionTimestamp %v, finalizers %q; want a deletionTimestamp and %s", o.DeletionTimestamp, o.Finalizers, metav1.FinalizerDeleteDependents)
+			}
+			return nil
+		}
+		eventually(t, 5*time.Second, ownerWaits)
+		eventually(t, gcTimeout, func() error {
+			if err := ownerWaits(); err != nil {
+				return err
+			}
+			if leaseOrNil(t, s, ns, "dep-2") != nil {
+				return errors.New("dep-2 still exists")
+			}
+			d := leaseOrNil(t, s, ns, "dep-1")
+			if d == nil {
+				t.Fatalf("dep-1 is gone although its finalizer %s was never removed", hold)
+			}
+			if d.DeletionTimestamp == nil {
+				return errors.New("dep-1 has no deletionTimestamp yet")
+			}
+			return nil
+		})
+		t.Logf("dep-2 deleted and dep-1 deleting %v after the owner's deletion", time.Since(start).Round(time.Millisecond))
+		if err := ownerWaits(); err != nil {
+			t.Fatal(err)
+		}
+		s.kubectl(t, "patch", "lease", "dep-1", "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+		released := time.Now()
+		eventually(t, gcTimeout, func() error {
+			if got := leasesIn(t, s, ns); len(got) != 0 {
+				return fmt.Errorf("leases left after dep-1's finalizer was removed: %q", got)
+			}
+			return nil
+		})
+		t.Logf("owner gone %v after its blocking dependent's finalizer was removed", time.Since(released).Round(time.Millisecond))
+	})
+
+	t.Run("orphan", func(t *testing.T) {
+		t.Parallel()
+		ns := testNamespace(t, s)
+		ownerWithDependents(t, s, ns, two(ns))
+		// kubectl waits until the owner is gone, which the collector allows
+		// only once it has orphaned the dependents.
+		if got, want := strings.TrimSpace(s.kubectl(t, "delete", "lease", "owner", "-n", ns, "--cascade=orphan")), `lease.coordination.k8s.io "owner" deleted`; got != want {
+			t.Fatalf("kubectl delete printed %q, want %q", got, want)
+		}
+		if leaseOrNil(t, s, ns, "owner") != nil {
+			t.Fatal("owner still exists after kubectl delete --cascade=orphan returned")
+		}
+		for _, d := range []string{"dep-1", "dep-2"} {
+			l := leaseOrNil(t, s, ns, d)
+			if l == nil {
+				t.Fatalf("%s was deleted; --cascade=orphan must leave dependents", d)
+			}
+			if len(l.OwnerReferences) != 0 || l.DeletionTimestamp != nil {
+				t.Errorf("%s after its owner was deleted with --cascade=orphan: ownerReferences %+v, deletionTimestamp %v; want no references and no deletion", d, l.OwnerReferences, l.DeletionTimestamp)
+			}
+		}
+	})
+
+	t.Run("dangling", func(t *testing.T) {
+		t.Parallel()
+		ns := testNamespace(t, s)
+		s.kubectlStdin(t, dependentManifest("dangling", ns, "never-existed", "0f0e0d0c-0b0a-4009-8807-060504030201", false, ""), "apply", "-f", "-")
+		start := time.Now()
+		eventually(t, gcTimeout, func() error {
+			if leaseOrNil(t, s, ns, "dangling") != nil {
+				return errors.New("lease owned by a uid that never existed still exists")
+			}
+			return nil
+		})
+		t.Logf("dangling dependent collected %v after it was created", time.Since(start).Round(time.Millisecond))
+	})
+}
