@@ -22,7 +22,6 @@ func lc(name, binary, emulation string, created time.Duration) *coordinationv1be
 	}
 }
 
-
 func TestBest(t *testing.T) {
 	tests := []struct {
 		name  string

@@ -48,22 +48,28 @@ func lease(holder, preferred string, transitions int32) *coordinationv1.Lease {
 }
 
 func TestStep(t *testing.T) {
-	old := func(renewed, pinged time.Duration) *candidate { return cand("old", "1.31.0", "1.30.0", renewed, pinged) }
-	mid := func(renewed, pinged time.Duration) *candidate { return cand("mid", "1.31.0", "1.31.0", renewed, pinged) }
-	young := func(renewed, pinged time.Duration) *candidate { return cand("young", "1.32.0", "1.32.0", renewed, pinged) }
+	old := func(renewed, pinged time.Duration) *candidate {
+		return cand("old", "1.31.0", "1.30.0", renewed, pinged)
+	}
+	mid := func(renewed, pinged time.Duration) *candidate {
+		return cand("mid", "1.31.0", "1.31.0", renewed, pinged)
+	}
+	young := func(renewed, pinged time.Duration) *candidate {
+		return cand("young", "1.32.0", "1.32.0", renewed, pinged)
+	}
 	stale := cand("old", "1.31.0", "1.30.0", never, never)
 	stale.seenAt = now.Add(-31 * time.Minute)
 	custom := mid(time.Second, never)
 	custom.obj.Spec.Strategy = "example.com/Custom"
 
 	type want struct {
-		ping                 []string
-		round                time.Time
-		create               bool
-		update               bool
-		holder, preferred    string
-		transitions          int32
-		wake                 time.Time
+		ping              []string
+		round             time.Time
+		create            bool
+		update            bool
+		holder, preferred string
+		transitions       int32
+		wake              time.Time
 	}
 	tests := []struct {
 		name      string
@@ -83,7 +89,7 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name: "missing lease, every candidate just renewed: elect at once", round: never,
-			cands: []*candidate{mid(time.Second, never), young(2 * time.Second, never)},
+			cands: []*candidate{mid(time.Second, never), young(2*time.Second, never)},
 			want:  want{create: true, holder: "mid", transitions: 0},
 		},
 		{
