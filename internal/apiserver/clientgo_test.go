@@ -1338,3 +1338,40 @@ func (w *warningRecorder) get() []string {
 	defer w.mu.Unlock()
 	return slices.Clone(w.msgs)
 }
+
+// TestMetadataWatchBookmarks: client-go's metadata informers (the garbage
+// collector's) need every event, bookmarks included, as
+// PartialObjectMetadata.
+func TestMetadataWatchBookmarks(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Store: store.Config{BookmarkInterval: 50 * time.Millisecond}})
+	mc, err := metadata.NewForConfig(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := mc.Resource(coordinationv1.SchemeGroupVersion.WithResource("leases")).Namespace("default").
+		Watch(context.Background(), metav1.ListOptions{AllowWatchBookmarks: true, ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch closed before a bookmark arrived")
+			}
+			if ev.Type == watch.Error {
+				t.Fatalf("watch error: %v", ev.Object)
+			}
+			if ev.Type == watch.Bookmark {
+				if _, ok := ev.Object.(*metav1.PartialObjectMetadata); !ok {
+					t.Fatalf("bookmark object %T, want *PartialObjectMetadata", ev.Object)
+				}
+				return
+			}
+		case <-timeout:
+			t.Fatal("no bookmark within 10s")
+		}
+	}
+}

@@ -143,18 +143,23 @@ type eventWriter struct {
 
 func (ew *eventWriter) write(ev *store.Event) error {
 	data, err := ev.Encoded(ew.key, func() ([]byte, error) {
+		// Every event, bookmarks included, carries the form the client asked
+		// for: metadata informers cannot decode anything else.
 		obj, gv := ev.Object, ew.req.res.GroupVersion
-		if ev.Type != watch.Bookmark {
-			switch ew.e.as {
-			case "Table":
-				t, err := ew.s.table(ew.req, ew.e, obj)
-				if err != nil {
-					return nil, err
-				}
-				obj, gv = t, metaV1
-			case "PartialObjectMetadata", "PartialObjectMetadataList":
-				obj, gv = &metav1.PartialObjectMetadata{ObjectMeta: *objectMetaCopy(obj)}, metaV1
+		switch ew.e.as {
+		case "Table":
+			if ev.Type == watch.Bookmark {
+				m := objectMeta(obj)
+				obj, gv = &metav1.Table{ListMeta: metav1.ListMeta{ResourceVersion: m.ResourceVersion}}, metaV1
+				break
 			}
+			t, err := ew.s.table(ew.req, ew.e, obj)
+			if err != nil {
+				return nil, err
+			}
+			obj, gv = t, metaV1
+		case "PartialObjectMetadata", "PartialObjectMetadataList":
+			obj, gv = &metav1.PartialObjectMetadata{ObjectMeta: *objectMetaCopy(obj)}, metaV1
 		}
 		return ew.frame(ev.Type, obj, gv)
 	})
