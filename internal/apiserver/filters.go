@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -96,13 +97,35 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request, info requestInfo,
 
 	if info.verb != "watch" && r.Body != nil && r.Body != http.NoBody && s.cfg.RequestReadTimeout > 0 {
 		// The whole body must arrive in time: a client trickling bytes is
-		// cut off. Watches and bodiless requests are not limited.
+		// cut off. Watches and bodiless requests are not limited. The
+		// deadline is lifted only once the body has been read to its end;
+		// otherwise it also bounds the server discarding the unread rest.
 		rc := http.NewResponseController(w)
-		if rc.SetReadDeadline(s.clock.Now().Add(s.cfg.RequestReadTimeout)) == nil {
-			defer rc.SetReadDeadline(time.Time{})
+		if err := rc.SetReadDeadline(s.clock.Now().Add(s.cfg.RequestReadTimeout)); err == nil {
+			body := &eofBody{ReadCloser: r.Body}
+			r.Body = body
+			defer func() {
+				if body.eof {
+					rc.SetReadDeadline(time.Time{})
+				}
+			}()
 		}
 	}
 	next(w, r)
+}
+
+// eofBody notes whether a request body was read to its end.
+type eofBody struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
 }
 
 // inflight bounds the requests being served at once, overall and per

@@ -1,0 +1,523 @@
+package apiserver_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
+	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/auth/audit"
+)
+
+const (
+	aliceToken = "alice-token"
+	web1Token  = "web-1-token"
+	web2Token  = "web-2-token"
+)
+
+func authUsers() map[string]*auth.User {
+	return map[string]*auth.User{
+		aliceToken: {Name: "alice", Groups: []string{"devs", auth.GroupAuthenticated}},
+		web1Token:  auth.NodeUser("web-1"),
+		web2Token:  auth.NodeUser("web-2"),
+	}
+}
+
+func clientFor(t *testing.T, s *apiservertest.Server, token string) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(s.ConfigFor(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// eventuallyAuth polls check until it succeeds or the deadline passes: RBAC
+// reads bindings from the watch cache, a moment behind writes.
+func eventuallyAuth(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRBACForbiddenThenAllowed(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers()})
+	ctx := context.Background()
+	admin := s.Client(t, "")
+	alice := clientFor(t, s, aliceToken)
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := alice.CoordinationV1().Leases("team-a").Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "team-a"}}, metav1.UpdateOptions{})
+	want := `leases.coordination.k8s.io "x" is forbidden: User "alice" cannot update resource "leases" in API group "coordination.k8s.io" in the namespace "team-a"`
+	if !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+	_, err = alice.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	want = `nodes is forbidden: User "alice" cannot list resource "nodes" in API group "" at the cluster scope`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+
+	if _, err := admin.RbacV1().Roles("team-a").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "lease-writer"},
+		Rules:      []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch", "create", "update"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb, err := admin.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-writes"},
+		RoleRef:    rbacv1.RoleRef{Kind: "Role", Name: "lease-writer"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "alice"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.RoleRef.APIGroup != rbacv1.GroupName || rb.Subjects[0].APIGroup != rbacv1.GroupName {
+		t.Errorf("binding not defaulted: %+v", rb)
+	}
+	eventuallyAuth(t, "alice creates a lease after the binding", func() error {
+		_, err := alice.CoordinationV1().Leases("team-a").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+		return err
+	})
+	if err := alice.CoordinationV1().Leases("team-a").Delete(ctx, "x", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("delete without the verb: got %v, want Forbidden", err)
+	}
+	if _, err := alice.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list in another namespace: got %v, want Forbidden", err)
+	}
+	// roleRef may not change.
+	rb.RoleRef.Name = "cluster-admin"
+	rb.RoleRef.Kind = "ClusterRole"
+	if _, err := admin.RbacV1().RoleBindings("team-a").Update(ctx, rb, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("changing roleRef: got %v, want Invalid", err)
+	}
+}
+
+func TestNodeRestriction(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers()})
+	ctx := context.Background()
+	web1, web2 := clientFor(t, s, web1Token), clientFor(t, s, web2Token)
+	for _, c := range []struct {
+		client kubernetes.Interface
+		name   string
+	}{{web1, "web-1"}, {web2, "web-2"}} {
+		n, err := c.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("%s creating its node: %v", c.name, err)
+		}
+		_, err = c.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: c.name, OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: c.name, UID: n.UID}}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(c.name), LeaseDurationSeconds: ptr.To[int32](40)},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("%s creating its lease: %v", c.name, err)
+		}
+	}
+	leases := web1.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	own, err := leases.Get(ctx, "web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	if _, err := leases.Update(ctx, own, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("renewing its own lease: %v", err)
+	}
+	if nodes, err := web1.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil || len(nodes.Items) != 2 {
+		t.Errorf("listing nodes: %v", err)
+	}
+
+	forbidden := []struct {
+		name string
+		do   func() error
+	}{
+		{"update another node's lease", func() error {
+			_, err := leases.Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "web-2"}}, metav1.UpdateOptions{})
+			return err
+		}},
+		{"patch another node's lease", func() error {
+			_, err := leases.Patch(ctx, "web-2", "application/merge-patch+json", []byte(`{"spec":{"holderIdentity":"web-1"}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"delete another node's lease", func() error { return leases.Delete(ctx, "web-2", metav1.DeleteOptions{}) }},
+		{"create a lease named for another node", func() error {
+			_, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "web-3"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{"own the lease by another node", func() error {
+			l := own.DeepCopy()
+			l, _ = leases.Get(ctx, "web-1", metav1.GetOptions{})
+			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "web-2", UID: "x"}}
+			_, err := leases.Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		}},
+		{"update another node", func() error {
+			_, err := web1.CoreV1().Nodes().Patch(ctx, "web-2", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"update another node's status", func() error {
+			_, err := web1.CoreV1().Nodes().Patch(ctx, "web-2", "application/merge-patch+json", []byte(`{"status":{"phase":"Running"}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"create another node", func() error {
+			_, err := web1.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "web-9"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{"a lease elsewhere", func() error {
+			_, err := web1.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "web-1"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{"namespaces", func() error {
+			_, err := web1.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			return err
+		}},
+	}
+	for _, f := range forbidden {
+		t.Run(f.name, func(t *testing.T) {
+			if err := f.do(); !apierrors.IsForbidden(err) {
+				t.Errorf("got %v, want Forbidden", err)
+			}
+		})
+	}
+}
+
+func TestImpersonationAndReviews(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers()})
+	ctx := context.Background()
+	as := func(token, user string, groups ...string) kubernetes.Interface {
+		c := s.ConfigFor(token)
+		c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+		cs, err := kubernetes.NewForConfig(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	_, err := as(apiservertest.AdminToken, "alice").CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{})
+	want := `leases.coordination.k8s.io is forbidden: User "alice" cannot list resource "leases" in API group "coordination.k8s.io" in the namespace "default"`
+	if err == nil || err.Error() != want {
+		t.Errorf("admin as alice: got %v\nwant %s", err, want)
+	}
+	_, err = as(aliceToken, "bob").CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{})
+	want = `users "bob" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster scope`
+	if err == nil || err.Error() != want {
+		t.Errorf("alice as bob: got %v\nwant %s", err, want)
+	}
+	if _, err := as(aliceToken, "alice", auth.GroupMasters).CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("alice adding system:masters: got %v, want Forbidden", err)
+	}
+
+	alice := clientFor(t, s, aliceToken)
+	ssar, err := alice.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"},
+	}}, metav1.CreateOptions{})
+	if err != nil || ssar.Status.Allowed {
+		t.Errorf("SelfSubjectAccessReview of get selfsubjectaccessreviews: %+v, %v; want not allowed", ssar, err)
+	}
+	ssar, err = alice.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Verb: "get", Path: "/api"},
+	}}, metav1.CreateOptions{})
+	if err != nil || !ssar.Status.Allowed || !strings.Contains(ssar.Status.Reason, "system:discovery") {
+		t.Errorf("SelfSubjectAccessReview of get /api: %+v, %v; want allowed by system:discovery", ssar.Status, err)
+	}
+	sar, err := s.Client(t, "").AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: "system:node:web-1", Groups: []string{auth.GroupNodes},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-node-lease", Name: "web-1"},
+	}}, metav1.CreateOptions{})
+	if err != nil || !sar.Status.Allowed {
+		t.Errorf("SubjectAccessReview for web-1's lease: %+v, %v", sar.Status, err)
+	}
+	if _, err := alice.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "bob"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("alice reviewing bob: got %v, want Forbidden", err)
+	}
+	ssrr, err := alice.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: "default"}}, metav1.CreateOptions{})
+	if err != nil || len(ssrr.Status.ResourceRules) == 0 || len(ssrr.Status.NonResourceRules) == 0 {
+		t.Errorf("SelfSubjectRulesReview: %+v, %v", ssrr, err)
+	}
+}
+
+func TestEscalationPrevented(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers()})
+	ctx := context.Background()
+	admin := s.Client(t, "")
+	if _, err := admin.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-admin"},
+		RoleRef:    rbacv1.RoleRef{Kind: "ClusterRole", Name: "admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "alice"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	alice := clientFor(t, s, aliceToken)
+	role := func(name string, rules ...rbacv1.PolicyRule) *rbacv1.Role {
+		return &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	}
+	eventuallyAuth(t, "admin of default creates a role within its rights", func() error {
+		_, err := alice.RbacV1().Roles("default").Create(ctx, role("lease-reader",
+			rbacv1.PolicyRule{Verbs: []string{"get"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}}), metav1.CreateOptions{})
+		return err
+	})
+	_, err := alice.RbacV1().Roles("default").Create(ctx, role("too-much",
+		rbacv1.PolicyRule{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "attempting to grant RBAC permissions not currently held") {
+		t.Errorf("role beyond her rights: got %v", err)
+	}
+	_, err = alice.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "self-admin"},
+		RoleRef:    rbacv1.RoleRef{Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "alice"}},
+	}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("binding cluster-admin: got %v, want Forbidden", err)
+	}
+	if _, err := alice.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bob-reads"},
+		RoleRef:    rbacv1.RoleRef{Kind: "Role", Name: "lease-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "bob"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("binding a role within her rights: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the audit writer and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func TestAuditEvents(t *testing.T) {
+	var out syncBuffer
+	policy, err := audit.ParsePolicy([]byte(`
+apiVersion: audit.k8s.io/v1
+kind: Policy
+rules:
+- level: RequestResponse
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
+- level: Metadata
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger, err := audit.New(audit.Config{Out: &out, Policy: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { logger.Run(ctx); close(done) }()
+	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers(), Audit: logger})
+	alice := clientFor(t, s, aliceToken)
+	admin := s.Client(t, "")
+	if _, err := admin.CoordinationV1().Leases("default").Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "audited"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("me")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	alice.CoordinationV1().Leases("default").Get(context.Background(), "audited", metav1.GetOptions{})
+	bad := s.ConfigFor("no-such-token")
+	if c, err := kubernetes.NewForConfig(bad); err == nil {
+		c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	}
+	s.Stop()
+	cancel()
+	<-done
+
+	text := out.String()
+	for _, secret := range []string{aliceToken, apiservertest.AdminToken, "no-such-token"} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the audit log holds a token: %s", secret)
+		}
+	}
+	var events []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		events = append(events, ev)
+	}
+	find := func(pred func(ev map[string]any) bool) map[string]any {
+		for _, ev := range events {
+			if pred(ev) {
+				return ev
+			}
+		}
+		return nil
+	}
+	user := func(ev map[string]any) string { return ev["user"].(map[string]any)["username"].(string) }
+	created := find(func(ev map[string]any) bool {
+		return ev["verb"] == "create" && ev["stage"] == "ResponseComplete" && ev["objectRef"].(map[string]any)["resource"] == "leases"
+	})
+	if created == nil {
+		t.Fatalf("no ResponseComplete event for the create in:\n%s", text)
+	}
+	if created["apiVersion"] != "audit.k8s.io/v1" || created["kind"] != "Event" || created["level"] != "RequestResponse" ||
+		created["requestObject"] == nil || created["responseObject"] == nil || created["auditID"] == "" ||
+		created["requestReceivedTimestamp"] == nil || created["stageTimestamp"] == nil {
+		t.Errorf("create event: %v", created)
+	}
+	if a := created["annotations"].(map[string]any); a[audit.AnnotationDecision] != "allow" {
+		t.Errorf("create annotations: %v", a)
+	}
+	if find(func(ev map[string]any) bool { return ev["verb"] == "create" && ev["stage"] == "RequestReceived" }) == nil {
+		t.Error("no RequestReceived stage")
+	}
+	denied := find(func(ev map[string]any) bool {
+		return user(ev) == "alice" && ev["verb"] == "get" && ev["stage"] == "ResponseComplete"
+	})
+	if denied == nil {
+		t.Fatalf("no event for alice's get")
+	}
+	if rs := denied["responseStatus"].(map[string]any); rs["code"] != float64(403) || rs["reason"] != "Forbidden" {
+		t.Errorf("denied responseStatus %v", rs)
+	}
+	if a := denied["annotations"].(map[string]any); a[audit.AnnotationDecision] != "forbid" {
+		t.Errorf("denied annotations %v", a)
+	}
+	unauth := find(func(ev map[string]any) bool {
+		rs, _ := ev["responseStatus"].(map[string]any)
+		return rs != nil && rs["code"] == float64(401)
+	})
+	if unauth == nil {
+		t.Error("no event for the unauthenticated request")
+	}
+}
+
+func TestInFlightLimitPerUser(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers(), MaxRequestsInFlightPerUser: 1})
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	t.Cleanup(client.CloseIdleConnections)
+	// Alice's first request holds her only slot while its body trickles.
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", s.URL+"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", pr)
+	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	req.Header.Set("Content-Type", "application/json")
+	held := make(chan error, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	get := func(token string) *http.Response {
+		r, _ := http.NewRequest("GET", s.URL+"/apis/coordination.k8s.io/v1/namespaces/default/leases", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	eventuallyAuth(t, "alice's second request is refused with 429", func() error {
+		resp := get(aliceToken)
+		if resp.StatusCode != http.StatusTooManyRequests {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		if resp.Header.Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
+		return nil
+	})
+	if resp := get(apiservertest.AdminToken); resp.StatusCode != http.StatusOK {
+		t.Errorf("system:masters is not limited: got %d", resp.StatusCode)
+	}
+	if resp := get(web1Token); resp.StatusCode == http.StatusTooManyRequests {
+		t.Errorf("another user got 429")
+	}
+	pw.Write([]byte(`{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"nonResourceAttributes":{"verb":"get","path":"/api"}}}`))
+	pw.Close()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	eventuallyAuth(t, "alice is served again", func() error {
+		if resp := get(aliceToken); resp.StatusCode == http.StatusTooManyRequests {
+			return fmt.Errorf("still 429")
+		}
+		return nil
+	})
+}
+
+// TestSlowBodyIsCutOff sends a body one byte at a time, far slower than the
+// read timeout allows, and expects the server to give up on it.
+func TestSlowBodyIsCutOff(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{RequestReadTimeout: 300 * time.Millisecond})
+	u, _ := url.Parse(s.URL)
+	conn, err := tls.Dial("tcp", u.Host, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const size = 200
+	fmt.Fprintf(conn, "POST /apis/coordination.k8s.io/v1/namespaces/default/leases HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", u.Host, apiservertest.AdminToken, size)
+	respCh := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			close(respCh)
+			return
+		}
+		respCh <- resp
+	}()
+	sent := 0
+	for ; sent < size; sent++ {
+		select {
+		case resp, ok := <-respCh:
+			if ok && resp.StatusCode < 400 {
+				t.Fatalf("a trickled body was accepted: %d", resp.StatusCode)
+			}
+			return // cut off before the body was complete
+		case <-time.After(50 * time.Millisecond): // the client's slowness, not a wait on the server
+		}
+		if _, err := conn.Write([]byte{' '}); err != nil {
+			return // the server closed the connection
+		}
+	}
+	t.Fatalf("the server read all %d bytes over %v without cutting the client off", size, time.Duration(size)*50*time.Millisecond)
+}
