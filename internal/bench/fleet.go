@@ -133,6 +133,12 @@ type fleetCounters struct {
 	missed, conflicts, creations, statusPosts atomic.Uint64
 }
 
+type fleetCounts struct{ missed, conflicts, creations, statusPosts uint64 }
+
+func (c *fleetCounters) snapshot() fleetCounts {
+	return fleetCounts{c.missed.Load(), c.conflicts.Load(), c.creations.Load(), c.statusPosts.Load()}
+}
+
 // Run registers every agent's Node and Lease, renews on the schedule for
 // the duration (killing some agents if asked), and reports.
 func (f *Fleet) Run(ctx context.Context) (*Report, error) {
@@ -151,19 +157,37 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 		defer f.cleanup(p)
 	}
 
-	// Registration, with its own progress.
+	// Every agent starts renewing as soon as it has registered, on a grid
+	// laid from the start of the registration, as a fleet coming up would;
+	// the measurement starts once all have registered. Until then the
+	// renewals go to a warm-up meter.
+	var wg sync.WaitGroup
+	defer wg.Wait() // after stopRun, deferred below
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var warm, m meter
+	var cur atomic.Pointer[meter]
+	cur.Store(&warm)
 	regStart := clk.Now()
+	s := schedule{start: regStart.Add(50 * time.Millisecond), n: cfg.Nodes, interval: cfg.Interval, jitter: renewJitter}
+
 	var reg meter
 	regCtx, regDone := context.WithCancel(ctx)
 	progressDone := make(chan struct{})
-	go func() { progress(regCtx, &cfg.Common, "register", &reg, nil); close(progressDone) }()
+	regExtra := func() string { return fmt.Sprintf("renewals %d", warm.ops.Load()) }
+	go func() { progress(regCtx, &cfg.Common, "register", &reg, regExtra); close(progressDone) }()
 	err = parallel(ctx, len(agents), defaultRegisterWidth, func(i int) error {
+		a := agents[i]
 		begin := clk.Now()
-		if err := agents[i].register(ctx); err != nil {
-			reg.fail(err)
-			return nil // the agent tries again when it first renews
+		if err := a.register(ctx); err != nil {
+			reg.fail(err) // the agent tries again on its first pass
+		} else {
+			reg.ok(clk.Since(begin))
 		}
-		reg.ok(clk.Since(begin))
+		actx, cancel := context.WithCancel(runCtx)
+		a.stop = cancel
+		k := s.slot(a.i, clk.Now()) + 1
+		wg.Go(func() { a.run(actx, s, k, &cur) })
 		return nil
 	})
 	regDone()
@@ -179,8 +203,6 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	// Which agents die, and the watch that sees their nodes go Unknown.
 	killed := f.chooseKilled()
 	var nodeWatch *nodeWatch
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
 	var watchErr error
 	watchDone := make(chan struct{})
 	if len(killed) > 0 {
@@ -198,26 +220,20 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	}
 
 	// The measurement.
-	var m meter
-	start := clk.Now().Add(50 * time.Millisecond)
-	s := schedule{start: start, n: cfg.Nodes, interval: cfg.Interval, jitter: renewJitter}
+	start := clk.Now()
+	before := counters.snapshot()
+	cur.Store(&m)
 	server, hasServer := cfg.serverMeter(start)
 	self := startProcMeter(0, start)
 	progressDone = make(chan struct{})
 	extra := func() string {
-		out := fmt.Sprintf("missed %d", counters.missed.Load())
+		out := fmt.Sprintf("missed %d", counters.missed.Load()-before.missed)
 		if nodeWatch != nil {
 			out += fmt.Sprintf("  unknown %d/%d", nodeWatch.flippedCount.Load(), len(killed))
 		}
 		return out
 	}
 	go func() { progress(runCtx, &cfg.Common, "fleet", &m, extra); close(progressDone) }()
-	var wg sync.WaitGroup
-	for _, a := range agents {
-		actx, cancel := context.WithCancel(runCtx)
-		a.stop = cancel
-		wg.Go(func() { a.run(actx, s, &m) })
-	}
 	var killedAt time.Time
 	if len(killed) > 0 && sleepUntil(runCtx, clk, start.Add(cfg.KillAfter)) {
 		killedAt = clk.Now()
@@ -228,6 +244,7 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	}
 	sleepUntil(runCtx, clk, start.Add(cfg.Duration))
 	end := clk.Now()
+	after := counters.snapshot()
 	stopRun()
 	wg.Wait()
 	<-progressDone
@@ -247,8 +264,9 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 		TargetOpsPerSecond: f.offered(len(killed)), Latency: m.lat.Snapshot().Percentiles(),
 		LoadGenerator: self.stop(end, ops), ErrorSamples: m.errorSamples(),
 		Fleet: &FleetReport{
-			Nodes: cfg.Nodes, RegistrationSeconds: regSecs, MissedSlots: counters.missed.Load(),
-			Conflicts: counters.conflicts.Load(), LeaseCreations: counters.creations.Load(), StatusPosts: counters.statusPosts.Load(),
+			Nodes: cfg.Nodes, RegistrationSeconds: regSecs, MissedSlots: after.missed - before.missed,
+			Conflicts: after.conflicts - before.conflicts, LeaseCreations: after.creations - before.creations,
+			StatusPosts: after.statusPosts - before.statusPosts,
 		},
 	}
 	if hasServer {
@@ -333,13 +351,15 @@ type vagent struct {
 	lastRenewal atomic.Int64
 }
 
-// run renews on schedule s until ctx ends.
-func (a *vagent) run(ctx context.Context, s schedule, m *meter) {
+// run renews on schedule s from slot k until ctx ends, recording into the
+// meter cur holds at the time.
+func (a *vagent) run(ctx context.Context, s schedule, k int64, cur *atomic.Pointer[meter]) {
 	clk := a.f.cfg.Clock
-	for k := int64(0); ; {
+	for {
 		if !sleepUntil(ctx, clk, s.due(a.i, k, rand.Float64())) {
 			return
 		}
+		m := cur.Load()
 		for backoff := time.Duration(0); ; {
 			err := a.sync(ctx, m)
 			if ctx.Err() != nil {
