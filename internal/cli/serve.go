@@ -29,6 +29,7 @@ import (
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/auth/audit"
 	"github.com/leasehold/leasehold/internal/controller/clusterroleaggregation"
+	"github.com/leasehold/leasehold/internal/controller/coordinator"
 	"github.com/leasehold/leasehold/internal/controller/garbagecollector"
 	"github.com/leasehold/leasehold/internal/controller/manager"
 	"github.com/leasehold/leasehold/internal/controller/namespace"
@@ -304,6 +305,20 @@ func builtinControllers(f serveFlags) []manager.Controller {
 		Identity: clusterroleaggregation.UserName,
 		Run: func(ctx context.Context, cfg *rest.Config) error {
 			c, err := clusterroleaggregation.New(clusterroleaggregation.Config{REST: cfg, Logger: slog.Default().With("controller", "clusterrole-aggregation")})
+			if err != nil {
+				return err
+			}
+			return c.Run(ctx)
+		},
+	}, {
+		Name:     "leader-election",
+		Identity: coordinator.UserName,
+		Run: func(ctx context.Context, cfg *rest.Config) error {
+			client, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			c, err := coordinator.New(coordinator.Config{Client: client, Logger: slog.Default().With("controller", "leader-election")})
 			if err != nil {
 				return err
 			}
