@@ -35,6 +35,8 @@ type electFlags struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	grace                                     time.Duration
 	retry, observe                            bool
+	coordinated                               bool
+	binaryVersion, emulationVersion           string
 	logLevel, logFormat                       string
 }
 
@@ -51,10 +53,13 @@ func runElect(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop")
 	fs.BoolVar(&f.retry, "retry", false, "after losing leadership, campaign again instead of exiting")
 	fs.BoolVar(&f.observe, "observe", false, "print every change of leader until interrupted, without campaigning")
+	fs.BoolVar(&f.coordinated, "coordinated", false, "take part in coordinated leader election: publish a LeaseCandidate and lead only when the server's coordinator elects this process")
+	fs.StringVar(&f.binaryVersion, "binary-version", "", "with --coordinated: this program's version (semantic version, required)")
+	fs.StringVar(&f.emulationVersion, "emulation-version", "", "with --coordinated: the version whose behaviour it provides; the oldest leads (default --binary-version)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: leasehold elect --lease NAME [flags] -- COMMAND [ARGS...]\n       leasehold elect --lease NAME --observe")
+		fmt.Fprintln(fs.Output(), "Usage: leasehold elect --lease NAME [flags] -- COMMAND [ARGS...]\n       leasehold elect --lease NAME --coordinated --binary-version X [flags] -- COMMAND [ARGS...]\n       leasehold elect --lease NAME --observe")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -66,6 +71,15 @@ func runElect(ctx context.Context, args []string) error {
 	command := fs.Args()
 	if !f.observe && len(command) == 0 {
 		return errors.New("a command to run is required after --, or --observe")
+	}
+	if f.coordinated && f.observe {
+		return errors.New("--coordinated and --observe exclude each other")
+	}
+	if f.coordinated && f.binaryVersion == "" {
+		return errors.New("--coordinated needs --binary-version")
+	}
+	if !f.coordinated && (f.binaryVersion != "" || f.emulationVersion != "") {
+		return errors.New("--binary-version and --emulation-version need --coordinated")
 	}
 	log, err := newLogger(f.logFormat, f.logLevel)
 	if err != nil {
@@ -89,7 +103,37 @@ func runElect(ctx context.Context, args []string) error {
 	cfg := election.Config{
 		Client: client.CoordinationV1(), Namespace: f.namespace, Name: f.lease, Identity: f.identity,
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
-		ReleaseOnCancel: true, Logger: log,
+		ReleaseOnCancel: true, Logger: log, Coordinated: f.coordinated,
+	}
+	if f.coordinated {
+		cand, err := election.NewCandidate(election.CandidateConfig{
+			Client: client.CoordinationV1beta1(), Namespace: f.namespace, LeaseName: f.lease, Identity: f.identity,
+			BinaryVersion: f.binaryVersion, EmulationVersion: f.emulationVersion, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		// The candidate lives as long as the process: it stays published
+		// across terms (--retry), and is withdrawn when elect exits. If it
+		// cannot be published at all, elect stops.
+		var stopElect context.CancelCauseFunc
+		ctx, stopElect = context.WithCancelCause(ctx)
+		defer stopElect(nil)
+		candCtx, stopCand := context.WithCancel(context.WithoutCancel(ctx))
+		candDone := make(chan error, 1)
+		go func() {
+			err := cand.Run(candCtx)
+			if err != nil {
+				stopElect(err)
+			}
+			candDone <- err
+		}()
+		err = lead(ctx, cfg, command, f)
+		stopCand()
+		if candErr := <-candDone; candErr != nil {
+			return candErr
+		}
+		return err
 	}
 	if f.observe {
 		cfg.Callbacks.OnNewLeader = func(id string) {
