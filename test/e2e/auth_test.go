@@ -1,0 +1,277 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// leasehold runs the leasehold binary with args and returns its stdout.
+func leasehold(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, leaseholdBin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("leasehold %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+// asToken runs kubectl with a bearer token instead of the admin's.
+func (s *server) asToken(t *testing.T, token string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	return s.runKubectl(t, append([]string{"--token=" + token}, args...)...)
+}
+
+// withKubeconfig runs kubectl with another kubeconfig.
+func (s *server) withKubeconfig(t *testing.T, kubeconfig, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	return s.runKubectlEnv(t, []string{"KUBECONFIG=" + kubeconfig}, stdin, args...)
+}
+
+func TestAuthUnauthenticated(t *testing.T) {
+	s := shared(t)
+	caPEM, err := os.ReadFile(filepath.Join(s.dataDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
+	for _, token := range []string{"", "not-a-token"} {
+		req, _ := http.NewRequest("GET", s.url()+"/api/v1/namespaces", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct{ Kind, Reason string }
+		json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || st.Kind != "Status" || st.Reason != "Unauthorized" {
+			t.Errorf("token %q: got %d %+v, want 401 Status Unauthorized", token, resp.StatusCode, st)
+		}
+	}
+	_, errOut, err := s.asToken(t, "not-a-token", "get", "lease", "-n", "default")
+	if err == nil || !strings.Contains(errOut, "error: You must be logged in to the server") {
+		t.Errorf("kubectl with a wrong token: %v\n%s", err, errOut)
+	}
+}
+
+func TestAuthRBACWithKubectl(t *testing.T) {
+	s := shared(t)
+	ns := testNamespace(t, s)
+	user := "alice-" + ns
+	token := strings.TrimSpace(leasehold(t, "token", "create", "--data-dir", s.dataDir, "--user", user, "--group", "devs"))
+	// The server picks up the token store within a second.
+	eventually(t, 20*time.Second, func() error {
+		out, errOut, err := s.asToken(t, token, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		if err != nil || out != user {
+			return fmt.Errorf("whoami: %q %v %s", out, err, errOut)
+		}
+		return nil
+	})
+
+	_, errOut, err := s.asToken(t, token, "get", "lease", "x", "-n", ns)
+	want := fmt.Sprintf(`Error from server (Forbidden): leases.coordination.k8s.io "x" is forbidden: User %q cannot get resource "leases" in API group "coordination.k8s.io" in the namespace %q`, user, ns)
+	if err == nil || strings.TrimSpace(errOut) != want {
+		t.Errorf("without a binding:\n got %s\nwant %s", errOut, want)
+	}
+	// can-i answers "no" with exit status 1.
+	if out, _, err := s.runKubectl(t, "auth", "can-i", "update", "leases", "-n", ns, "--as", user); err == nil || strings.TrimSpace(out) != "no" {
+		t.Errorf("can-i before the binding: %q, %v; want no", out, err)
+	}
+
+	s.kubectl(t, "create", "role", "lease-writer", "--verb=get,list,watch,update,create", "--resource=leases", "-n", ns)
+	s.kubectl(t, "create", "rolebinding", "alice-writes", "--role", "lease-writer", "--user", user, "-n", ns)
+	out := s.kubectl(t, "get", "rolebinding", "alice-writes", "-n", ns, "-o", "wide")
+	if header, rows := tableRows(t, out); len(rows) != 1 || strings.Join(header, " ") != "NAME ROLE AGE USERS GROUPS SERVICEACCOUNTS" || rows[0][1] != "Role/lease-writer" || rows[0][3] != user {
+		t.Errorf("kubectl get rolebinding -o wide:\n%s", out)
+	}
+	if header, _ := tableRows(t, s.kubectl(t, "get", "role", "-n", ns)); strings.Join(header, " ") != "NAME CREATED AT" {
+		t.Errorf("role columns %v", header)
+	}
+	eventually(t, 20*time.Second, func() error {
+		_, errOut, err := s.runKubectlStdin(t, leaseManifest("x", ns, user), "--token="+token, "create", "-f", "-")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, errOut)
+		}
+		return nil
+	})
+	if out := strings.TrimSpace(s.kubectl(t, "auth", "can-i", "update", "leases", "-n", ns, "--as", user)); out != "yes" {
+		t.Errorf("can-i update after the binding: %q", out)
+	}
+	if out, _, err := s.runKubectl(t, "auth", "can-i", "delete", "leases", "-n", ns, "--as", user); err == nil || strings.TrimSpace(out) != "no" {
+		t.Errorf("can-i delete: %q, %v; want no", out, err)
+	}
+	if out, _, err := s.runKubectl(t, "auth", "can-i", "update", "leases", "-n", "default", "--as", user); err == nil || strings.TrimSpace(out) != "no" {
+		t.Errorf("can-i in another namespace: %q, %v; want no", out, err)
+	}
+	list, _, err := s.asToken(t, token, "auth", "can-i", "--list", "-n", ns)
+	if err != nil || !strings.Contains(list, "leases.coordination.k8s.io") || !strings.Contains(list, "[get list watch update create]") {
+		t.Errorf("can-i --list: %v\n%s", err, list)
+	}
+	if out, _, err := s.asToken(t, token, "get", "lease", "x", "-n", ns, "-o", "jsonpath={.spec.holderIdentity}"); err != nil || out != user {
+		t.Errorf("get after the binding: %q, %v", out, err)
+	}
+
+	// The audit log has both decisions with their reasons.
+	eventually(t, 20*time.Second, func() error {
+		events := auditEvents(t, s)
+		var forbid, allow bool
+		for _, ev := range events {
+			if ev.User.Username != user || ev.Stage != "ResponseComplete" || ev.ObjectRef == nil || ev.ObjectRef.Namespace != ns {
+				continue
+			}
+			switch ev.Annotations["authorization.k8s.io/decision"] {
+			case "forbid":
+				forbid = forbid || ev.ResponseStatus.Code == 403
+			case "allow":
+				allow = allow || strings.HasPrefix(ev.Annotations["authorization.k8s.io/reason"], `RBAC: allowed by RoleBinding "alice-writes/`+ns+`" of Role "lease-writer" to User "`+user+`"`)
+			}
+		}
+		if !forbid || !allow {
+			return fmt.Errorf("audit events for %s: forbid %v, allow %v", user, forbid, allow)
+		}
+		return nil
+	})
+	if data, _ := os.ReadFile(filepath.Join(s.dataDir, "audit.log")); strings.Contains(string(data), token) {
+		t.Error("the audit log holds a bearer token")
+	}
+
+	// Revoked, the token stops working.
+	leasehold(t, "token", "delete", "--data-dir", s.dataDir, "--user", user)
+	eventually(t, 20*time.Second, func() error {
+		_, errOut, err := s.asToken(t, token, "get", "lease", "x", "-n", ns)
+		if err == nil || !strings.Contains(errOut, "You must be logged in to the server") {
+			return fmt.Errorf("revoked token still works: %v %s", err, errOut)
+		}
+		return nil
+	})
+}
+
+func TestAuthNodeIdentity(t *testing.T) {
+	s := shared(t)
+	dir := t.TempDir()
+	suffix := fmt.Sprint(time.Now().UnixNano() % 100000)
+	web1, web2 := "auth-web-1-"+suffix, "auth-web-2-"+suffix
+	kc1, kc2 := filepath.Join(dir, "web-1.kubeconfig"), filepath.Join(dir, "web-2.kubeconfig")
+	leasehold(t, "token", "create", "--data-dir", s.dataDir, "--node", web1, "--kubeconfig-out", kc1)
+	leasehold(t, "token", "create", "--data-dir", s.dataDir, "--node", web2, "--kubeconfig-out", kc2)
+	nodeLease := func(name string) string {
+		return leaseManifest(name, "kube-node-lease", name)
+	}
+	for _, n := range []struct{ name, kc string }{{web1, kc1}, {web2, kc2}} {
+		eventually(t, 20*time.Second, func() error {
+			_, errOut, err := s.withKubeconfig(t, n.kc, "apiVersion: v1\nkind: Node\nmetadata:\n  name: "+n.name+"\n", "create", "-f", "-")
+			if err != nil && !strings.Contains(errOut, "AlreadyExists") {
+				return fmt.Errorf("%s creating its node: %v %s", n.name, err, errOut)
+			}
+			return nil
+		})
+		if _, errOut, err := s.withKubeconfig(t, n.kc, nodeLease(n.name), "create", "-f", "-"); err != nil {
+			t.Fatalf("%s creating its lease: %v %s", n.name, err, errOut)
+		}
+	}
+	t.Cleanup(func() { s.runKubectl(t, "delete", "node", web1, web2, "--wait=false") })
+	if out, errOut, err := s.withKubeconfig(t, kc1, "", "label", "lease", web1, "-n", "kube-node-lease", "renewed=yes"); err != nil {
+		t.Errorf("web-1 labelling its own lease: %v %s %s", err, out, errOut)
+	}
+	checks := []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"web-1 updating web-2's lease", "", []string{"annotate", "lease", web2, "-n", "kube-node-lease", "x=y"},
+			fmt.Sprintf(`leases.coordination.k8s.io %q is forbidden: User "system:node:%s" cannot get resource "leases"`, web2, web1)},
+		{"web-1 replacing web-2's lease", nodeLease(web2), []string{"replace", "-f", "-"},
+			fmt.Sprintf(`leases.coordination.k8s.io %q is forbidden: User "system:node:%s" cannot update resource "leases"`, web2, web1)},
+		{"web-1 updating web-2's node", "", []string{"label", "node", web2, "x=y"},
+			fmt.Sprintf(`nodes %q is forbidden: User "system:node:%s" cannot patch resource "nodes" in API group "" at the cluster scope`, web2, web1)},
+		{"web-1 creating a lease named web-2", strings.Replace(nodeLease(web2), "name: "+web2, "name: "+web2+"-x", 1), []string{"create", "-f", "-"},
+			"can only access node lease with the same name as the requesting node"},
+		{"web-1 reading leases elsewhere", "", []string{"get", "lease", "-n", "default"}, "forbidden"},
+	}
+	for _, c := range checks {
+		_, errOut, err := s.withKubeconfig(t, kc1, c.stdin, c.args...)
+		if err == nil || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: %v\n got %s\nwant it to contain %s", c.name, err, errOut, c.want)
+		}
+	}
+	if out, _, err := s.withKubeconfig(t, kc1, "", "get", "nodes", web2, "-o", "name"); err != nil || strings.TrimSpace(out) != "node/"+web2 {
+		t.Errorf("web-1 reading web-2's node: %q, %v", out, err)
+	}
+	if out, _, err := s.withKubeconfig(t, kc1, "", "auth", "can-i", "update", "leases/"+web1, "-n", "kube-node-lease"); err != nil || strings.TrimSpace(out) != "yes" {
+		t.Errorf("can-i update own lease: %q %v", out, err)
+	}
+	if out, _, _ := s.withKubeconfig(t, kc1, "", "auth", "can-i", "update", "leases/"+web2, "-n", "kube-node-lease"); !strings.HasPrefix(strings.TrimSpace(out), "no") {
+		t.Errorf("can-i update web-2's lease: %q", out)
+	}
+}
+
+func TestAuthClientCertificate(t *testing.T) {
+	s := shared(t)
+	kc := filepath.Join(t.TempDir(), "carol.kubeconfig")
+	leasehold(t, "cert", "issue", "--data-dir", s.dataDir, "--user", "carol", "--group", "devs", "--kubeconfig-out", kc)
+	out, errOut, err := s.withKubeconfig(t, kc, "", "auth", "whoami")
+	if err != nil || !strings.Contains(out, "carol") || !strings.Contains(out, "devs") {
+		t.Errorf("whoami with a client certificate: %v\n%s%s", err, out, errOut)
+	}
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the tests read.
+type auditEvent struct {
+	APIVersion string `json:"apiVersion"`
+	Stage      string `json:"stage"`
+	Verb       string `json:"verb"`
+	User       struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Namespace, Name, Resource string
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+func auditEvents(t *testing.T, s *server) []auditEvent {
+	t.Helper()
+	f, err := os.Open(filepath.Join(s.dataDir, "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []auditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 8<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		if ev.APIVersion != "audit.k8s.io/v1" {
+			t.Fatalf("audit line of apiVersion %q", ev.APIVersion)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
