@@ -112,6 +112,10 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 			rule([]string{"patch", "update"}, core, "nodes/status"),
 			rule(read, coord, "leases"),
 			rule([]string{"create", "patch", "update"}, events, "events")),
+		cr("system:controller:leader-election-controller", nil,
+			rule([]string{"get", "list", "watch", "create", "update", "patch"}, coord, "leases"),
+			rule([]string{"get", "list", "watch", "update", "patch", "delete"}, coord, "leasecandidates"),
+			rule([]string{"create", "patch", "update"}, events, "events")),
 		cr("system:controller:clusterrole-aggregation-controller", nil,
 			rule([]string{"escalate", "get", "list", "watch", "update", "patch"}, []string{rbacv1.GroupName}, "clusterroles")),
 	}
@@ -143,6 +147,7 @@ func BootstrapClusterRoleBindings() []*rbacv1.ClusterRoleBinding {
 		crb("system:controller:namespace-controller", "system:controller:namespace-controller", sa("namespace-controller")),
 		crb("system:controller:generic-garbage-collector", "system:controller:generic-garbage-collector", sa("generic-garbage-collector")),
 		crb("system:controller:node-controller", "system:controller:node-controller", sa("node-controller")),
+		crb("system:controller:leader-election-controller", "system:controller:leader-election-controller", sa("leader-election-controller")),
 		crb("system:controller:clusterrole-aggregation-controller", "system:controller:clusterrole-aggregation-controller", sa("clusterrole-aggregation-controller")),
 	}
 }
