@@ -43,8 +43,17 @@ func ExampleNew() {
 	// api
 	// api/v1
 	// apis
+	// apis/authentication.k8s.io
+	// apis/authentication.k8s.io/v1
+	// apis/authorization.k8s.io
+	// apis/authorization.k8s.io/v1
 	// apis/coordination.k8s.io
 	// apis/coordination.k8s.io/v1
+	// apis/coordination.k8s.io/v1beta1
+	// apis/events.k8s.io
+	// apis/events.k8s.io/v1
+	// apis/rbac.authorization.k8s.io
+	// apis/rbac.authorization.k8s.io/v1
 	// version
 	// Lease defines a lease concept.
 }
