@@ -191,7 +191,7 @@ func (w *Watch) Run(ctx context.Context) (*Report, error) {
 	}
 	for i, l := range leases {
 		c := p.get(i)
-		writers.Go(func() { w.writeLoop(runCtx, c, i, l, s, &writes, &ackTable[i]) })
+		writers.Go(func() { w.writeLoop(runCtx, ctx, c, i, l, s, &writes, &ackTable[i]) })
 	}
 	writers.Wait()
 	stopRun()
@@ -265,8 +265,10 @@ func (w *Watch) deliver(ev watch.Event, start time.Time, ackTable []acks, delive
 }
 
 // writeLoop renews writer i's lease from its cached copy until ctx ends,
-// on schedule s when the writes are paced, else as fast as it can.
-func (w *Watch) writeLoop(ctx context.Context, c kubernetes.Interface, i int, l *coordinationv1.Lease, s *schedule, m *meter, ack *acks) {
+// on schedule s when the writes are paced, else as fast as it can. A write
+// under way when ctx ends is finished (under reqCtx), so that every write
+// the server may have applied is counted and its events expected.
+func (w *Watch) writeLoop(ctx, reqCtx context.Context, c kubernetes.Interface, i int, l *coordinationv1.Lease, s *schedule, m *meter, ack *acks) {
 	leases := c.CoordinationV1().Leases(l.Namespace)
 	clk := w.cfg.Clock
 	var rt metav1.MicroTime
@@ -277,8 +279,8 @@ func (w *Watch) writeLoop(ctx context.Context, c kubernetes.Interface, i int, l 
 		begin := clk.Now()
 		rt.Time = begin
 		l.Spec.RenewTime = &rt
-		got, err := leases.Update(ctx, l, metav1.UpdateOptions{})
-		if ctx.Err() != nil {
+		got, err := leases.Update(reqCtx, l, metav1.UpdateOptions{})
+		if reqCtx.Err() != nil {
 			return
 		}
 		now := clk.Now()
