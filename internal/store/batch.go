@@ -72,6 +72,15 @@ func (b *batcher) run(ctx context.Context) {
 	slots := make(chan struct{}, maxInFlight)
 	var carry []*txnRequest // requests whose key was already in the last batch
 	for {
+		// Wait for room at etcd first, so that a batch takes everything
+		// that queued up meanwhile.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			b.fail(carry, ctx.Err())
+			b.drain(ctx.Err())
+			return
+		}
 		var batch []*txnRequest
 		if len(carry) > 0 {
 			batch, carry = carry, nil
@@ -109,19 +118,16 @@ func (b *batcher) run(ctx context.Context) {
 				break fill
 			}
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			for _, r := range batch {
-				r.done <- txnResult{err: ctx.Err()}
-			}
-			b.drain(ctx.Err())
-			return
-		}
 		go func() {
 			defer func() { <-slots }()
 			b.commit(batch)
 		}()
+	}
+}
+
+func (b *batcher) fail(reqs []*txnRequest, err error) {
+	for _, r := range reqs {
+		r.done <- txnResult{err: err}
 	}
 }
 
