@@ -248,6 +248,15 @@ func TestElect(t *testing.T) {
 	}
 	work := filepath.Join(dir, "work.log")
 	env := []string{"WORK_FILE=" + work}
+	t.Cleanup(func() {
+		// A failed test may leave commands whose leasehold elect was killed
+		// running in their own process groups: end them.
+		if t.Failed() {
+			for _, l := range starts(readWork(t, work)) {
+				_ = syscall.Kill(-l.pgid, syscall.SIGKILL)
+			}
+		}
+	})
 	contend := func(id string) *electProc {
 		return startElect(t, s, id, env,
 			"--namespace", ns, "--lease", "job", "--identity", id,

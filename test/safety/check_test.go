@@ -45,7 +45,7 @@ func TestCheckTerms(t *testing.T) {
 		},
 		{
 			name:       "frozen leader runs on too long after resume",
-			terms:      []term{tm(a, "leasehold", 1, 0, 24), tm(b, "leasehold", 2, 8, 30)},
+			terms:      []term{tm(a, "leasehold", 1, 0, 22), tm(b, "leasehold", 2, 8, 30)},
 			pauses:     map[*proc][]span{a: {{2 * s, 20 * s}}},
 			violations: 1,
 		},
@@ -59,6 +59,12 @@ func TestCheckTerms(t *testing.T) {
 			name:    "frozen again right after resume",
 			terms:   []term{tm(a, "leasehold", 1, 0, 40), tm(b, "leasehold", 2, 8, 50)},
 			pauses:  map[*proc][]span{a: {{2 * s, 20 * s}, {20*s + s/10, 40 * s}}},
+			excused: 1,
+		},
+		{
+			name:    "frozen twice, the later freeze explains it",
+			terms:   []term{tm(a, "leasehold", 1, 0, 30), tm(b, "leasehold", 2, 20, 40)},
+			pauses:  map[*proc][]span{a: {{2 * s, 10 * s}, {14 * s, 30 * s}}},
 			excused: 1,
 		},
 		{

@@ -21,18 +21,13 @@ var safetyDurations = [3]time.Duration{4 * time.Second, 2 * time.Second, 500 * t
 
 // postResumeTail bounds how long a contender frozen by SIGSTOP may go on
 // leading after SIGCONT before it notices that its term is over.
-//
 // leasehold's Elector ends the term as soon as its deadline timer runs
-// again, but a Go process that was frozen while its runtime slept in
-// epoll_wait resumes that sleep with its original timeout (the kernel
-// restarts the call), so overdue timers may wait up to the time until the
-// earliest timer that was pending at the freeze: at most RenewDeadline in
-// the lead loop, usually RetryPeriod. A client-go elector keeps leading
-// until its current round of renewals times out, up to RenewDeadline after
-// the round began, plus a RetryPeriod. Both get a second of slack for a
-// loaded machine.
+// again, within milliseconds. A client-go elector keeps leading until its
+// current round of renewals times out, up to RenewDeadline after the round
+// began, plus a RetryPeriod. Both get a second of slack for a loaded
+// machine.
 var postResumeTail = map[string]time.Duration{
-	"leasehold": safetyDurations[1] + time.Second,
+	"leasehold": time.Second,
 	"client-go": safetyDurations[1] + safetyDurations[2] + time.Second,
 }
 
@@ -392,17 +387,21 @@ func checkTerms(terms []term, pauses map[*proc][]span) (violations, excused []st
 	return violations, excused
 }
 
-// frozenBefore returns a pause of a's process that began no later than
-// successorStart and before a ended, after which a's process ran for at
-// most postResumeTail (time frozen by later pauses not counted) before a
-// ended.
+// frozenBefore returns the pause of a's process that began no later than
+// successorStart and before a ended and after which a's process ran the
+// least (time frozen by later pauses not counted) before a ended, if that
+// is at most postResumeTail.
 func frozenBefore(a term, successorStart int64, ps []span) (span, bool) {
+	best, found := span{}, false
 	for _, q := range ps {
-		if q.from <= successorStart && q.from < a.stop && runningTime(q.to, a.stop, ps) <= int64(postResumeTail[a.kind]) {
-			return q, true
+		if q.from > successorStart || q.from >= a.stop {
+			continue
+		}
+		if !found || runningTime(q.to, a.stop, ps) < runningTime(best.to, a.stop, ps) {
+			best, found = q, true
 		}
 	}
-	return span{}, false
+	return best, found && runningTime(best.to, a.stop, ps) <= int64(postResumeTail[a.kind])
 }
 
 // runningTime is the time between from and to (0 if to is earlier) that
