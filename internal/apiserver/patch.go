@@ -135,7 +135,14 @@ func (s *Server) applyPatch(req *request, pt types.PatchType, patch []byte, cur 
 			return nil, badRequest("error decoding patch: %v", err)
 		}
 		if patched, err = applyJSONPatch(p, original); err != nil {
-			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", req.gr, req.info.name, err.Error(), 0, false)
+			// As Kubernetes: 422, and the library's reason as a cause so
+			// that kubectl shows it.
+			msg := "the JSON patch could not be applied: " + err.Error()
+			return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+				Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid, Message: msg,
+				Details: &metav1.StatusDetails{Name: req.info.name, Group: req.gr.Group, Kind: req.gr.Resource,
+					Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Message: msg}}},
+			}}
 		}
 	case types.MergePatchType:
 		if patched, err = jsonpatch.MergePatch(original, patch); err != nil {

@@ -57,6 +57,9 @@ type Config struct {
 	OpenAPI http.Handler
 	// Extra non-resource handlers (for example /metrics), by exact path.
 	Extra map[string]http.Handler
+	// Profiling serves Go's pprof profiles under /debug/pprof/ to those
+	// authorized for those non-resource URLs (cluster-admins by default).
+	Profiling bool
 	// MaxBodyBytes bounds request bodies; default 3 MiB as in Kubernetes.
 	MaxBodyBytes int64
 	// GarbageCollection says a garbage collector runs: deletions with the
@@ -218,6 +221,10 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, path s
 		s.cfg.OpenAPI.ServeHTTP(w, r)
 	case path == "/api" || path == "/apis" || strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/apis/"):
 		s.serveDiscovery(w, r, path)
+	case s.cfg.Profiling && strings.HasPrefix(path, "/debug/pprof"):
+		// Authorized like any non-resource URL: by default only
+		// cluster-admins (system:masters) may read profiles.
+		servePprof(w, r, path)
 	default:
 		if h, ok := s.cfg.Extra[path]; ok {
 			h.ServeHTTP(w, r)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -160,12 +162,28 @@ func preflight(ctx context.Context, c kubernetes.Interface, namespace, lease str
 	_, err := c.CoordinationV1().Leases(namespace).Get(ctx, lease, metav1.GetOptions{})
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
-		return nil
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
 		return fmt.Errorf("no permission to use lease %s/%s: %w", namespace, lease, err)
 	default:
 		return fmt.Errorf("reaching the server: %w", err)
 	}
+	// Reading is not enough to lead: ask the server whether this identity
+	// may also create and update the Lease.
+	for _, verb := range []string{"create", "update"} {
+		review, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: verb, Group: coordinationv1.GroupName, Resource: "leases", Name: lease,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			// A server without access reviews: campaigning will tell.
+			return nil
+		}
+		if !review.Status.Allowed {
+			return fmt.Errorf("no permission to %s lease %s/%s (bind the role system:leader-election in that namespace)", verb, namespace, lease)
+		}
+	}
+	return nil
 }
 
 // lead campaigns and runs the command for each term. It returns the
@@ -220,7 +238,7 @@ func runWhileLeading(ctx context.Context, command []string, term election.Term, 
 	cmd.Env = append(os.Environ(),
 		envFencingToken+"="+strconv.FormatInt(term.FencingToken, 10),
 		envLeaderIdentity+"="+term.Identity)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "leasehold elect: starting %s: %v\n", command[0], err)
 		return true, 127

@@ -53,6 +53,7 @@ type serveFlags struct {
 	tlsSANs                             string
 	compaction                          time.Duration
 	nodeMonitorPeriod, nodeMonitorGrace time.Duration
+	profiling                           bool
 	shutdownGrace                       time.Duration
 	logLevel, logFormat                 string
 
@@ -77,6 +78,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for the external etcd")
 	fs.StringVar(&f.tlsSANs, "tls-san", "", "extra comma-separated host names or IPs for the serving certificate")
 	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often to compact etcd history (0 disables)")
+	fs.BoolVar(&f.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ (to cluster-admins unless RBAC grants more)")
 	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks node leases")
 	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", 50*time.Second, "how long a node's lease may go unrenewed before the node is marked Ready=Unknown")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace-period", 30*time.Second, "how long in-flight requests may take to finish on SIGTERM")
@@ -175,7 +177,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(apiserver.GuardCollectors()...)
 	reg.MustRegister(audit.Collectors()...)
 	api, err := apiserver.New(apiserver.Config{
-		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true,
+		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
 		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{})},
 		Authorization:              splitList(f.authorizationMode),
 		Audit:                      auditLog,
