@@ -3,11 +3,8 @@ package election
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	goruntime "runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,38 +21,13 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/leakcheck"
 )
 
-// TestMain fails the package if a test leaves an Elector goroutine behind.
+// TestMain fails the package if a test leaves an Elector or Candidate goroutine behind.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := leakedGoroutines(); leaked != "" {
-			fmt.Fprintf(os.Stderr, "goroutines left running:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leakedGoroutines returns the stacks of goroutines still running code of
-// this package, giving them a moment to finish.
-func leakedGoroutines() string {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:goruntime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "leasehold/election.(*Elector)") || strings.Contains(g, "leasehold/election.(*Candidate)") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(10 * time.Millisecond) // only in TestMain, after the tests
-	}
+	os.Exit(leakcheck.Main(m, "leasehold/election.(*Elector)", "leasehold/election.(*Candidate)"))
 }
 
 var leasesResource = coordinationv1.SchemeGroupVersion.WithResource("leases")

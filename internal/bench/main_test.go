@@ -1,43 +1,13 @@
 package bench
 
 import (
-	"fmt"
 	"os"
-	goruntime "runtime"
-	"strings"
 	"testing"
-	"time"
+
+	"github.com/leasehold/leasehold/internal/leakcheck"
 )
 
-// TestMain fails the package if a scenario leaves one of its goroutines
-// behind.
+// TestMain fails the package if a test leaves one of its goroutines behind.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := leakedGoroutines(); leaked != "" {
-			fmt.Fprintf(os.Stderr, "goroutines left running:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leakedGoroutines returns the stacks of goroutines still running this
-// package's code, giving them a moment to finish.
-func leakedGoroutines() string {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		buf := make([]byte, 4<<20)
-		buf = buf[:goruntime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "internal/bench.") && !strings.Contains(g, "bench.TestMain") && !strings.Contains(g, "bench.leakedGoroutines") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(10 * time.Millisecond) // only in TestMain, after the tests
-	}
+	os.Exit(leakcheck.Main(m, "internal/bench."))
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -25,39 +24,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
+	"github.com/leasehold/leasehold/internal/leakcheck"
 	"github.com/leasehold/leasehold/internal/registry"
 )
 
 // TestMain fails the package if a test leaves collector goroutines behind.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := leakedGoroutines(); leaked != "" {
-			fmt.Fprintf(os.Stderr, "goroutines left running:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leakedGoroutines returns the stacks of goroutines still running the
-// collector's code, giving them a moment to finish.
-func leakedGoroutines() string {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:goruntime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "garbagecollector.(*GarbageCollector)") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(10 * time.Millisecond) // only in TestMain, after the tests
-	}
+	os.Exit(leakcheck.Main(m, "garbagecollector.(*GarbageCollector)"))
 }
 
 // env is a server with garbage collection and a running collector.
