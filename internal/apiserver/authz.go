@@ -73,6 +73,22 @@ func (x storeRBAC) cached(r *registry.Resource, namespace, name string) (runtime
 	return obj, err
 }
 
+// fresh reads a role from the cache or, when the cache does not have it
+// yet (it was just created), from etcd: a binding's escalation check must
+// see the role the client wrote a moment ago.
+func (x storeRBAC) fresh(ctx context.Context, r *registry.Resource, namespace, name string) (runtime.Object, error) {
+	obj, err := x.cached(r, namespace, name)
+	if !apierrors.IsNotFound(err) {
+		return obj, err
+	}
+	k := x.s.kinds[r]
+	obj, err = k.Get(ctx, k.Key(namespace, name))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apierrors.NewNotFound(r.GroupResource(), name)
+	}
+	return obj, err
+}
+
 func (x storeRBAC) GetRole(namespace, name string) (*rbacv1.Role, error) {
 	obj, err := x.cached(registry.Roles, namespace, name)
 	if err != nil {
@@ -238,20 +254,20 @@ func (s *Server) boundRules(ctx context.Context, u *auth.User, ref rbacv1.RoleRe
 		if s.may(ctx, u, "bind", "clusterroles", "", ref.Name) || (namespace != "" && s.may(ctx, u, "bind", "clusterroles", namespace, ref.Name)) {
 			return nil, nil
 		}
-		r, err := src.GetClusterRole(ref.Name)
+		obj, err := src.fresh(ctx, registry.ClusterRoles, "", ref.Name)
 		if err != nil {
 			return nil, apierrors.NewForbidden(registry.ClusterRoles.GroupResource(), ref.Name, fmt.Errorf("cannot bind: %w", err))
 		}
-		return r.Rules, nil
+		return obj.(*rbacv1.ClusterRole).Rules, nil
 	case "Role":
 		if s.may(ctx, u, "bind", "roles", namespace, ref.Name) {
 			return nil, nil
 		}
-		r, err := src.GetRole(namespace, ref.Name)
+		obj, err := src.fresh(ctx, registry.Roles, namespace, ref.Name)
 		if err != nil {
 			return nil, apierrors.NewForbidden(registry.Roles.GroupResource(), ref.Name, fmt.Errorf("cannot bind: %w", err))
 		}
-		return r.Rules, nil
+		return obj.(*rbacv1.Role).Rules, nil
 	}
 	return nil, nil
 }

@@ -352,22 +352,8 @@ func (s *Server) create(req *request) error {
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
 		return badRequest("%v", err)
 	}
-	wo, err := parseWriteOptions(req, "CreateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo, obj, err := s.readObject(req, "CreateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	if err != nil {
-		return err
-	}
-	if _, err := s.negotiate(req.r); err != nil {
-		return err
-	}
-	body, err := s.readBody(req)
-	if err != nil {
-		return err
-	}
-	obj, err := s.decodeObject(req, body, wo.fieldValidation)
-	if err != nil {
-		return err
-	}
-	if err := s.checkNamespace(req, obj); err != nil {
 		return err
 	}
 	m, _ := meta.Accessor(obj)
@@ -545,27 +531,34 @@ func statusOnly(sub string) string {
 	return ""
 }
 
+// readObject reads what create and update share: the write options, the
+// body, and the object in it with its namespace checked against the URL.
+func (s *Server) readObject(req *request, optionsKind string, dryRun []string, manager, validation string) (writeOptions, runtime.Object, error) {
+	wo, err := parseWriteOptions(req, optionsKind, dryRun, manager, validation)
+	if err != nil {
+		return wo, nil, err
+	}
+	if _, err := s.negotiate(req.r); err != nil {
+		return wo, nil, err
+	}
+	body, err := s.readBody(req)
+	if err != nil {
+		return wo, nil, err
+	}
+	obj, err := s.decodeObject(req, body, wo.fieldValidation)
+	if err != nil {
+		return wo, nil, err
+	}
+	return wo, obj, s.checkNamespace(req, obj)
+}
+
 func (s *Server) update(req *request) error {
 	var opts metav1.UpdateOptions
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
 		return badRequest("%v", err)
 	}
-	wo, err := parseWriteOptions(req, "UpdateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo, obj, err := s.readObject(req, "UpdateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	if err != nil {
-		return err
-	}
-	if _, err := s.negotiate(req.r); err != nil {
-		return err
-	}
-	body, err := s.readBody(req)
-	if err != nil {
-		return err
-	}
-	obj, err := s.decodeObject(req, body, wo.fieldValidation)
-	if err != nil {
-		return err
-	}
-	if err := s.checkNamespace(req, obj); err != nil {
 		return err
 	}
 	m, _ := meta.Accessor(obj)
