@@ -44,74 +44,12 @@ var nodeServeFlags = []string{
 	"--node-monitor-period", nodePeriod.String(),
 }
 
-// startServeFlags is startServer with extra `leasehold serve` flags.
-func startServeFlags(dataDir, listen, logDir string, extra []string) (*server, error) {
-	pick := listen == ""
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		addr := listen
-		if pick {
-			var err error
-			if addr, err = freeListenAddr(); err != nil {
-				return nil, err
-			}
-		}
-		s, err := startServeOnce(dataDir, addr, logDir, extra)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = err
-		if !pick || !strings.Contains(err.Error(), "address already in use") {
-			return nil, err
-		}
-		if err := os.RemoveAll(dataDir); err != nil {
-			return nil, err
-		}
-	}
-	return nil, lastErr
-}
-
-// startServeOnce is startOnce with extra flags.
-func startServeOnce(dataDir, listen, logDir string, extra []string) (*server, error) {
-	logPath := filepath.Join(logDir, "serve.log")
-	logs, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{"serve", "--data-dir", dataDir, "--listen", listen, "--log-level", "info"}, extra...)
-	fmt.Fprintf(logs, "\n=== leasehold %s at %s\n", strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
-	s := &server{
-		dataDir:    dataDir,
-		listen:     listen,
-		kubeconfig: filepath.Join(dataDir, "admin.kubeconfig"),
-		cacheDir:   filepath.Join(logDir, "kube-cache"),
-		logPath:    logPath,
-		exited:     make(chan struct{}),
-		logs:       logs,
-	}
-	s.cmd = exec.Command(leaseholdBin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = logs, logs
-	if err := s.cmd.Start(); err != nil {
-		logs.Close()
-		return nil, err
-	}
-	go func() {
-		s.err = s.cmd.Wait()
-		close(s.exited)
-	}()
-	if err := s.waitReady(startTimeout); err != nil {
-		s.kill()
-		return nil, fmt.Errorf("%w\n%s", err, s.logTail())
-	}
-	return s, nil
-}
-
 // newNodeServer starts a server with nodeServeFlags on dataDir (fresh if
 // listen is empty) and stops it when the test ends.
 func newNodeServer(t *testing.T, dataDir, listen, logDir string) *server {
 	t.Helper()
 	needKubectl(t)
-	s, err := startServeFlags(dataDir, listen, logDir, nodeServeFlags)
+	s, err := startServer(dataDir, listen, logDir, nodeServeFlags...)
 	if err != nil {
 		t.Fatalf("starting leasehold serve: %v", err)
 	}
@@ -596,7 +534,7 @@ func TestAgentStartedBeforeServer(t *testing.T) {
 	dataDir := filepath.Join(dir, "data")
 	// A first start writes the certificates and admin.kubeconfig the agent
 	// needs; then the server goes away.
-	first, err := startServeFlags(dataDir, "", dir, nodeServeFlags)
+	first, err := startServer(dataDir, "", dir, nodeServeFlags...)
 	if err != nil {
 		t.Fatalf("starting leasehold serve: %v", err)
 	}

@@ -150,6 +150,7 @@ type server struct {
 	kubeconfig string
 	cacheDir   string // kubectl's discovery cache, private to this server
 	logPath    string
+	extra      []string // serve flags beyond the data dir and address
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the process has been waited for
@@ -173,7 +174,9 @@ func freeListenAddr() (string, error) {
 // ready. An empty listen picks a free port, retrying if somebody takes it
 // first; a given one is used as is (restarts reuse their port, because
 // admin.kubeconfig names it). logDir receives serve.log.
-func startServer(dataDir, listen, logDir string) (*server, error) {
+// startServer starts `leasehold serve` on dataDir, on listen or a free port
+// when listen is "", with extra serve flags.
+func startServer(dataDir, listen, logDir string, extra ...string) (*server, error) {
 	pick := listen == ""
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -184,7 +187,7 @@ func startServer(dataDir, listen, logDir string) (*server, error) {
 				return nil, err
 			}
 		}
-		s, err := startOnce(dataDir, addr, logDir)
+		s, err := startOnce(dataDir, addr, logDir, extra)
 		if err == nil {
 			return s, nil
 		}
@@ -201,23 +204,25 @@ func startServer(dataDir, listen, logDir string) (*server, error) {
 	return nil, lastErr
 }
 
-func startOnce(dataDir, listen, logDir string) (*server, error) {
+func startOnce(dataDir, listen, logDir string, extra []string) (*server, error) {
 	logPath := filepath.Join(logDir, "serve.log")
 	logs, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(logs, "\n=== leasehold serve --data-dir %s --listen %s at %s\n", dataDir, listen, time.Now().Format(time.RFC3339Nano))
+	args := append([]string{"serve", "--data-dir", dataDir, "--listen", listen, "--log-level", "info"}, extra...)
+	fmt.Fprintf(logs, "\n=== leasehold %s at %s\n", strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
 	s := &server{
 		dataDir:    dataDir,
 		listen:     listen,
 		kubeconfig: filepath.Join(dataDir, "admin.kubeconfig"),
 		cacheDir:   filepath.Join(logDir, "kube-cache"),
 		logPath:    logPath,
+		extra:      extra,
 		exited:     make(chan struct{}),
 		logs:       logs,
 	}
-	s.cmd = exec.Command(leaseholdBin, "serve", "--data-dir", dataDir, "--listen", listen, "--log-level", "info")
+	s.cmd = exec.Command(leaseholdBin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = logs, logs
 	if err := s.cmd.Start(); err != nil {
 		logs.Close()
@@ -385,7 +390,7 @@ func newServer(t *testing.T) *server {
 func (s *server) restart(t *testing.T) *server {
 	t.Helper()
 	logDir := filepath.Dir(s.logPath)
-	s2, err := startServer(s.dataDir, s.listen, logDir)
+	s2, err := startServer(s.dataDir, s.listen, logDir, s.extra...)
 	if err != nil {
 		t.Fatalf("restarting leasehold serve: %v", err)
 	}
