@@ -92,20 +92,7 @@ func (cfg CandidateConfig) withDefaults() CandidateConfig {
 }
 
 func (cfg CandidateConfig) validate() error {
-	var errs []error
-	if cfg.Client == nil {
-		errs = append(errs, errors.New("client must be set"))
-	}
-	if cfg.Namespace == "" {
-		errs = append(errs, errors.New("namespace must be set"))
-	} else if msgs := validation.IsDNS1123Label(cfg.Namespace); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("namespace %q: %s", cfg.Namespace, strings.Join(msgs, "; ")))
-	}
-	if cfg.LeaseName == "" {
-		errs = append(errs, errors.New("leaseName must be set"))
-	} else if msgs := validation.IsDNS1123Subdomain(cfg.LeaseName); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("leaseName %q: %s", cfg.LeaseName, strings.Join(msgs, "; ")))
-	}
+	errs := validateLeaseRef(cfg.Client != nil, cfg.Namespace, "leaseName", cfg.LeaseName)
 	if cfg.Identity == "" {
 		errs = append(errs, errors.New("identity must not be empty"))
 	} else if msgs := validation.IsConfigMapKey(cfg.Identity); len(msgs) > 0 {

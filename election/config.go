@@ -142,20 +142,7 @@ func (cfg Config) withDefaults() Config {
 
 // validate checks a defaulted Config. The timing rules are client-go's.
 func (cfg Config) validate() error {
-	var errs []error
-	if cfg.Client == nil {
-		errs = append(errs, errors.New("client must be set"))
-	}
-	if cfg.Namespace == "" {
-		errs = append(errs, errors.New("namespace must be set"))
-	} else if msgs := validation.IsDNS1123Label(cfg.Namespace); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("namespace %q: %s", cfg.Namespace, strings.Join(msgs, "; ")))
-	}
-	if cfg.Name == "" {
-		errs = append(errs, errors.New("name must be set"))
-	} else if msgs := validation.IsDNS1123Subdomain(cfg.Name); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("name %q: %s", cfg.Name, strings.Join(msgs, "; ")))
-	}
+	errs := validateLeaseRef(cfg.Client != nil, cfg.Namespace, "name", cfg.Name)
 	if cfg.Identity == "" {
 		errs = append(errs, errors.New("identity must not be empty"))
 	}
@@ -183,4 +170,25 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("election: invalid config: %w", err)
 	}
 	return nil
+}
+
+// validateLeaseRef checks what every configuration naming a Lease shares: a
+// client, a namespace (a DNS label) and the lease's name (a DNS subdomain),
+// reported under nameField.
+func validateLeaseRef(hasClient bool, namespace, nameField, name string) []error {
+	var errs []error
+	if !hasClient {
+		errs = append(errs, errors.New("client must be set"))
+	}
+	if namespace == "" {
+		errs = append(errs, errors.New("namespace must be set"))
+	} else if msgs := validation.IsDNS1123Label(namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("namespace %q: %s", namespace, strings.Join(msgs, "; ")))
+	}
+	if name == "" {
+		errs = append(errs, fmt.Errorf("%s must be set", nameField))
+	} else if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("%s %q: %s", nameField, name, strings.Join(msgs, "; ")))
+	}
+	return errs
 }
