@@ -38,10 +38,6 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 	if len(paths) == 0 {
 		return true
 	}
-	if manager == "" {
-		// The field manager records an unnamed manager so.
-		manager = "unknown"
-	}
 	apiVersion := req.res.GroupVersion.String()
 	mine := -1
 	for i, e := range nm.ManagedFields {

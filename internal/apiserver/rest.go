@@ -314,6 +314,11 @@ func parseWriteOptions(req *request, kind string, dryRun []string, manager, vali
 		// Kubernetes names an unnamed manager after the client.
 		o.fieldManager, _, _ = strings.Cut(req.r.UserAgent(), "/")
 	}
+	if o.fieldManager == "" {
+		// The name managedfields records for an unnamed manager; using it
+		// here keeps every later comparison of manager names simple.
+		o.fieldManager = "unknown"
+	}
 	return o, nil
 }
 

@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/leasehold/leasehold/internal/testbin"
 )
 
 var (
@@ -58,7 +60,7 @@ func runMain(m *testing.M) int {
 
 	if leaseholdBin = os.Getenv("LEASEHOLD_BINARY"); leaseholdBin == "" {
 		leaseholdBin = filepath.Join(dir, "leasehold")
-		if err := buildLeasehold(leaseholdBin); err != nil {
+		if err := testbin.Build(leaseholdBin, "./cmd/leasehold"); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: building leasehold:", err)
 			return 1
 		}
@@ -78,40 +80,6 @@ func runMain(m *testing.M) int {
 	}
 	sharedMu.Unlock()
 	return code
-}
-
-// buildLeasehold builds ./cmd/leasehold of this module into out.
-func buildLeasehold(out string) error {
-	root, err := moduleRoot()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/leasehold")
-	cmd.Dir = root
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build ./cmd/leasehold: %v\n%s", err, buf.String())
-	}
-	return nil
-}
-
-// moduleRoot is the directory holding go.mod above the test's directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // findKubectl returns $LEASEHOLD_KUBECTL or the kubectl on the PATH, or an

@@ -2,7 +2,6 @@ package safety
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +21,8 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/leasehold/leasehold/internal/testbin"
 )
 
 var (
@@ -48,47 +49,14 @@ func runMain(m *testing.M) int {
 		leaseholdBin = os.Getenv("LEASEHOLD_BINARY")
 		if leaseholdBin == "" {
 			leaseholdBin = filepath.Join(dir, "leasehold")
-			buildErr = goBuild(leaseholdBin, "./cmd/leasehold")
+			buildErr = testbin.Build(leaseholdBin, "./cmd/leasehold")
 		}
 		if buildErr == nil {
 			contenderBin = filepath.Join(dir, "contender")
-			buildErr = goBuild(contenderBin, "./test/safety/contender")
+			buildErr = testbin.Build(contenderBin, "./test/safety/contender")
 		}
 	}
 	return m.Run()
-}
-
-// goBuild builds the main package pkg of this module into out.
-func goBuild(out, pkg string) error {
-	root, err := moduleRoot()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = root
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", pkg, err, buf.String())
-	}
-	return nil
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // needBinaries fails the test if the binaries could not be built.
