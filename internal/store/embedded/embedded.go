@@ -4,9 +4,11 @@
 // uses it to run one member of an external cluster.
 //
 // The member listens only on loopback ports the kernel picks (so parallel
-// tests never collide) unless the caller names URLs. The store talks to it
-// through an ordinary gRPC client on the client URL, the same code path as an
-// external cluster.
+// tests never collide) unless the caller names URLs. Other processes reach
+// it there; the process that runs it talks to it through etcd's in-process
+// client, which calls the server's gRPC handlers directly: the same client
+// API as for an external cluster, without serializing every request and
+// response through a socket.
 package embedded
 
 import (
@@ -22,6 +24,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 )
 
@@ -113,20 +116,10 @@ func Start(cfg Config) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd: not ready after %s", timeout)
 	}
-	client, err := clientv3.New(clientv3.Config{
-		Endpoints:          []string{clientEndpoint(e)},
-		DialTimeout:        5 * time.Second,
-		Logger:             zap.New(zs),
-		MaxCallSendMsgSize: int(ec.MaxRequestBytes) + 1<<20,
-	})
-	if err != nil {
-		e.Close()
-		return nil, fmt.Errorf("embedded etcd client: %w", err)
-	}
-	return &Etcd{etcd: e, log: zs, client: client}, nil
+	return &Etcd{etcd: e, log: zs, client: v3client.New(e.Server)}, nil
 }
 
-// Client is a client of the member, closed by Close.
+// Client is an in-process client of the member, closed by Close.
 func (e *Etcd) Client() *clientv3.Client { return e.client }
 
 // Endpoints are the member's client URLs, for other clients.
