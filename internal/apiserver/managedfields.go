@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,8 +45,8 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 		if e.FieldsV1 == nil {
 			continue
 		}
-		set := &fieldpath.Set{}
-		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		set, err := s.fieldSets.get(e.FieldsV1.Raw)
+		if err != nil {
 			return false
 		}
 		self := e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationUpdate &&
@@ -69,6 +70,38 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 	entries[mine].Time = &now
 	nm.ManagedFields = entries
 	return true
+}
+
+// fieldSetCache holds the parsed form of the FieldsV1 documents that
+// updates carry. The renewals of a fleet share a handful of shapes (every
+// agent owns the same fields), so each is parsed once instead of on every
+// renewal. The sets are only read once cached.
+type fieldSetCache struct {
+	mu   sync.RWMutex
+	sets map[string]*fieldpath.Set
+}
+
+// maxFieldSets bounds the cache; when full it starts again empty.
+const maxFieldSets = 1024
+
+func (c *fieldSetCache) get(raw []byte) (*fieldpath.Set, error) {
+	c.mu.RLock()
+	set, ok := c.sets[string(raw)]
+	c.mu.RUnlock()
+	if ok {
+		return set, nil
+	}
+	set = &fieldpath.Set{}
+	if err := set.FromJSON(bytes.NewReader(raw)); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sets == nil || len(c.sets) >= maxFieldSets {
+		c.sets = make(map[string]*fieldpath.Set)
+	}
+	c.sets[string(raw)] = set
+	return set, nil
 }
 
 // fieldPath turns ["f:spec","f:renewTime"] into a structured-merge-diff

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"strings"
@@ -8,7 +9,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -210,6 +210,22 @@ func SameMetadata(a, b *metav1.ObjectMeta) bool {
 	return a.Name == b.Name && a.Namespace == b.Namespace && a.GenerateName == b.GenerateName &&
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) &&
 		slices.Equal(a.Finalizers, b.Finalizers) &&
-		equality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences) &&
-		equality.Semantic.DeepEqual(a.ManagedFields, b.ManagedFields)
+		slices.EqualFunc(a.OwnerReferences, b.OwnerReferences, sameOwnerReference) &&
+		slices.EqualFunc(a.ManagedFields, b.ManagedFields, sameManagedFieldsEntry)
+}
+
+// sameOwnerReference and sameManagedFieldsEntry compare field by field, as
+// equality.Semantic would, without reflection: renewals run them on every
+// request.
+func sameOwnerReference(a, b metav1.OwnerReference) bool {
+	return a.APIVersion == b.APIVersion && a.Kind == b.Kind && a.Name == b.Name && a.UID == b.UID &&
+		equalPtr(a.Controller, b.Controller) && equalPtr(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
+}
+
+func sameManagedFieldsEntry(a, b metav1.ManagedFieldsEntry) bool {
+	sameTime := a.Time == nil && b.Time == nil || a.Time != nil && b.Time != nil && a.Time.Equal(b.Time)
+	sameFields := a.FieldsV1 == nil && b.FieldsV1 == nil ||
+		a.FieldsV1 != nil && b.FieldsV1 != nil && bytes.Equal(a.FieldsV1.Raw, b.FieldsV1.Raw)
+	return a.Manager == b.Manager && a.Operation == b.Operation && a.APIVersion == b.APIVersion &&
+		a.FieldsType == b.FieldsType && a.Subresource == b.Subresource && sameTime && sameFields
 }
