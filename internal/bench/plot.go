@@ -1,0 +1,313 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// keptUpFraction is the share of the offered renewals per second below
+// which a fleet run is drawn as one that fell behind.
+const keptUpFraction = 0.95
+
+// ReadReports reads the reports in r: one JSON document, or several one
+// after another, as `leasehold bench SCENARIO --json` prints them.
+func ReadReports(r io.Reader) ([]*Report, error) {
+	dec := json.NewDecoder(r)
+	var out []*Report
+	for {
+		var rep Report
+		err := dec.Decode(&rep)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("report %d: %w", len(out)+1, err)
+		}
+		out = append(out, &rep)
+	}
+}
+
+// PlotConfig configures WritePlot. Zero values mean defaults.
+type PlotConfig struct {
+	// Title heads the image, for example the machine the runs were made
+	// on; default "leasehold fleet scaling".
+	Title string
+}
+
+// scalePoint is one fleet run as the plot shows it. A figure the report
+// lacks is NaN and is left out of its panel.
+type scalePoint struct {
+	nodes  int
+	cpu    float64 // server CPU-seconds per 1000 renewals
+	rss    float64 // server resident set per lease, KiB
+	p99    float64 // renewal latency, ms
+	behind bool    // renewed well below the offered rate
+}
+
+func scalePoints(reports []*Report) ([]scalePoint, error) {
+	var pts []scalePoint
+	for i, r := range reports {
+		if r.Scenario != "fleet" || r.Fleet == nil || r.Fleet.Nodes <= 0 {
+			return nil, fmt.Errorf("bench: report %d is a %q report, not a fleet one", i+1, r.Scenario)
+		}
+		p := scalePoint{nodes: r.Fleet.Nodes, cpu: math.NaN(), rss: math.NaN(), p99: math.NaN()}
+		if r.Latency.Count > 0 {
+			p.p99 = r.Latency.P99
+		}
+		if s := r.ServerProcess; s != nil {
+			if s.CPUSecondsPer1000Ops > 0 {
+				p.cpu = s.CPUSecondsPer1000Ops
+			}
+			p.rss = float64(s.RSSBytes) / 1024 / float64(r.Fleet.Nodes)
+		}
+		p.behind = r.TargetOpsPerSecond > 0 && r.OpsPerSecond < keptUpFraction*r.TargetOpsPerSecond
+		pts = append(pts, p)
+	}
+	slices.SortStableFunc(pts, func(a, b scalePoint) int { return a.nodes - b.nodes })
+	return pts, nil
+}
+
+// Layout of the image, in pixels.
+const (
+	plotWidth   = 760
+	plotLeft    = 80  // room for the y tick labels and axis title
+	plotRight   = 30  // margin right of the panels
+	plotTop     = 90  // title and legend
+	panelHeight = 190 // one panel's plotting area
+	panelGap    = 60  // between two panels: the next panel's heading
+	plotBottom  = 60  // x tick labels and axis title
+)
+
+// panel is one figure plotted against the number of nodes.
+type panel struct {
+	title, unit string
+	value       func(scalePoint) float64
+}
+
+var panels = []panel{
+	{"server CPU-seconds per 1 000 renewals", "CPU-s", func(p scalePoint) float64 { return p.cpu }},
+	{"server resident memory per lease", "KiB", func(p scalePoint) float64 { return p.rss }},
+	{"renewal latency, 99th percentile", "ms", func(p scalePoint) float64 { return p.p99 }},
+}
+
+// WritePlot draws the fleet reports as an SVG image: one panel per figure
+// (server CPU per 1000 renewals, server memory per lease, renewal p99
+// latency) over a shared logarithmic axis of the number of nodes. Runs that
+// renewed below 95% of the offered rate have hollow markers.
+func WritePlot(w io.Writer, reports []*Report, cfg PlotConfig) error {
+	pts, err := scalePoints(reports)
+	if err != nil {
+		return err
+	}
+	if len(pts) == 0 {
+		return errors.New("bench: no fleet reports to plot")
+	}
+	if cfg.Title == "" {
+		cfg.Title = "leasehold fleet scaling"
+	}
+	xt := logTicks(float64(pts[0].nodes), float64(pts[len(pts)-1].nodes))
+	// The frame reaches a little beyond the outer ticks, so that no marker
+	// sits on it.
+	xlo, xhi := math.Log10(xt.lo), math.Log10(xt.hi)
+	pad := 0.04 * (xhi - xlo)
+	xlo, xhi = xlo-pad, xhi+pad
+	innerW := float64(plotWidth - plotLeft - plotRight)
+	xpos := func(n float64) float64 { return plotLeft + (math.Log10(n)-xlo)/(xhi-xlo)*innerW }
+	height := plotTop + len(panels)*panelHeight + (len(panels)-1)*panelGap + plotBottom
+
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">
+<rect width="100%%" height="100%%" fill="white"/>
+`, plotWidth, height, plotWidth, height)
+	text(&b, plotWidth/2.0, 26, "middle", `font-size="16" font-weight="bold"`, cfg.Title)
+	legend(&b, pts)
+
+	for i, pn := range panels {
+		top := float64(plotTop + i*(panelHeight+panelGap))
+		bottom := top + panelHeight
+		maxY := 0.0
+		for _, p := range pts {
+			if v := pn.value(p); !math.IsNaN(v) {
+				maxY = max(maxY, v)
+			}
+		}
+		yt := linearTicks(maxY)
+		ypos := func(v float64) float64 { return bottom - v/yt.hi*panelHeight }
+
+		fmt.Fprintf(&b, "<g class=\"panel\">\n")
+		text(&b, plotLeft, top-10, "start", `font-size="13" font-weight="bold"`, pn.title)
+		for _, v := range yt.ticks {
+			y := ypos(v)
+			fmt.Fprintf(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", plotLeft, y, plotWidth-plotRight, y)
+			text(&b, plotLeft-6, y+4, "end", "", formatTick(v, yt.step))
+		}
+		for _, v := range xt.ticks {
+			x := xpos(v)
+			fmt.Fprintf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x, top, x, bottom)
+			if i == len(panels)-1 {
+				text(&b, x, bottom+16, "middle", "", formatNodes(v))
+			}
+		}
+		fmt.Fprintf(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"none\" stroke=\"#444\"/>\n", plotLeft, top, innerW, panelHeight)
+		fmt.Fprintf(&b, "<text x=\"20\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 20 %.1f)\">%s</text>\n", (top+bottom)/2, (top+bottom)/2, escape(pn.unit))
+
+		var line []string
+		for _, p := range pts {
+			if v := pn.value(p); !math.IsNaN(v) {
+				line = append(line, fmt.Sprintf("%.1f,%.1f", xpos(float64(p.nodes)), ypos(v)))
+			}
+		}
+		if len(line) > 1 {
+			fmt.Fprintf(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"#1f5fa8\" stroke-width=\"2\"/>\n", strings.Join(line, " "))
+		}
+		for _, p := range pts {
+			v := pn.value(p)
+			if math.IsNaN(v) {
+				continue
+			}
+			x, y := xpos(float64(p.nodes)), ypos(v)
+			marker(&b, x, y, p.behind)
+			text(&b, x, y-9, "middle", `font-size="10" fill="#333"`, strconv.FormatFloat(v, 'g', 3, 64))
+		}
+		fmt.Fprintf(&b, "</g>\n")
+	}
+	bottom := plotTop + len(panels)*panelHeight + (len(panels)-1)*panelGap
+	text(&b, plotLeft+innerW/2, float64(bottom+42), "middle", `font-size="13"`, "nodes (N), logarithmic")
+	b.WriteString("</svg>\n")
+	_, err = w.Write(b.Bytes())
+	return err
+}
+
+// legend explains the markers under the title; the hollow one only when
+// some run fell behind.
+func legend(b *bytes.Buffer, pts []scalePoint) {
+	y := 52.0
+	marker(b, plotLeft+6, y-4, false)
+	text(b, plotLeft+16, y, "start", "", "one fleet run, renewing on schedule")
+	if slices.ContainsFunc(pts, func(p scalePoint) bool { return p.behind }) {
+		x := float64(plotLeft + 300)
+		marker(b, x, y-4, true)
+		text(b, x+10, y, "start", "", fmt.Sprintf("fell behind: under %.0f%% of the offered renewals/s", keptUpFraction*100))
+	}
+}
+
+// marker draws a data point: filled, or hollow for a run that fell behind.
+func marker(b *bytes.Buffer, x, y float64, behind bool) {
+	if behind {
+		fmt.Fprintf(b, "<circle class=\"point behind\" cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"white\" stroke=\"#c0392b\" stroke-width=\"2\"/>\n", x, y)
+		return
+	}
+	fmt.Fprintf(b, "<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"#1f5fa8\"/>\n", x, y)
+}
+
+// text writes s, escaped, at (x, y); attrs are extra attributes.
+func text(b *bytes.Buffer, x, y float64, anchor, attrs, s string) {
+	if attrs != "" {
+		attrs = " " + attrs
+	}
+	fmt.Fprintf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\"%s>%s</text>\n", x, y, anchor, attrs, escape(s))
+}
+
+func escape(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s)) // a strings.Builder does not fail
+	return b.String()
+}
+
+// ticks are an axis's range and the values marked on it.
+type ticks struct {
+	lo, hi float64
+	step   float64 // between two ticks of a linear axis
+	ticks  []float64
+}
+
+// logTicks chooses a logarithmic axis covering lo to hi (both positive):
+// ticks at 1, 2 and 5 times the powers of ten, or at the powers of ten
+// alone when those would be too many, and a range from the tick at or
+// below lo to the tick at or above hi. A single value gets the ticks
+// either side of it.
+func logTicks(lo, hi float64) ticks {
+	const maxTicks = 8
+	for _, mantissas := range [][]float64{{1, 2, 5}, {1}} {
+		var t ticks
+		for e := math.Floor(math.Log10(lo)) - 1; e <= math.Ceil(math.Log10(hi))+1; e++ {
+			for _, m := range mantissas {
+				t.ticks = append(t.ticks, m*math.Pow(10, e))
+			}
+		}
+		// The candidates now run past lo and hi on both sides: keep those
+		// in range and one either side where lo or hi falls between two.
+		first := 0
+		for first+1 < len(t.ticks) && t.ticks[first+1] <= lo*(1+1e-9) {
+			first++
+		}
+		last := len(t.ticks) - 1
+		for last-1 >= 0 && t.ticks[last-1] >= hi*(1-1e-9) {
+			last--
+		}
+		if first == last { // lo == hi, on a tick
+			first, last = first-1, last+1
+		}
+		t.ticks = t.ticks[first : last+1]
+		t.lo, t.hi = t.ticks[0], t.ticks[len(t.ticks)-1]
+		if len(t.ticks) <= maxTicks || len(mantissas) == 1 {
+			for i, v := range t.ticks { // exact decimals, not 10^e rounding
+				t.ticks[i], _ = strconv.ParseFloat(strconv.FormatFloat(v, 'g', 12, 64), 64)
+			}
+			t.lo, t.hi = t.ticks[0], t.ticks[len(t.ticks)-1]
+			return t
+		}
+	}
+	panic("unreachable")
+}
+
+// linearTicks chooses a linear axis from 0 to at least max: the fewest
+// steps of 1, 2 or 5 times a power of ten that are at least three, which
+// makes three to five.
+func linearTicks(max float64) ticks {
+	if !(max > 0) {
+		max = 1
+	}
+	steps := func(step float64) int { return int(math.Ceil(max/step - 1e-9)) }
+	p := math.Pow(10, math.Floor(math.Log10(max)))
+	step := p / 10 // max/step is at least 10
+	for _, m := range []float64{5, 2, 1, 0.5, 0.2} {
+		if steps(m*p) >= 3 {
+			step = m * p
+			break
+		}
+	}
+	n := steps(step)
+	t := ticks{step: step}
+	for i := 0; i <= n; i++ {
+		v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(i)*step, 'g', 12, 64), 64)
+		t.ticks = append(t.ticks, v)
+	}
+	t.lo, t.hi = 0, t.ticks[n]
+	return t
+}
+
+// formatTick prints v with as many decimals as step needs.
+func formatTick(v, step float64) string {
+	return strconv.FormatFloat(v, 'f', max(0, int(-math.Floor(math.Log10(step)+1e-9))), 64)
+}
+
+// formatNodes prints a node count short: 500, 2k, 100k, 1M.
+func formatNodes(v float64) string {
+	switch {
+	case v >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'g', -1, 64) + "M"
+	case v >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'g', -1, 64) + "k"
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}

@@ -1,0 +1,240 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestLogTicks(t *testing.T) {
+	tests := []struct {
+		lo, hi float64
+		want   []float64
+	}{
+		{1000, 100000, []float64{1000, 2000, 5000, 10000, 20000, 50000, 100000}},
+		{1500, 80000, []float64{1000, 2000, 5000, 10000, 20000, 50000, 100000}},
+		{200, 400, []float64{200, 500}},
+		{1000, 1000, []float64{500, 1000, 2000}},
+		{300, 300, []float64{200, 500}},
+		{1000, 1e6, []float64{1000, 10000, 100000, 1e6}},
+		{1, 1e6, []float64{1, 10, 100, 1000, 10000, 100000, 1e6}},
+		{0.3, 7, []float64{0.2, 0.5, 1, 2, 5, 10}},
+	}
+	for _, tt := range tests {
+		got := logTicks(tt.lo, tt.hi)
+		if !slices.Equal(got.ticks, tt.want) {
+			t.Errorf("logTicks(%v, %v) = %v, want %v", tt.lo, tt.hi, got.ticks, tt.want)
+		}
+		if got.lo != tt.want[0] || got.hi != tt.want[len(tt.want)-1] {
+			t.Errorf("logTicks(%v, %v) range %v to %v, want the outer ticks", tt.lo, tt.hi, got.lo, got.hi)
+		}
+	}
+}
+
+func TestLinearTicks(t *testing.T) {
+	tests := []struct {
+		max  float64
+		want []float64
+		text []string
+	}{
+		{1, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}, []string{"0.0", "0.2", "0.4", "0.6", "0.8", "1.0"}},
+		{0, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}, nil},
+		{3.1, []float64{0, 1, 2, 3, 4}, []string{"0", "1", "2", "3", "4"}},
+		{4.1, []float64{0, 2, 4, 6}, nil},
+		{1.1, []float64{0, 0.5, 1, 1.5}, []string{"0.0", "0.5", "1.0", "1.5"}},
+		{0.0123, []float64{0, 0.005, 0.01, 0.015}, []string{"0.000", "0.005", "0.010", "0.015"}},
+		{180, []float64{0, 50, 100, 150, 200}, []string{"0", "50", "100", "150", "200"}},
+		{86.2, []float64{0, 20, 40, 60, 80, 100}, nil},
+	}
+	for _, tt := range tests {
+		got := linearTicks(tt.max)
+		if !slices.Equal(got.ticks, tt.want) {
+			t.Errorf("linearTicks(%v) = %v, want %v", tt.max, got.ticks, tt.want)
+			continue
+		}
+		if got.lo != 0 || got.hi != tt.want[len(tt.want)-1] {
+			t.Errorf("linearTicks(%v) range %v to %v", tt.max, got.lo, got.hi)
+		}
+		for i, s := range tt.text {
+			if f := formatTick(got.ticks[i], got.step); f != s {
+				t.Errorf("linearTicks(%v): tick %v prints %q, want %q", tt.max, got.ticks[i], f, s)
+			}
+		}
+	}
+}
+
+func TestFormatNodes(t *testing.T) {
+	for v, want := range map[float64]string{200: "200", 1000: "1k", 2000: "2k", 50000: "50k", 100000: "100k", 1e6: "1M", 0.5: "0.5"} {
+		if got := formatNodes(v); got != want {
+			t.Errorf("formatNodes(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// fleetReport is a fleet run of n nodes at the given share of the offered
+// rate.
+func fleetReport(n int, keptUp float64, server bool) *Report {
+	r := &Report{
+		Scenario: "fleet", Ops: uint64(n) * 6, OpsPerSecond: float64(n) / 10 * keptUp, TargetOpsPerSecond: float64(n) / 10,
+		Latency: Percentiles{Count: uint64(n) * 6, P50: 2, P99: 5 + float64(n)/1000, Max: 40},
+		Fleet:   &FleetReport{Nodes: n},
+	}
+	if server {
+		r.ServerProcess = &ProcessStats{CPUSeconds: 3, CPUSecondsPer1000Ops: 0.5, RSSBytes: 80<<20 + uint64(n)<<11}
+	}
+	return r
+}
+
+// svgCounts is what a test looks for in a plot.
+type svgCounts struct {
+	panels  int
+	markers []int // data markers per panel
+	behind  int   // hollow ones, in all panels
+	legend  int   // markers outside the panels
+	texts   []string
+}
+
+// readSVG decodes the whole document as XML and counts its parts.
+func readSVG(t *testing.T, doc []byte) svgCounts {
+	t.Helper()
+	var c svgCounts
+	dec := xml.NewDecoder(bytes.NewReader(doc))
+	inPanel, inText, root := false, false, ""
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not XML: %v\n%s", err, doc)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = el.Name.Local
+			}
+			class := ""
+			for _, a := range el.Attr {
+				if a.Name.Local == "class" {
+					class = a.Value
+				}
+			}
+			switch {
+			case el.Name.Local == "g" && class == "panel":
+				inPanel = true
+				c.panels++
+				c.markers = append(c.markers, 0)
+			case el.Name.Local == "circle" && strings.HasPrefix(class, "point"):
+				if !inPanel {
+					c.legend++
+					break
+				}
+				c.markers[len(c.markers)-1]++
+				if strings.Contains(class, "behind") {
+					c.behind++
+				}
+			case el.Name.Local == "text":
+				inText = true
+			}
+		case xml.EndElement:
+			switch el.Name.Local {
+			case "g":
+				inPanel = false
+			case "text":
+				inText = false
+			}
+		case xml.CharData:
+			if inText {
+				c.texts = append(c.texts, string(el))
+			}
+		}
+	}
+	if root != "svg" {
+		t.Errorf("root element %q, want svg", root)
+	}
+	return c
+}
+
+func TestWritePlot(t *testing.T) {
+	tests := []struct {
+		name    string
+		reports []*Report
+		title   string
+		markers []int
+		behind  int
+		legend  int
+	}{
+		{"the curve", []*Report{fleetReport(10000, 1, true), fleetReport(1000, 1, true), fleetReport(50000, 1, true), fleetReport(100000, 1, true)}, "", []int{4, 4, 4}, 0, 1},
+		{"one fell behind", []*Report{fleetReport(1000, 1, true), fleetReport(100000, 0.8, true)}, "16 cores <AMD> & NVMe", []int{2, 2, 2}, 3, 2},
+		{"just keeping up", []*Report{fleetReport(1000, 0.96, true)}, "", []int{1, 1, 1}, 0, 1},
+		{"server not measured", []*Report{fleetReport(1000, 1, true), fleetReport(2000, 1, false)}, "", []int{1, 1, 2}, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := WritePlot(&b, tt.reports, PlotConfig{Title: tt.title}); err != nil {
+				t.Fatal(err)
+			}
+			c := readSVG(t, b.Bytes())
+			if c.panels != 3 || !slices.Equal(c.markers, tt.markers) {
+				t.Errorf("%d panels with %v markers, want 3 with %v", c.panels, c.markers, tt.markers)
+			}
+			if c.behind != tt.behind || c.legend != tt.legend {
+				t.Errorf("%d hollow markers, %d in the legend; want %d and %d", c.behind, c.legend, tt.behind, tt.legend)
+			}
+			title := tt.title
+			if title == "" {
+				title = "leasehold fleet scaling"
+			}
+			for _, want := range []string{title, "nodes (N), logarithmic", "KiB", "1k"} {
+				if !slices.Contains(c.texts, want) {
+					t.Errorf("no text %q in %q", want, c.texts)
+				}
+			}
+		})
+	}
+}
+
+func TestWritePlotRejects(t *testing.T) {
+	tests := []struct {
+		name    string
+		reports []*Report
+	}{
+		{"none", nil},
+		{"a watch report", []*Report{fleetReport(1000, 1, true), {Scenario: "watch", Watch: &WatchReport{}}}},
+		{"a fleet report without nodes", []*Report{{Scenario: "fleet"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := WritePlot(io.Discard, tt.reports, PlotConfig{}); err == nil {
+				t.Error("accepted")
+			}
+		})
+	}
+}
+
+func TestReadReports(t *testing.T) {
+	var in bytes.Buffer
+	for _, n := range []int{1000, 2000} {
+		if err := fleetReport(n, 1, true).WriteJSON(&in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ReadReports(&in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Fleet.Nodes != 1000 || got[1].Fleet.Nodes != 2000 {
+		t.Errorf("read %d reports: %+v", len(got), got)
+	}
+	if _, err := ReadReports(strings.NewReader(`{"scenario": "fleet"} {"scenario": `)); err == nil {
+		t.Error("a truncated second report was accepted")
+	}
+	if got, err := ReadReports(strings.NewReader("")); err != nil || len(got) != 0 {
+		t.Errorf("empty input: %v, %v", got, err)
+	}
+}
