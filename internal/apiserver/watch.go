@@ -187,7 +187,11 @@ func (ew *eventWriter) frame(t watch.EventType, obj runtime.Object, gv schema.Gr
 	if err != nil {
 		return nil, err
 	}
+	// The frame lives as long as the event in the watch cache's ring:
+	// room for the object and the envelope, so that it is not twice the
+	// size it needs.
 	var buf bytes.Buffer
+	buf.Grow(len(raw) + 128)
 	if err := ew.enc.Encode(&metav1.WatchEvent{Type: string(t), Object: runtime.RawExtension{Raw: bytes.TrimSpace(raw)}}, &buf); err != nil {
 		return nil, err
 	}

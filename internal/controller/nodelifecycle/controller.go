@@ -59,6 +59,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -226,8 +227,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.health = map[string]*health{}
 	})
 	ctx, cancel := context.WithCancel(ctx)
-	nodeFactory := informers.NewSharedInformerFactory(c.client, 0)
-	leaseFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithNamespace(corev1.NamespaceNodeLease))
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(dropManagedFields))
+	leaseFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
+		informers.WithNamespace(corev1.NamespaceNodeLease), informers.WithTransform(dropManagedFields))
 	// Deferred in this order, cancel runs first, then the factories wait for
 	// their informers to stop.
 	defer nodeFactory.Shutdown()
@@ -303,6 +305,16 @@ func (c *Controller) update(f func()) {
 // list are first sightings: they start a fresh grace period without counting
 // as a renewal. Afterwards any lease whose uid or renewTime differs from the
 // one last seen, a new lease included, is a renewal.
+// dropManagedFields is the informers' transform: the controller never reads
+// managedFields, and they are a good part of every node and lease it
+// caches, one of each per node of the fleet.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
 func (c *Controller) observeLease(l *coordinationv1.Lease, initial bool) {
 	now := c.clock.Now()
 	mark := markOf(l)
