@@ -38,6 +38,7 @@ type Report struct {
 	Fleet *FleetReport `json:"fleet,omitempty"`
 	Kill  *KillReport  `json:"kill,omitempty"`
 	Watch *WatchReport `json:"watch,omitempty"`
+	List  *ListReport  `json:"list,omitempty"`
 }
 
 // EtcdReport is the bare etcd doing one put per update at the same
@@ -115,6 +116,20 @@ type WatchReport struct {
 	Restarts uint64 `json:"restarts"`
 }
 
+// ListReport is what the full lists of a namespace's leases returned.
+type ListReport struct {
+	Namespace string `json:"namespace"`
+	// ChunkSize is the page size asked for; 0 is one unpaginated list.
+	ChunkSize int64 `json:"chunkSize"`
+	// Items is the number of leases in the last complete list.
+	Items int `json:"items"`
+	// PagesPerList and BytesPerList are means over the lists; the bytes are
+	// the response bodies of all of a list's pages.
+	PagesPerList   float64 `json:"pagesPerList"`
+	BytesPerList   float64 `json:"bytesPerList"`
+	ItemsPerSecond float64 `json:"itemsPerSecond"`
+}
+
 // WriteJSON writes r as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
@@ -187,6 +202,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		lat("  ack → delivery", wr.FromAck)
 		row("  before the ack", "%d", wr.BeforeAck)
 		row("  watch restarts", "%d", wr.Restarts)
+	}
+	if l := r.List; l != nil {
+		row("items per list", "%d in %s (chunk size %d, %.1f pages), %.0f items/s", l.Items, l.Namespace, l.ChunkSize, l.PagesPerList, l.ItemsPerSecond)
+		row("  bytes per list", "%s", byteSize(l.BytesPerList))
 	}
 	for _, s := range r.ErrorSamples {
 		row("error", "%s", s)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "bench", summary: "load an API server: throughput, fleet or watch scenario", run: runBench})
+	register(&command{name: "bench", summary: "load an API server: throughput, fleet, watch or list scenario; plot fleet results", run: runBench})
 }
 
 const benchUsage = `Usage: leasehold bench SCENARIO [flags]
@@ -28,9 +29,14 @@ Scenarios:
   fleet        virtual node agents registering a Node and Lease and renewing on schedule;
                with --kill-fraction, the delay from an agent's death to its Node's Ready=Unknown
   watch        watchers on a namespace's leases while writers renew: delivery delay
+  list         full lists of a namespace's leases, one at a time, optionally in chunks
 
 Progress goes to stderr, the results table (or JSON with --json) to stdout.
 Run 'leasehold bench SCENARIO --help' for a scenario's flags.
+
+  leasehold bench plot [--out FILE] [--title TITLE] REPORT.json...
+               draws fleet reports (--json output; several per file allowed) as an
+               SVG scaling curve: CPU per 1000 renewals, memory per lease, p99 latency
 `
 
 // benchScenario builds a scenario from the parsed flags.
@@ -47,10 +53,14 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
+	if args[0] == "plot" {
+		return runBenchPlot(args[1:])
+	}
 	scenarios := map[string]*benchScenario{
 		"throughput": throughputScenario(),
 		"fleet":      fleetScenario(),
 		"watch":      watchScenario(),
+		"list":       listScenario(),
 	}
 	name := args[0]
 	sc, ok := scenarios[name]
@@ -188,4 +198,73 @@ func watchScenario() *benchScenario {
 			return w.Run(ctx)
 		},
 	}
+}
+
+func listScenario() *benchScenario {
+	var cfg bench.ListConfig
+	return &benchScenario{
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&cfg.Namespace, "namespace", "kube-node-lease", "namespace of the leases")
+			fs.Int64Var(&cfg.ChunkSize, "chunk-size", 0, "leases per page, as kubectl's --chunk-size (0: one unpaginated list)")
+			fs.StringVar(&cfg.ResourceVersion, "resource-version", "", `resourceVersion of the lists: "" the most recent (a consistent read, as kubectl), "0" any`)
+		},
+		run: func(ctx context.Context, c bench.Common) (*bench.Report, error) {
+			cfg.Common = c
+			l, err := bench.NewList(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return l.Run(ctx)
+		},
+	}
+}
+
+// runBenchPlot draws the fleet reports named in args as an SVG image.
+func runBenchPlot(args []string) error {
+	var (
+		out string
+		cfg bench.PlotConfig
+	)
+	fs := newFlagSet("bench plot")
+	fs.StringVar(&out, "out", "-", "SVG file to write (-: standard output)")
+	fs.StringVar(&cfg.Title, "title", "", `title of the image, for example the machine the runs were made on (default "leasehold fleet scaling")`)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: leasehold bench plot [--out FILE] [--title TITLE] REPORT.json...\n\n"+
+			"Reads fleet reports, as 'leasehold bench fleet --json' prints them (a file may hold\n"+
+			"several, one after another), and draws them as an SVG scaling curve.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitError{code: 2}
+	}
+	var reports []*bench.Report
+	for _, name := range fs.Args() {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		rs, err := bench.ReadReports(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		reports = append(reports, rs...)
+	}
+	var b bytes.Buffer
+	if err := bench.WritePlot(&b, reports, cfg); err != nil {
+		return err
+	}
+	if out == "-" {
+		_, err := os.Stdout.Write(b.Bytes())
+		return err
+	}
+	if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "leasehold bench plot: %d reports drawn in %s\n", len(reports), out)
+	return nil
 }

@@ -1,0 +1,97 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
+	"github.com/leasehold/leasehold/internal/bench"
+)
+
+func TestList(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	client := kubernetes.NewForConfigOrDie(s.Config)
+	const leases = 25
+	for i := range leases {
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("list-%d", i), Namespace: corev1.NamespaceNodeLease},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("list"), LeaseDurationSeconds: ptr.To[int32](40)},
+		}
+		if _, err := client.CoordinationV1().Leases(l.Namespace).Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := len(all.Items) // the server may keep leases of its own there
+
+	tests := []struct {
+		name            string
+		chunkSize       int64
+		resourceVersion string
+		pages           float64
+	}{
+		{"unpaginated", 0, "", 1},
+		{"in chunks", 10, "", float64((items + 9) / 10)},
+		{"one chunk", 1000, "", 1},
+		{"any version", 0, "0", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var progress syncBuffer
+			c := common(t, s, &progress)
+			c.Duration = time.Second
+			l, err := bench.NewList(bench.ListConfig{Common: c, ChunkSize: tt.chunkSize, ResourceVersion: tt.resourceVersion})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := l.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkReport(t, r, "list", &progress, "list")
+			lr := r.List
+			if lr == nil {
+				t.Fatal("no list report")
+			}
+			if lr.Items != items || lr.PagesPerList != tt.pages || lr.ChunkSize != tt.chunkSize || lr.Namespace != corev1.NamespaceNodeLease {
+				t.Errorf("list report %+v, want %d items in %v pages", lr, items, tt.pages)
+			}
+			if lr.BytesPerList < float64(items*50) {
+				t.Errorf("%v bytes per list of %d leases", lr.BytesPerList, items)
+			}
+			if want := float64(r.Ops) * float64(items) / r.Seconds; lr.ItemsPerSecond < want*0.99 || lr.ItemsPerSecond > want*1.01 {
+				t.Errorf("ItemsPerSecond %v, want %v", lr.ItemsPerSecond, want)
+			}
+		})
+	}
+}
+
+func TestNewListRejects(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	tests := []struct {
+		name string
+		cfg  bench.ListConfig
+	}{
+		{"no REST config", bench.ListConfig{}},
+		{"negative chunk size", bench.ListConfig{Common: bench.Common{REST: s.Config}, ChunkSize: -1}},
+		{"negative duration", bench.ListConfig{Common: bench.Common{REST: s.Config, Duration: -time.Second}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := bench.NewList(tt.cfg); err == nil {
+				t.Error("accepted")
+			}
+		})
+	}
+}
