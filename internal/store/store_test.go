@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -17,7 +19,7 @@ import (
 	"github.com/leasehold/leasehold/internal/store/embedded"
 )
 
-func newStore(t *testing.T) (*store.Store, *store.Kind) {
+func newStore(t testing.TB) (*store.Store, *store.Kind) {
 	t.Helper()
 	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -157,5 +159,48 @@ func TestListPaginationAndResume(t *testing.T) {
 	}
 	if _, err := k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 2, Continue: page.Continue + ""}); err != nil && !errors.Is(err, store.ErrCompacted) {
 		t.Fatalf("continue after compaction: %v", err)
+	}
+}
+
+// BenchmarkUpdateParallel renews leases from many goroutines at once, each
+// its own lease from its cached copy, as a fleet's heartbeats reach the
+// store: the writes go to etcd in group commits.
+func BenchmarkUpdateParallel(b *testing.B) {
+	const parallelism = 16 // goroutines per core
+	_, k := newStore(b)
+	ctx := context.Background()
+	// One lease per goroutine, created before the clock starts.
+	leases := make(chan runtime.Object, parallelism*goruntime.GOMAXPROCS(0))
+	for i := range cap(leases) {
+		name := fmt.Sprintf("bench-%d", i)
+		l, err := k.Create(ctx, k.Key("default", name), lease("default", name, "h"), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		leases <- l
+	}
+	b.ReportAllocs()
+	b.SetParallelism(parallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		cur := <-leases
+		defer func() { leases <- cur }()
+		m := cur.(*coordinationv1.Lease)
+		key := k.Key(m.Namespace, m.Name)
+		for i := int32(0); pb.Next(); i++ {
+			next, err := k.Update(ctx, key, store.UpdateOptions{Guess: cur}, func(current runtime.Object) (runtime.Object, error) {
+				l := current.(*coordinationv1.Lease).DeepCopy()
+				l.Spec.LeaseTransitions = ptr.To(i)
+				return l, nil
+			})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			cur = next
+		}
+	})
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "updates/s")
 	}
 }
