@@ -43,8 +43,21 @@ vet:
 test: test-tools build vet
 	PATH="$$PATH:$(BIN)" $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
-bench:
+# The Go microbenchmarks of the hot path (allocs/op), then hack/bench.sh:
+# the `leasehold bench` scenarios (throughput, fleet, list, restart, watch),
+# each on a server of its own, and the scaling curve drawn from the fleet
+# runs. Knobs, from the environment or the command line
+# (`make bench BENCH_NODES="1000 10000 50000 100000"` for the full curve):
+#   BENCH_NODES     fleet sizes                   (default "1000 10000")
+#   BENCH_DURATION  measurement per fleet size    (default 60s)
+#   BENCH_WATCHERS  watchers of the watch run     (default 1000)
+#   BENCH_OUT       JSON results and server logs  (default bench-results)
+#   BENCH_PLOT      the scaling curve, SVG        (default docs/scaling.svg)
+#   BENCH_TITLE     its title                     (default: CPU and cores)
+# and more in hack/bench.sh.
+bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	bash hack/bench.sh
 
 fuzz:
 	FUZZ_TIME=$(FUZZ_TIME) GO=$(GO) bash hack/fuzz.sh

@@ -231,13 +231,16 @@ type ticks struct {
 }
 
 // logTicks chooses a logarithmic axis covering lo to hi (both positive):
-// ticks at 1, 2 and 5 times the powers of ten, or at the powers of ten
-// alone when those would be too many, and a range from the tick at or
-// below lo to the tick at or above hi. A single value gets the ticks
-// either side of it.
+// ticks at 1 to 9 times the powers of ten on a short range, at 1, 2 and 5
+// times them when those would be too many, at the powers of ten alone on
+// a long range; the axis runs from the tick at or below lo to the tick at
+// or above hi. A single value gets an axis from half to twice itself.
 func logTicks(lo, hi float64) ticks {
 	const maxTicks = 8
-	for _, mantissas := range [][]float64{{1, 2, 5}, {1}} {
+	if lo == hi {
+		lo, hi = lo/2, hi*2
+	}
+	for _, mantissas := range [][]float64{{1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 2, 5}, {1}} {
 		var t ticks
 		for e := math.Floor(math.Log10(lo)) - 1; e <= math.Ceil(math.Log10(hi))+1; e++ {
 			for _, m := range mantissas {
@@ -253,9 +256,6 @@ func logTicks(lo, hi float64) ticks {
 		last := len(t.ticks) - 1
 		for last-1 >= 0 && t.ticks[last-1] >= hi*(1-1e-9) {
 			last--
-		}
-		if first == last { // lo == hi, on a tick
-			first, last = first-1, last+1
 		}
 		t.ticks = t.ticks[first : last+1]
 		t.lo, t.hi = t.ticks[0], t.ticks[len(t.ticks)-1]

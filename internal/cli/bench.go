@@ -31,7 +31,8 @@ Scenarios:
   watch        watchers on a namespace's leases while writers renew: delivery delay
   list         full lists of a namespace's leases, one at a time, optionally in chunks
 
-Progress goes to stderr, the results table (or JSON with --json) to stdout.
+Progress goes to stderr, the results table (or JSON with --json) to stdout;
+--report FILE also writes the JSON to FILE.
 Run 'leasehold bench SCENARIO --help' for a scenario's flags.
 
   leasehold bench plot [--out FILE] [--title TITLE] REPORT.json...
@@ -73,6 +74,7 @@ func runBench(ctx context.Context, args []string) error {
 		common           bench.Common
 		jsonOut, quiet   bool
 		logLevel, logFmt string
+		reportFile       string
 	)
 	fs := newFlagSet("bench " + name)
 	conn.register(fs)
@@ -81,6 +83,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.DurationVar(&common.ProgressInterval, "progress-interval", bench.DefaultProgressInterval, "time between two progress lines")
 	fs.IntVar(&common.ServerPID, "server-pid", 0, "the server's process id, for its CPU and memory (default: the local process listening on the server's port; -1: none)")
 	fs.BoolVar(&jsonOut, "json", false, "print the results as JSON")
+	fs.StringVar(&reportFile, "report", "", "also write the results as JSON to this file")
 	fs.BoolVar(&quiet, "quiet", false, "print no progress lines")
 	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	fs.StringVar(&logFmt, "log-format", "text", "text or json")
@@ -115,6 +118,15 @@ func runBench(ctx context.Context, args []string) error {
 	r, err := sc.run(ctx, common)
 	if err != nil {
 		return err
+	}
+	if reportFile != "" {
+		var b bytes.Buffer
+		if err := r.WriteJSON(&b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(reportFile, b.Bytes(), 0o644); err != nil {
+			return err
+		}
 	}
 	return writeReport(os.Stdout, r, jsonOut)
 }
@@ -251,6 +263,11 @@ func runBenchPlot(args []string) error {
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
+		}
+		for _, r := range rs {
+			if r.Fleet == nil {
+				return fmt.Errorf("%s: a %q report, not a fleet one", name, r.Scenario)
+			}
 		}
 		reports = append(reports, rs...)
 	}

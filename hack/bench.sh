@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# The `leasehold bench` scenarios that `make bench` runs after the Go
+# microbenchmarks, each against a server of its own on a fresh data
+# directory, and the scaling curve drawn from the fleet runs.
+#
+#   throughput   100 clients updating leases as fast as they can, beside a
+#                bare embedded etcd doing one put per update
+#   for each N in $BENCH_NODES, on a fresh server:
+#     fleet      N virtual agents renewing every 10 s
+#     list       full lists of the N leases in kube-node-lease
+#     restart    SIGTERM, start again on the same data: time to the first
+#                200 from /readyz
+#   watch        $BENCH_WATCHERS watchers on the renewals of 10 writers
+#   plot         the fleet runs as an SVG: CPU per 1000 renewals, memory
+#                per lease and p99 latency against N
+#
+# It builds nothing: bin/leasehold must exist (make builds it first).
+# Progress lines and results tables go to the terminal; every result is
+# also kept as JSON in $BENCH_OUT/<scenario>-<N>.json.
+#
+# Knobs (environment):
+#   BENCH_NODES                fleet sizes (default "1000 10000"; the full
+#                              curve is "1000 10000 50000 100000")
+#   BENCH_DURATION             measurement per fleet size (default 60s)
+#   BENCH_WATCHERS             watchers of the watch run (default 1000)
+#   BENCH_OUT                  results directory (default bench-results)
+#   BENCH_PLOT                 SVG to draw (default docs/scaling.svg)
+#   BENCH_TITLE                title of the plot (default: this machine's
+#                              CPU and core count)
+#   BENCH_THROUGHPUT_DURATION  throughput measurement (default 30s)
+#   BENCH_WATCH_DURATION       watch measurement (default 30s)
+#   BENCH_LIST_DURATION        list measurement per fleet size (default 5s)
+#   BENCH_SERVE_FLAGS          extra flags for every `leasehold serve`
+#                              (default none)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+BENCH_NODES=${BENCH_NODES:-"1000 10000"}
+BENCH_DURATION=${BENCH_DURATION:-60s}
+BENCH_WATCHERS=${BENCH_WATCHERS:-1000}
+BENCH_OUT=${BENCH_OUT:-bench-results}
+BENCH_PLOT=${BENCH_PLOT:-docs/scaling.svg}
+BENCH_THROUGHPUT_DURATION=${BENCH_THROUGHPUT_DURATION:-30s}
+BENCH_WATCH_DURATION=${BENCH_WATCH_DURATION:-30s}
+BENCH_LIST_DURATION=${BENCH_LIST_DURATION:-5s}
+BENCH_SERVE_FLAGS=${BENCH_SERVE_FLAGS:-}
+if [[ -z ${BENCH_TITLE:-} ]]; then
+	cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1)
+	BENCH_TITLE="leasehold fleet scaling: ${cpu:-$(uname -m)}, $(nproc) cores"
+fi
+
+LEASEHOLD=bin/leasehold
+if [[ ! -x $LEASEHOLD ]]; then
+	echo "bench.sh: $LEASEHOLD is missing; run 'make build' first" >&2
+	exit 1
+fi
+mkdir -p "$BENCH_OUT" "$(dirname "$BENCH_PLOT")"
+# The fleet reports of an earlier run would end up in this run's plot.
+rm -f "$BENCH_OUT"/fleet-*.json
+
+# Every data directory lives under one temporary directory, removed at the
+# end together with the server still running, however the script ends.
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-bench.XXXXXX")
+SERVER_PID=""
+cleanup() {
+	stop_server
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { printf '\n=== %s\n' "$*" >&2; }
+
+# free_port prints a loopback TCP port nobody listens on.
+free_port() {
+	local port
+	while :; do
+		port=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			echo "$port"
+			return
+		fi
+	done
+}
+
+# now_ns prints the wall clock in nanoseconds.
+now_ns() { date +%s%N; }
+
+# start_server DATA_DIR PORT LOG starts `leasehold serve` in the background
+# and sets SERVER_PID and SERVER_STARTED (nanoseconds, just before exec).
+start_server() {
+	local dir=$1 port=$2 out=$3
+	SERVER_STARTED=$(now_ns)
+	# shellcheck disable=SC2086 # BENCH_SERVE_FLAGS is a list of flags
+	"$LEASEHOLD" serve --data-dir "$dir" --listen "127.0.0.1:$port" --log-level warn \
+		$BENCH_SERVE_FLAGS >>"$out" 2>&1 &
+	SERVER_PID=$!
+}
+
+# wait_ready PORT polls /readyz until it answers 200, for at most two
+# minutes, and sets READY_AT (nanoseconds).
+wait_ready() {
+	local port=$1 deadline=$((SECONDS + 120))
+	while ((SECONDS < deadline)); do
+		if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+			echo "bench.sh: the server exited; see its log" >&2
+			return 1
+		fi
+		if [[ $(curl -sk -o /dev/null -w '%{http_code}' --max-time 1 "https://127.0.0.1:$port/readyz" || true) == 200 ]]; then
+			READY_AT=$(now_ns)
+			return 0
+		fi
+		sleep 0.02
+	done
+	echo "bench.sh: the server was not ready within two minutes" >&2
+	return 1
+}
+
+# stop_server ends the running server with SIGTERM, and SIGKILL if it is
+# still there a minute later.
+stop_server() {
+	[[ -n $SERVER_PID ]] || return 0
+	kill -TERM "$SERVER_PID" 2>/dev/null || true
+	local deadline=$((SECONDS + 60))
+	while kill -0 "$SERVER_PID" 2>/dev/null && ((SECONDS < deadline)); do
+		sleep 0.1
+	done
+	kill -KILL "$SERVER_PID" 2>/dev/null || true
+	wait "$SERVER_PID" 2>/dev/null || true
+	SERVER_PID=""
+}
+
+# fresh_server LABEL starts a server on a new data directory and a free
+# port, waits until it is ready, and sets DATA_DIR, PORT and KUBECONFIG_FILE.
+fresh_server() {
+	DATA_DIR="$WORK/$1"
+	PORT=$(free_port)
+	KUBECONFIG_FILE="$DATA_DIR/admin.kubeconfig"
+	SERVER_LOG="$BENCH_OUT/serve-$1.log"
+	: >"$SERVER_LOG"
+	start_server "$DATA_DIR" "$PORT" "$SERVER_LOG"
+	wait_ready "$PORT"
+	echo "server pid $SERVER_PID on 127.0.0.1:$PORT (log $SERVER_LOG)" >&2
+}
+
+# bench SCENARIO RESULT FLAGS... runs one scenario against the current
+# server: progress and the table to the terminal, the JSON to RESULT.
+bench() {
+	local scenario=$1 result=$2
+	shift 2
+	"$LEASEHOLD" bench "$scenario" --kubeconfig "$KUBECONFIG_FILE" --server-pid "$SERVER_PID" \
+		--report "$result" "$@"
+	echo "results: $result" >&2
+}
+
+log "throughput: 100 clients for $BENCH_THROUGHPUT_DURATION, then a bare etcd"
+fresh_server throughput
+bench throughput "$BENCH_OUT/throughput.json" --clients 100 --duration "$BENCH_THROUGHPUT_DURATION" --etcd-embedded
+stop_server
+
+for n in $BENCH_NODES; do
+	log "fleet: $n nodes for $BENCH_DURATION"
+	fresh_server "fleet-$n"
+	bench fleet "$BENCH_OUT/fleet-$n.json" --nodes "$n" --duration "$BENCH_DURATION"
+
+	log "list: the $n leases of kube-node-lease, unpaginated, for $BENCH_LIST_DURATION"
+	bench list "$BENCH_OUT/list-$n.json" --duration "$BENCH_LIST_DURATION" --chunk-size 0
+
+	log "restart with $n nodes and leases"
+	stop_server
+	start_server "$DATA_DIR" "$PORT" "$SERVER_LOG"
+	wait_ready "$PORT"
+	ready_ms=$(((READY_AT - SERVER_STARTED) / 1000000))
+	ready=$(printf '%d.%03d' $((ready_ms / 1000)) $((ready_ms % 1000)))
+	printf '{"nodes": %d, "readySeconds": %s}\n' "$n" "$ready" >"$BENCH_OUT/restart-$n.json"
+	echo "ready ${ready}s after exec, with $n nodes and leases" >&2
+	echo "results: $BENCH_OUT/restart-$n.json" >&2
+	stop_server
+	rm -rf "$DATA_DIR"
+done
+
+log "watch: $BENCH_WATCHERS watchers for $BENCH_WATCH_DURATION"
+fresh_server watch
+bench watch "$BENCH_OUT/watch-$BENCH_WATCHERS.json" --watchers "$BENCH_WATCHERS" --duration "$BENCH_WATCH_DURATION"
+stop_server
+
+log "plot: $BENCH_PLOT"
+"$LEASEHOLD" bench plot --title "$BENCH_TITLE" --out "$BENCH_PLOT" "$BENCH_OUT"/fleet-*.json
