@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -139,6 +139,22 @@ func (c *fleetCounters) snapshot() fleetCounts {
 	return fleetCounts{c.missed.Load(), c.conflicts.Load(), c.creations.Load(), c.statusPosts.Load()}
 }
 
+// maxIdleWorkers is how many idle workers the fleet's dispatcher keeps
+// for the next passes; more end.
+const maxIdleWorkers = 512
+
+// fleetRun is what the virtual agents of one run share.
+type fleetRun struct {
+	cfg      *FleetConfig
+	pool     *pool
+	leases   []*leaseClient // one per connection of the pool
+	sched    schedule
+	disp     *dispatcher
+	counters fleetCounters
+	cur      atomic.Pointer[meter] // where renewals are recorded
+	agents   []vagent
+}
+
 // Run registers every agent's Node and Lease, renews on the schedule for
 // the duration (killing some agents if asked), and reports.
 func (f *Fleet) Run(ctx context.Context) (*Report, error) {
@@ -148,11 +164,15 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	var counters fleetCounters
-	agents := make([]*vagent, cfg.Nodes)
-	for i := range agents {
-		agents[i] = &vagent{f: f, i: i, name: cfg.NodePrefix + strconv.Itoa(i), c: p.get(i), counters: &counters}
+	leases, err := newLeaseClients(p)
+	if err != nil {
+		return nil, err
 	}
+	r := &fleetRun{cfg: cfg, pool: p, leases: leases, agents: make([]vagent, cfg.Nodes)}
+	for i := range r.agents {
+		r.agents[i].name = cfg.NodePrefix + strconv.Itoa(i)
+	}
+	counters := &r.counters
 	if cfg.Cleanup {
 		defer f.cleanup(p)
 	}
@@ -160,34 +180,34 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	// Every agent starts renewing as soon as it has registered, on a grid
 	// laid from the start of the registration, as a fleet coming up would;
 	// the measurement starts once all have registered. Until then the
-	// renewals go to a warm-up meter.
-	var wg sync.WaitGroup
-	defer wg.Wait() // after stopRun, deferred below
+	// renewals go to a warm-up meter. The dispatcher runs every agent's
+	// passes when due; it ends, after its workers, when runCtx does.
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	var warm, m meter
-	var cur atomic.Pointer[meter]
-	cur.Store(&warm)
+	r.cur.Store(&warm)
 	regStart := clk.Now()
-	s := schedule{start: regStart.Add(50 * time.Millisecond), n: cfg.Nodes, interval: cfg.Interval, jitter: renewJitter}
+	r.sched = schedule{start: regStart.Add(50 * time.Millisecond), n: cfg.Nodes, interval: cfg.Interval, jitter: renewJitter}
+	r.disp = newDispatcher(clk, regStart, maxIdleWorkers, r.pass)
+	dispDone := make(chan struct{})
+	go func() { r.disp.run(runCtx); close(dispDone) }()
+	defer func() { stopRun(); <-dispDone }()
 
 	var reg meter
 	regCtx, regDone := context.WithCancel(ctx)
 	progressDone := make(chan struct{})
 	regExtra := func() string { return fmt.Sprintf("renewals %d", warm.ops.Load()) }
 	go func() { progress(regCtx, &cfg.Common, "register", &reg, regExtra); close(progressDone) }()
-	err = parallel(ctx, len(agents), defaultRegisterWidth, func(i int) error {
-		a := agents[i]
+	err = parallel(ctx, cfg.Nodes, defaultRegisterWidth, func(i int) error {
+		a := &r.agents[i]
 		begin := clk.Now()
-		if err := a.register(ctx); err != nil {
+		if err := r.register(ctx, i); err != nil {
 			reg.fail(err) // the agent tries again on its first pass
 		} else {
 			reg.ok(clk.Since(begin))
 		}
-		actx, cancel := context.WithCancel(runCtx)
-		a.stop = cancel
-		k := s.slot(a.i, clk.Now()) + 1
-		wg.Go(func() { a.run(actx, s, k, &cur) })
+		a.k = r.sched.slot(i, clk.Now()) + 1
+		r.disp.at(i, r.sched.due(i, a.k, rand.Float64()))
 		return nil
 	})
 	regDone()
@@ -222,7 +242,7 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	// The measurement.
 	start := clk.Now()
 	before := counters.snapshot()
-	cur.Store(&m)
+	r.cur.Store(&m)
 	server, hasServer := cfg.serverMeter(start)
 	self := startProcMeter(0, start)
 	progressDone = make(chan struct{})
@@ -238,7 +258,7 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	if len(killed) > 0 && sleepUntil(runCtx, clk, start.Add(cfg.KillAfter)) {
 		killedAt = clk.Now()
 		for i := range killed {
-			agents[i].stop()
+			r.agents[i].dead.Store(true)
 		}
 		nodeWatch.killedAt.Store(killedAt.UnixNano())
 	}
@@ -246,7 +266,7 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	end := clk.Now()
 	after := counters.snapshot()
 	stopRun()
-	wg.Wait()
+	<-dispDone
 	<-progressDone
 	<-watchDone
 	if ctx.Err() != nil {
@@ -258,7 +278,7 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 
 	secs := end.Sub(start).Seconds()
 	ops := m.ops.Load()
-	r := &Report{
+	rep := &Report{
 		Scenario: "fleet", Server: cfg.REST.Host, Parameters: f.params(), Seconds: secs,
 		Ops: ops, Errors: m.errs.Load(), OpsPerSecond: float64(ops) / secs,
 		TargetOpsPerSecond: f.offered(len(killed)), Latency: m.lat.Snapshot().Percentiles(),
@@ -270,12 +290,42 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 		},
 	}
 	if hasServer {
-		r.ServerProcess = server.stop(end, ops)
+		rep.ServerProcess = server.stop(end, ops)
 	}
 	if nodeWatch != nil {
-		r.Kill = nodeWatch.report(agents, killedAt, start)
+		rep.Kill = nodeWatch.report(r.agents, killedAt, start)
 	}
-	return r, nil
+	return rep, nil
+}
+
+// pass is agent i's turn, run by a worker of the dispatcher when due: one
+// sync, recorded into the meter of the moment, and the agent queued again,
+// at its next slot after a success or after the backoff after a failure.
+// A killed agent is not queued again; neither is any once ctx has ended.
+func (r *fleetRun) pass(ctx context.Context, i int) {
+	a := &r.agents[i]
+	if a.dead.Load() {
+		return
+	}
+	m := r.cur.Load()
+	err := a.sync(ctx, r, i, m)
+	if ctx.Err() != nil || a.dead.Load() {
+		return
+	}
+	clk := r.cfg.Clock
+	if err != nil {
+		m.fail(err)
+		a.backoff = min(max(2*a.backoff, firstBackoff), maxBackoff)
+		r.disp.at(i, clk.Now().Add(a.backoff))
+		return
+	}
+	a.backoff = 0
+	var missed int64
+	a.k, missed = r.sched.next(i, a.k, clk.Now())
+	if missed > 0 {
+		r.counters.missed.Add(uint64(missed))
+	}
+	r.disp.at(i, r.sched.due(i, a.k, rand.Float64()))
 }
 
 // offered is the renewals per second the schedule offers, the killed
@@ -332,86 +382,57 @@ func currentNodeRV(ctx context.Context, c kubernetes.Interface) (string, error) 
 // and Lease it registers, the ownerReference, the renewal from the cached
 // copy with no GET first, one GET and a second Update on Conflict, lease
 // re-creation (after checking the Node) on NotFound, the backoff, and the
-// periodic status post.
+// periodic status post. It keeps its Node and Lease encoded, as the server
+// sent them (a few hundred bytes each, nothing for the garbage collector to
+// scan), and decodes them for the moment it writes them. Only the worker
+// running its pass touches it, but for dead and lastRenewal.
 type vagent struct {
-	f        *Fleet
-	i        int
 	name     string
-	c        kubernetes.Interface
-	counters *fleetCounters
-	stop     context.CancelFunc
-
-	node     *corev1.Node          // as last seen; nil: register
-	lease    *coordinationv1.Lease // as last written; nil: GET it
-	rt       metav1.MicroTime      // the renewTime, reused
+	nodeUID  types.UID
+	node     []byte // the Node as last seen; nil: register
+	lease    []byte // the Lease as last written; nil: GET it
 	postedAt time.Time
+	k        int64         // the slot of the next renewal
+	backoff  time.Duration // after the last failed pass; 0 after a success
 
+	// dead is set when the agent is killed: it sends nothing more.
+	dead atomic.Bool
 	// lastRenewal is the renewTime (unix nanoseconds) of the last renewal
 	// the server acknowledged.
 	lastRenewal atomic.Int64
 }
 
-// run renews on schedule s from slot k until ctx ends, recording into the
-// meter cur holds at the time.
-func (a *vagent) run(ctx context.Context, s schedule, k int64, cur *atomic.Pointer[meter]) {
-	clk := a.f.cfg.Clock
-	for {
-		if !sleepUntil(ctx, clk, s.due(a.i, k, rand.Float64())) {
-			return
-		}
-		m := cur.Load()
-		for backoff := time.Duration(0); ; {
-			err := a.sync(ctx, m)
-			if ctx.Err() != nil {
-				return
-			}
-			if err == nil {
-				break
-			}
-			m.fail(err)
-			backoff = min(max(2*backoff, firstBackoff), maxBackoff)
-			if !sleepUntil(ctx, clk, clk.Now().Add(backoff)) {
-				return
-			}
-		}
-		var missed int64
-		k, missed = s.next(a.i, k, clk.Now())
-		if missed > 0 {
-			a.counters.missed.Add(uint64(missed))
-		}
-	}
-}
-
 // sync is one pass: register if needed, renew, post the status when due.
-func (a *vagent) sync(ctx context.Context, m *meter) error {
+func (a *vagent) sync(ctx context.Context, r *fleetRun, i int, m *meter) error {
 	if a.node == nil {
-		if err := a.registerNode(ctx); err != nil {
+		if err := a.registerNode(ctx, r, i); err != nil {
 			return err
 		}
 	}
-	if err := a.renew(ctx, m); err != nil {
+	if err := a.renew(ctx, r, i, m); err != nil {
 		return err
 	}
-	if a.f.cfg.Clock.Since(a.postedAt) >= a.f.cfg.NodeStatusReportPeriod {
-		return a.postStatus(ctx)
+	if r.cfg.Clock.Since(a.postedAt) >= r.cfg.NodeStatusReportPeriod {
+		return a.postStatus(ctx, r, i)
 	}
 	return nil
 }
 
-// register creates the agent's Node and Lease before the measurement.
-func (a *vagent) register(ctx context.Context) error {
-	if err := a.registerNode(ctx); err != nil {
+// register creates agent i's Node and Lease before the measurement.
+func (r *fleetRun) register(ctx context.Context, i int) error {
+	a := &r.agents[i]
+	if err := a.registerNode(ctx, r, i); err != nil {
 		return err
 	}
-	l, err := a.c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, a.name, metav1.GetOptions{})
+	sc := scratchPool.Get().(*leaseScratch)
+	defer scratchPool.Put(sc)
+	err := r.leases[i%len(r.leases)].get(ctx, a.name, sc, &a.lease)
 	switch {
 	case apierrors.IsNotFound(err):
-		return a.createLease(ctx)
+		return a.createLease(ctx, r, i, sc)
 	case err != nil:
 		return fmt.Errorf("reading the lease: %w", err)
 	}
-	a.lease = l
-	a.ownLease()
 	return nil
 }
 
@@ -449,27 +470,46 @@ func setReady(n *corev1.Node, now time.Time) {
 	n.Status.Conditions = append(n.Status.Conditions, ready)
 }
 
+// setNode caches n as the agent's Node.
+func (a *vagent) setNode(n *corev1.Node) error {
+	data, err := encode(n, nodeGVK)
+	if err != nil {
+		return err
+	}
+	a.node, a.nodeUID = data, n.UID
+	return nil
+}
+
+// cachedNode decodes the agent's Node.
+func (a *vagent) cachedNode() (*corev1.Node, error) {
+	n := &corev1.Node{}
+	if err := decodeInto(a.node, n); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
 // registerNode creates the Node with its status, or adopts the existing one
 // of that name; the status is posted at once if the server did not keep it.
-func (a *vagent) registerNode(ctx context.Context) error {
-	nodes := a.c.CoreV1().Nodes()
-	now := a.f.cfg.Clock.Now()
+func (a *vagent) registerNode(ctx context.Context, r *fleetRun, i int) error {
+	nodes := r.pool.get(i).CoreV1().Nodes()
+	now := r.cfg.Clock.Now()
 	got, err := nodes.Create(ctx, a.newNode(now), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		got, err = nodes.Get(ctx, a.name, metav1.GetOptions{})
 		if err == nil {
-			a.node, a.postedAt = got, time.Time{}
-			return nil
+			a.postedAt = time.Time{}
+			return a.setNode(got)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", a.name, err)
 	}
-	a.node, a.postedAt = got, now
+	a.postedAt = now
 	if !isReady(got) {
 		a.postedAt = time.Time{}
 	}
-	return nil
+	return a.setNode(got)
 }
 
 func isReady(n *corev1.Node) bool {
@@ -481,54 +521,58 @@ func isReady(n *corev1.Node) bool {
 	return false
 }
 
-// ownLease points the cached lease at the agent's Node and sets its
-// holder and duration, as the agent asserts on every write.
-func (a *vagent) ownLease() {
-	l := a.lease
+// ownLease points lease l at the agent's Node and sets its holder and
+// duration, as the agent asserts on every write.
+func (a *vagent) ownLease(l *coordinationv1.Lease, leaseDuration time.Duration) {
 	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != a.name {
 		l.Spec.HolderIdentity = ptr.To(a.name)
 	}
-	secs := int32(a.f.cfg.LeaseDuration / time.Second)
+	secs := int32(leaseDuration / time.Second)
 	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != secs {
 		l.Spec.LeaseDurationSeconds = ptr.To(secs)
 	}
-	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != a.node.UID || l.OwnerReferences[0].Kind != "Node" {
-		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: a.node.Name, UID: a.node.UID}}
+	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != a.nodeUID || l.OwnerReferences[0].Kind != "Node" {
+		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: a.name, UID: a.nodeUID}}
 	}
 }
 
 // renew writes the cached lease back with a fresh renewTime.
-func (a *vagent) renew(ctx context.Context, m *meter) error {
-	clk := a.f.cfg.Clock
-	leases := a.c.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+func (a *vagent) renew(ctx context.Context, r *fleetRun, i int, m *meter) error {
+	clk := r.cfg.Clock
+	lc := r.leases[i%len(r.leases)]
+	sc := scratchPool.Get().(*leaseScratch)
+	defer scratchPool.Put(sc)
 	for attempt := 0; ; attempt++ {
 		if a.lease == nil {
-			l, err := leases.Get(ctx, a.name, metav1.GetOptions{})
+			err := lc.get(ctx, a.name, sc, &a.lease)
 			if apierrors.IsNotFound(err) {
-				return a.createLease(ctx)
+				return a.createLease(ctx, r, i, sc)
 			}
 			if err != nil {
 				return fmt.Errorf("reading the lease: %w", err)
 			}
-			a.lease = l
-			a.ownLease()
 		}
+		sc.lease = coordinationv1.Lease{} // a JSON decoder would keep what it does not overwrite
+		if err := decodeInto(a.lease, &sc.lease); err != nil {
+			a.lease = nil
+			return fmt.Errorf("the cached lease: %w", err)
+		}
+		a.ownLease(&sc.lease, r.cfg.LeaseDuration)
 		begin := clk.Now()
-		a.rt.Time = begin
-		a.lease.Spec.RenewTime = &a.rt
-		got, err := leases.Update(ctx, a.lease, metav1.UpdateOptions{})
+		sc.rt.Time = begin
+		sc.lease.Spec.RenewTime = &sc.rt
+		err := lc.update(ctx, &sc.lease, sc, &a.lease)
 		switch {
 		case err == nil:
 			m.ok(clk.Since(begin))
-			a.lease = got
 			a.lastRenewal.Store(begin.UnixNano())
 			return nil
 		case apierrors.IsNotFound(err):
 			a.lease = nil
-			a.counters.creations.Add(1)
-			return a.createLease(ctx)
+			r.counters.creations.Add(1)
+			return a.createLease(ctx, r, i, sc)
 		case apierrors.IsConflict(err) && attempt == 0:
-			a.counters.conflicts.Add(1)
+			r.counters.conflicts.Add(1)
 			a.lease = nil
 		default:
 			return fmt.Errorf("renewing the lease: %w", err)
@@ -538,45 +582,52 @@ func (a *vagent) renew(ctx context.Context, m *meter) error {
 
 // createLease makes sure the Node still exists (registering it again if it
 // is gone) and creates the lease owned by it.
-func (a *vagent) createLease(ctx context.Context) error {
-	n, err := a.c.CoreV1().Nodes().Get(ctx, a.name, metav1.GetOptions{})
+func (a *vagent) createLease(ctx context.Context, r *fleetRun, i int, sc *leaseScratch) error {
+	n, err := r.pool.get(i).CoreV1().Nodes().Get(ctx, a.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		a.node = nil
-		if err := a.registerNode(ctx); err != nil {
+		if err := a.registerNode(ctx, r, i); err != nil {
 			return err
 		}
 	case err != nil:
 		return fmt.Errorf("reading the node: %w", err)
 	default:
-		a.node = n
+		if err := a.setNode(n); err != nil {
+			return err
+		}
 	}
-	now := a.f.cfg.Clock.Now()
-	a.lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: corev1.NamespaceNodeLease}}
-	a.ownLease()
-	a.rt.Time = now
-	a.lease.Spec.RenewTime = &a.rt
-	got, err := a.c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, a.lease, metav1.CreateOptions{})
-	if err != nil {
+	now := r.cfg.Clock.Now()
+	l := &sc.lease
+	*l = coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: corev1.NamespaceNodeLease}}
+	a.ownLease(l, r.cfg.LeaseDuration)
+	sc.rt.Time = now
+	l.Spec.RenewTime = &sc.rt
+	if err := r.leases[i%len(r.leases)].create(ctx, l, sc, &a.lease); err != nil {
 		a.lease = nil
 		return fmt.Errorf("creating the lease: %w", err)
 	}
-	a.lease = got
 	a.lastRenewal.Store(now.UnixNano())
 	return nil
 }
 
 // postStatus posts the node status with a fresh Ready heartbeat.
-func (a *vagent) postStatus(ctx context.Context) error {
-	nodes := a.c.CoreV1().Nodes()
-	now := a.f.cfg.Clock.Now()
+func (a *vagent) postStatus(ctx context.Context, r *fleetRun, i int) error {
+	nodes := r.pool.get(i).CoreV1().Nodes()
+	now := r.cfg.Clock.Now()
 	for attempt := 0; ; attempt++ {
-		n := a.node.DeepCopy()
+		n, err := a.cachedNode()
+		if err != nil {
+			a.node = nil
+			return err
+		}
 		setReady(n, now)
 		got, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) && attempt == 0 {
 			if fresh, gerr := nodes.Get(ctx, a.name, metav1.GetOptions{}); gerr == nil {
-				a.node = fresh
+				if err := a.setNode(fresh); err != nil {
+					return err
+				}
 				continue
 			}
 		}
@@ -587,9 +638,9 @@ func (a *vagent) postStatus(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("posting the node status: %w", err)
 		}
-		a.node, a.postedAt = got, now
-		a.counters.statusPosts.Add(1)
-		return nil
+		a.postedAt = now
+		r.counters.statusPosts.Add(1)
+		return a.setNode(got)
 	}
 }
 
@@ -638,7 +689,7 @@ func readyUnknown(n *corev1.Node) bool {
 	return false
 }
 
-func (w *nodeWatch) report(agents []*vagent, killedAt, start time.Time) *KillReport {
+func (w *nodeWatch) report(agents []vagent, killedAt, start time.Time) *KillReport {
 	r := &KillReport{Killed: len(w.killed), LiveMarkedUnknown: len(w.liveUnknown)}
 	if killedAt.IsZero() {
 		r.NeverFlipped = len(w.killed)

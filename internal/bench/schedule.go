@@ -1,6 +1,13 @@
 package bench
 
-import "time"
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+)
 
 // schedule places the renewals of n agents on a grid over the interval:
 // agent i renews for the k-th time at
@@ -52,4 +59,194 @@ func (s schedule) next(i int, k int64, now time.Time) (slot int64, missed int64)
 		return cur, cur - k - 1
 	}
 	return k + 1, 0
+}
+
+// dispatcher runs the passes of many agents, each when it falls due, on a
+// small set of worker goroutines instead of one goroutine and one timer per
+// agent.
+//
+// Model: the due passes wait in one queue ordered by time (a binary heap of
+// agent numbers). One goroutine, in run, sleeps on a single timer until the
+// earliest is due, takes every pass due by then off the queue and hands each
+// to an idle worker, or starts a worker when none is idle, so a pass is
+// never held back by the others: when the server is slow the passes under
+// way pile up, as the requests of that many real agents would. A worker
+// runs the pass, which puts the agent back in the queue (at its next slot,
+// or after a backoff) through at, then waits for the next; beyond maxIdle
+// idle workers it ends, so a burst of slow passes leaves no crowd of
+// goroutines behind. Everything ends when run's context does: run returns
+// once the last worker has finished its pass.
+type dispatcher struct {
+	clk     clock.Clock
+	origin  time.Time // due times are kept as offsets from it
+	maxIdle int32
+	pass    func(ctx context.Context, i int)
+
+	mu   sync.Mutex
+	q    dueQueue
+	wake chan struct{} // an earlier pass was queued
+
+	work    chan int // to an idle worker
+	idle    atomic.Int32
+	workers atomic.Int32 // running
+	started atomic.Int64 // ever
+}
+
+// newDispatcher returns a dispatcher running pass(ctx, i) for agent i when
+// due. Passes due before origin run at once.
+func newDispatcher(clk clock.Clock, origin time.Time, maxIdle int, pass func(ctx context.Context, i int)) *dispatcher {
+	return &dispatcher{
+		clk: clk, origin: origin, maxIdle: int32(max(maxIdle, 1)), pass: pass,
+		wake: make(chan struct{}, 1), work: make(chan int),
+	}
+}
+
+// at queues agent i's next pass for t. It is safe from any goroutine; an
+// agent must be queued at most once at a time.
+func (d *dispatcher) at(i int, t time.Time) {
+	due := t.Sub(d.origin)
+	d.mu.Lock()
+	first := len(d.q) == 0 || due < d.q[0].due
+	d.q.push(dueItem{due: due, i: int32(i)})
+	d.mu.Unlock()
+	if first {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// queued is the number of passes waiting for their time.
+func (d *dispatcher) queued() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.q)
+}
+
+// run hands out the passes as they fall due until ctx ends, then waits for
+// the workers.
+func (d *dispatcher) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var due []int
+	for ctx.Err() == nil {
+		now := d.clk.Now().Sub(d.origin)
+		d.mu.Lock()
+		due = due[:0]
+		for len(d.q) > 0 && d.q[0].due <= now {
+			due = append(due, int(d.q.pop().i))
+		}
+		next, waiting := time.Duration(0), len(d.q) > 0
+		if waiting {
+			next = d.q[0].due
+		}
+		d.mu.Unlock()
+		if len(due) > 0 {
+			for _, i := range due {
+				select {
+				case d.work <- i:
+				default:
+					d.workers.Add(1)
+					d.started.Add(1)
+					wg.Go(func() { d.worker(ctx, i) })
+				}
+			}
+			continue // time has passed meanwhile
+		}
+		var fired <-chan time.Time
+		if waiting {
+			if timer == nil {
+				timer = d.clk.NewTimer(next - now)
+			} else {
+				timer.Reset(next - now)
+			}
+			fired = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+		case <-fired:
+		case <-d.wake:
+			// Stop the timer and drain it, so that Reset finds it idle.
+			if timer != nil && !timer.Stop() {
+				select {
+				case <-timer.C():
+				default:
+				}
+			}
+		}
+	}
+}
+
+// worker runs agent i's pass, then the passes handed to it while it is
+// idle, until ctx ends or enough others are idle.
+func (d *dispatcher) worker(ctx context.Context, i int) {
+	defer d.workers.Add(-1)
+	for {
+		d.pass(ctx, i)
+		if d.idle.Add(1) > d.maxIdle {
+			d.idle.Add(-1)
+			return
+		}
+		select {
+		case i = <-d.work:
+			d.idle.Add(-1)
+		case <-ctx.Done():
+			d.idle.Add(-1)
+			return
+		}
+	}
+}
+
+// dueItem is agent i's pass, due at origin + due.
+type dueItem struct {
+	due time.Duration
+	i   int32
+}
+
+// dueQueue is a binary min-heap of passes by due time (container/heap
+// would box every item in an interface).
+type dueQueue []dueItem
+
+func (q *dueQueue) push(it dueItem) {
+	*q = append(*q, it)
+	h := *q
+	for j := len(h) - 1; j > 0; {
+		parent := (j - 1) / 2
+		if h[parent].due <= h[j].due {
+			break
+		}
+		h[parent], h[j] = h[j], h[parent]
+		j = parent
+	}
+}
+
+func (q *dueQueue) pop() dueItem {
+	h := *q
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for j := 0; ; {
+		l, r, least := 2*j+1, 2*j+2, j
+		if l < len(h) && h[l].due < h[least].due {
+			least = l
+		}
+		if r < len(h) && h[r].due < h[least].due {
+			least = r
+		}
+		if least == j {
+			break
+		}
+		h[j], h[least] = h[least], h[j]
+		j = least
+	}
+	*q = h
+	return top
 }

@@ -1,8 +1,15 @@
 package bench
 
 import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestScheduleOffsets(t *testing.T) {
@@ -93,4 +100,223 @@ func TestScheduleNext(t *testing.T) {
 	if got := s.slot(5, start.Add(time.Second)); got != -1 {
 		t.Errorf("slot before the first = %d, want -1", got)
 	}
+}
+
+func TestDueQueueOrder(t *testing.T) {
+	tests := []struct {
+		name string
+		dues []time.Duration
+	}{
+		{"ascending", []time.Duration{1, 2, 3, 4, 5}},
+		{"descending", []time.Duration{9, 7, 5, 3, 1}},
+		{"duplicates", []time.Duration{4, 1, 4, 1, 2, 2}},
+		{"mixed", []time.Duration{50, 3, 77, 12, 0, 99, 41, 8, 8, 63, 20}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var q dueQueue
+			for i, d := range tt.dues {
+				q.push(dueItem{due: d, i: int32(i)})
+			}
+			want := slices.Clone(tt.dues)
+			slices.Sort(want)
+			var got []time.Duration
+			for len(q) > 0 {
+				got = append(got, q.pop().due)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("popped %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// passLog records the passes a dispatcher runs.
+type passLog struct {
+	mu   sync.Mutex
+	runs []string // "agent@offset"
+}
+
+func (l *passLog) add(i int, at time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.runs = append(l.runs, fmt.Sprintf("%d@%v", i, at))
+}
+
+func (l *passLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.runs
+	l.runs = nil
+	slices.Sort(out)
+	return out
+}
+
+// startDispatcher runs a dispatcher on a fake clock until the test ends.
+func startDispatcher(t *testing.T, clk *clocktesting.FakeClock, maxIdle int, pass func(ctx context.Context, i int)) *dispatcher {
+	d := newDispatcher(clk, clk.Now(), maxIdle, pass)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return d
+}
+
+func TestDispatcherRunsPassesWhenDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Unix(1000, 0)
+		clk := clocktesting.NewFakeClock(origin)
+		var log passLog
+		d := startDispatcher(t, clk, 4, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
+		d.at(0, origin.Add(3*time.Second))
+		d.at(1, origin.Add(time.Second))
+		d.at(2, origin.Add(2*time.Second))
+		d.at(3, origin.Add(time.Second))
+		d.at(4, origin.Add(-time.Second)) // overdue: at once
+		steps := []struct {
+			step time.Duration
+			want []string
+		}{
+			{0, []string{"4@0s"}},
+			{999 * time.Millisecond, nil},
+			{time.Millisecond, []string{"1@1s", "3@1s"}},
+			{time.Second, []string{"2@2s"}},
+			{500 * time.Millisecond, nil},
+			{500 * time.Millisecond, []string{"0@3s"}},
+			{time.Hour, nil},
+		}
+		for _, s := range steps {
+			clk.Step(s.step)
+			synctest.Wait()
+			if got := log.take(); !slices.Equal(got, s.want) {
+				t.Errorf("after %v: ran %v, want %v", clk.Since(origin), got, s.want)
+			}
+		}
+		if got := d.queued(); got != 0 {
+			t.Errorf("%d passes still queued", got)
+		}
+	})
+}
+
+func TestDispatcherEarlierPassWakesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Unix(1000, 0)
+		clk := clocktesting.NewFakeClock(origin)
+		var log passLog
+		d := startDispatcher(t, clk, 4, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
+		d.at(0, origin.Add(10*time.Second))
+		synctest.Wait() // asleep until +10s
+		d.at(1, origin.Add(time.Second))
+		synctest.Wait()
+		clk.Step(time.Second)
+		synctest.Wait()
+		if got, want := log.take(), []string{"1@1s"}; !slices.Equal(got, want) {
+			t.Errorf("ran %v, want %v", got, want)
+		}
+		clk.Step(9 * time.Second)
+		synctest.Wait()
+		if got, want := log.take(), []string{"0@10s"}; !slices.Equal(got, want) {
+			t.Errorf("ran %v, want %v", got, want)
+		}
+	})
+}
+
+// TestDispatcherRequeue has each pass queue the agent again one interval
+// later, as the fleet's passes do, and checks that one worker serves them
+// all while they are quick.
+func TestDispatcherRequeue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Unix(1000, 0)
+		clk := clocktesting.NewFakeClock(origin)
+		const agents, interval = 10, time.Second
+		counts := make([]int, agents)
+		var d *dispatcher
+		d = startDispatcher(t, clk, 4, func(_ context.Context, i int) {
+			counts[i]++
+			d.at(i, clk.Now().Add(interval))
+		})
+		for i := range agents {
+			d.at(i, origin.Add(time.Duration(i)*interval/agents))
+		}
+		synctest.Wait()
+		for range 50 {
+			clk.Step(interval / agents)
+			synctest.Wait()
+		}
+		// Over 5s each agent ran at its offset and every second after:
+		// agent 0 at 0s … 5s, agent i at i/10 s … 4 + i/10 s.
+		for i, n := range counts {
+			want := 5
+			if i == 0 {
+				want = 6
+			}
+			if n != want {
+				t.Errorf("agent %d ran %d times, want %d", i, n, want)
+			}
+		}
+		if got := d.started.Load(); got != 1 {
+			t.Errorf("%d workers started, want 1 for passes that never overlap", got)
+		}
+	})
+}
+
+// TestDispatcherSlowPasses checks that a pass never waits for another: five
+// passes blocked at once take five workers, and once they are released no
+// more than maxIdle stay.
+func TestDispatcherSlowPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Unix(1000, 0)
+		clk := clocktesting.NewFakeClock(origin)
+		release := make(chan struct{})
+		var log passLog
+		d := startDispatcher(t, clk, 2, func(ctx context.Context, i int) {
+			log.add(i, clk.Since(origin))
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		})
+		for i := range 5 {
+			d.at(i, origin.Add(time.Duration(i)*time.Second))
+		}
+		for range 4 {
+			clk.Step(time.Second)
+		}
+		synctest.Wait()
+		if got, want := log.take(), []string{"0@0s", "1@1s", "2@2s", "3@3s", "4@4s"}; len(got) != len(want) {
+			t.Errorf("ran %v, want %v", got, want)
+		}
+		if got := d.workers.Load(); got != 5 {
+			t.Errorf("%d workers running, want 5", got)
+		}
+		close(release)
+		synctest.Wait()
+		if got := d.workers.Load(); got != 2 {
+			t.Errorf("%d workers left, want maxIdle = 2", got)
+		}
+	})
+}
+
+// TestDispatcherStops checks that run returns, with every worker, when its
+// context ends, even with a pass under way.
+func TestDispatcherStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Unix(1000, 0)
+		clk := clocktesting.NewFakeClock(origin)
+		d := newDispatcher(clk, origin, 4, func(ctx context.Context, i int) { <-ctx.Done() })
+		d.at(0, origin)
+		d.at(1, origin.Add(time.Hour))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { d.run(ctx); close(done) }()
+		synctest.Wait()
+		if got := d.workers.Load(); got != 1 {
+			t.Fatalf("%d workers, want 1", got)
+		}
+		cancel()
+		<-done
+		if got := d.workers.Load(); got != 0 {
+			t.Errorf("%d workers left after run returned", got)
+		}
+	})
 }
