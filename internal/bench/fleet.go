@@ -405,7 +405,7 @@ type vagent struct {
 // sync is one pass: register if needed, renew, post the status when due.
 func (a *vagent) sync(ctx context.Context, r *fleetRun, i int, m *meter) error {
 	if a.node == nil {
-		if err := a.registerNode(ctx, r, i); err != nil {
+		if _, err := a.registerNode(ctx, r, i); err != nil {
 			return err
 		}
 	}
@@ -418,18 +418,29 @@ func (a *vagent) sync(ctx context.Context, r *fleetRun, i int, m *meter) error {
 	return nil
 }
 
-// register creates agent i's Node and Lease before the measurement.
+// register creates agent i's Node and Lease before the measurement. The
+// Node it has just created has no Lease yet, and the one it has just read
+// exists: neither is asked for again, so a fresh agent registers in two
+// requests.
 func (r *fleetRun) register(ctx context.Context, i int) error {
 	a := &r.agents[i]
-	if err := a.registerNode(ctx, r, i); err != nil {
+	created, err := a.registerNode(ctx, r, i)
+	if err != nil {
 		return err
 	}
 	sc := scratchPool.Get().(*leaseScratch)
 	defer scratchPool.Put(sc)
-	err := r.leases[i%len(r.leases)].get(ctx, a.name, sc, &a.lease)
+	lc := r.leases[i%len(r.leases)]
+	if created {
+		err := a.postLease(ctx, r, i, sc)
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	err = lc.get(ctx, a.name, sc, &a.lease)
 	switch {
 	case apierrors.IsNotFound(err):
-		return a.createLease(ctx, r, i, sc)
+		return a.postLease(ctx, r, i, sc)
 	case err != nil:
 		return fmt.Errorf("reading the lease: %w", err)
 	}
@@ -491,7 +502,8 @@ func (a *vagent) cachedNode() (*corev1.Node, error) {
 
 // registerNode creates the Node with its status, or adopts the existing one
 // of that name; the status is posted at once if the server did not keep it.
-func (a *vagent) registerNode(ctx context.Context, r *fleetRun, i int) error {
+// It reports whether it created the Node.
+func (a *vagent) registerNode(ctx context.Context, r *fleetRun, i int) (created bool, err error) {
 	nodes := r.pool.get(i).CoreV1().Nodes()
 	now := r.cfg.Clock.Now()
 	got, err := nodes.Create(ctx, a.newNode(now), metav1.CreateOptions{})
@@ -499,17 +511,17 @@ func (a *vagent) registerNode(ctx context.Context, r *fleetRun, i int) error {
 		got, err = nodes.Get(ctx, a.name, metav1.GetOptions{})
 		if err == nil {
 			a.postedAt = time.Time{}
-			return a.setNode(got)
+			return false, a.setNode(got)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("registering node %s: %w", a.name, err)
+		return false, fmt.Errorf("registering node %s: %w", a.name, err)
 	}
 	a.postedAt = now
 	if !isReady(got) {
 		a.postedAt = time.Time{}
 	}
-	return a.setNode(got)
+	return true, a.setNode(got)
 }
 
 func isReady(n *corev1.Node) bool {
@@ -587,7 +599,7 @@ func (a *vagent) createLease(ctx context.Context, r *fleetRun, i int, sc *leaseS
 	switch {
 	case apierrors.IsNotFound(err):
 		a.node = nil
-		if err := a.registerNode(ctx, r, i); err != nil {
+		if _, err := a.registerNode(ctx, r, i); err != nil {
 			return err
 		}
 	case err != nil:
@@ -597,6 +609,11 @@ func (a *vagent) createLease(ctx context.Context, r *fleetRun, i int, sc *leaseS
 			return err
 		}
 	}
+	return a.postLease(ctx, r, i, sc)
+}
+
+// postLease creates the lease, owned by the agent's Node as cached.
+func (a *vagent) postLease(ctx context.Context, r *fleetRun, i int, sc *leaseScratch) error {
 	now := r.cfg.Clock.Now()
 	l := &sc.lease
 	*l = coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: corev1.NamespaceNodeLease}}
