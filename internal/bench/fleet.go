@@ -139,9 +139,12 @@ func (c *fleetCounters) snapshot() fleetCounts {
 	return fleetCounts{c.missed.Load(), c.conflicts.Load(), c.creations.Load(), c.statusPosts.Load()}
 }
 
-// maxIdleWorkers is how many idle workers the fleet's dispatcher keeps
-// for the next passes; more end.
-const maxIdleWorkers = 512
+// The fleet's dispatcher: it hands out the passes due at most every
+// dispatchQuantum, and keeps maxIdleWorkers idle workers for the next ones.
+const (
+	dispatchQuantum = 5 * time.Millisecond
+	maxIdleWorkers  = 512
+)
 
 // fleetRun is what the virtual agents of one run share.
 type fleetRun struct {
@@ -188,7 +191,7 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	r.cur.Store(&warm)
 	regStart := clk.Now()
 	r.sched = schedule{start: regStart.Add(50 * time.Millisecond), n: cfg.Nodes, interval: cfg.Interval, jitter: renewJitter}
-	r.disp = newDispatcher(clk, regStart, maxIdleWorkers, r.pass)
+	r.disp = newDispatcher(clk, regStart, dispatchQuantum, maxIdleWorkers, r.pass)
 	dispDone := make(chan struct{})
 	go func() { r.disp.run(runCtx); close(dispDone) }()
 	defer func() { stopRun(); <-dispDone }()

@@ -153,8 +153,8 @@ func (l *passLog) take() []string {
 }
 
 // startDispatcher runs a dispatcher on a fake clock until the test ends.
-func startDispatcher(t *testing.T, clk *clocktesting.FakeClock, maxIdle int, pass func(ctx context.Context, i int)) *dispatcher {
-	d := newDispatcher(clk, clk.Now(), maxIdle, pass)
+func startDispatcher(t *testing.T, clk *clocktesting.FakeClock, quantum time.Duration, maxIdle int, pass func(ctx context.Context, i int)) *dispatcher {
+	d := newDispatcher(clk, clk.Now(), quantum, maxIdle, pass)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.run(ctx); close(done) }()
@@ -167,7 +167,7 @@ func TestDispatcherRunsPassesWhenDue(t *testing.T) {
 		origin := time.Unix(1000, 0)
 		clk := clocktesting.NewFakeClock(origin)
 		var log passLog
-		d := startDispatcher(t, clk, 4, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
+		d := startDispatcher(t, clk, 0, 4, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
 		d.at(0, origin.Add(3*time.Second))
 		d.at(1, origin.Add(time.Second))
 		d.at(2, origin.Add(2*time.Second))
@@ -198,12 +198,45 @@ func TestDispatcherRunsPassesWhenDue(t *testing.T) {
 	})
 }
 
+// TestDispatcherQuantum checks that passes due within a quantum of the last
+// hand-out wait for the quantum's end, and that none runs early.
+func TestDispatcherQuantum(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Unix(1000, 0)
+		clk := clocktesting.NewFakeClock(origin)
+		var log passLog
+		d := startDispatcher(t, clk, 10*time.Millisecond, 4, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
+		for i, at := range []time.Duration{0, 2, 9, 10, 25, 31} {
+			d.at(i, origin.Add(at*time.Millisecond))
+		}
+		steps := []struct {
+			step time.Duration
+			want []string
+		}{
+			{0, []string{"0@0s"}},
+			{2 * time.Millisecond, nil},
+			{7 * time.Millisecond, nil},
+			{time.Millisecond, []string{"1@10ms", "2@10ms", "3@10ms"}},
+			{15 * time.Millisecond, []string{"4@25ms"}},
+			{6 * time.Millisecond, nil},
+			{4 * time.Millisecond, []string{"5@35ms"}},
+		}
+		for _, s := range steps {
+			clk.Step(s.step)
+			synctest.Wait()
+			if got := log.take(); !slices.Equal(got, s.want) {
+				t.Errorf("after %v: ran %v, want %v", clk.Since(origin), got, s.want)
+			}
+		}
+	})
+}
+
 func TestDispatcherEarlierPassWakesIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		origin := time.Unix(1000, 0)
 		clk := clocktesting.NewFakeClock(origin)
 		var log passLog
-		d := startDispatcher(t, clk, 4, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
+		d := startDispatcher(t, clk, 0, 4, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
 		d.at(0, origin.Add(10*time.Second))
 		synctest.Wait() // asleep until +10s
 		d.at(1, origin.Add(time.Second))
@@ -231,7 +264,7 @@ func TestDispatcherRequeue(t *testing.T) {
 		const agents, interval = 10, time.Second
 		counts := make([]int, agents)
 		var d *dispatcher
-		d = startDispatcher(t, clk, 4, func(_ context.Context, i int) {
+		d = startDispatcher(t, clk, 0, 4, func(_ context.Context, i int) {
 			counts[i]++
 			d.at(i, clk.Now().Add(interval))
 		})
@@ -269,7 +302,7 @@ func TestDispatcherSlowPasses(t *testing.T) {
 		clk := clocktesting.NewFakeClock(origin)
 		release := make(chan struct{})
 		var log passLog
-		d := startDispatcher(t, clk, 2, func(ctx context.Context, i int) {
+		d := startDispatcher(t, clk, 0, 2, func(ctx context.Context, i int) {
 			log.add(i, clk.Since(origin))
 			select {
 			case <-release:
@@ -303,7 +336,7 @@ func TestDispatcherStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		origin := time.Unix(1000, 0)
 		clk := clocktesting.NewFakeClock(origin)
-		d := newDispatcher(clk, origin, 4, func(ctx context.Context, i int) { <-ctx.Done() })
+		d := newDispatcher(clk, origin, 0, 4, func(ctx context.Context, i int) { <-ctx.Done() })
 		d.at(0, origin)
 		d.at(1, origin.Add(time.Hour))
 		ctx, cancel := context.WithCancel(context.Background())
