@@ -71,8 +71,12 @@ func (s schedule) next(i int, k int64, now time.Time) (slot int64, missed int64)
 // earliest is due, but never sooner than a quantum after its last waking,
 // takes every pass due by then off the queue and hands each
 // to an idle worker, or starts a worker when none is idle, so a pass is
-// never held back by the others: when the server is slow the passes under
-// way pile up, as the requests of that many real agents would. A worker
+// not held back by the others: when the server is slow the passes under
+// way pile up, as the requests of that many real agents would, up to
+// maxWorkers at once; beyond that the dispatcher waits for a worker, and
+// the passes it holds start late (and count their missed slots), so that
+// an overloaded server cannot make the load generator's memory grow
+// without bound. A worker
 // runs the pass, which puts the agent back in the queue (at its next slot,
 // or after a backoff) through at, then waits for the next; beyond maxIdle
 // idle workers it ends, so a burst of slow passes leaves no crowd of
@@ -87,6 +91,7 @@ type dispatcher struct {
 	origin  time.Time // due times are kept as offsets from it
 	quantum time.Duration
 	maxIdle int32
+	maxWork int32
 	pass    func(ctx context.Context, i int)
 
 	mu   sync.Mutex
@@ -100,11 +105,13 @@ type dispatcher struct {
 }
 
 // newDispatcher returns a dispatcher running pass(ctx, i) for agent i when
-// due, waking at most once per quantum. Passes due before origin run at
-// once.
-func newDispatcher(clk clock.Clock, origin time.Time, quantum time.Duration, maxIdle int, pass func(ctx context.Context, i int)) *dispatcher {
+// due, waking at most once per quantum, on at most maxWorkers workers of
+// which it keeps maxIdle idle. Passes due before origin run at once.
+func newDispatcher(clk clock.Clock, origin time.Time, quantum time.Duration, maxIdle, maxWorkers int, pass func(ctx context.Context, i int)) *dispatcher {
+	maxWorkers = max(maxWorkers, 1)
 	return &dispatcher{
-		clk: clk, origin: origin, quantum: quantum, maxIdle: int32(max(maxIdle, 1)), pass: pass,
+		clk: clk, origin: origin, quantum: quantum, pass: pass,
+		maxIdle: int32(min(max(maxIdle, 1), maxWorkers)), maxWork: int32(maxWorkers),
 		wake: make(chan struct{}, 1), work: make(chan int),
 	}
 }
@@ -162,10 +169,19 @@ func (d *dispatcher) run(ctx context.Context) {
 			for _, i := range due {
 				select {
 				case d.work <- i:
+					continue
 				default:
+				}
+				if d.workers.Load() < d.maxWork {
 					d.workers.Add(1)
 					d.started.Add(1)
 					wg.Go(func() { d.worker(ctx, i) })
+					continue
+				}
+				select {
+				case d.work <- i:
+				case <-ctx.Done():
+					return
 				}
 			}
 			continue // time has passed meanwhile

@@ -153,8 +153,8 @@ func (l *passLog) take() []string {
 }
 
 // startDispatcher runs a dispatcher on a fake clock until the test ends.
-func startDispatcher(t *testing.T, clk *clocktesting.FakeClock, quantum time.Duration, maxIdle int, pass func(ctx context.Context, i int)) *dispatcher {
-	d := newDispatcher(clk, clk.Now(), quantum, maxIdle, pass)
+func startDispatcher(t *testing.T, clk *clocktesting.FakeClock, quantum time.Duration, maxIdle, maxWorkers int, pass func(ctx context.Context, i int)) *dispatcher {
+	d := newDispatcher(clk, clk.Now(), quantum, maxIdle, maxWorkers, pass)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.run(ctx); close(done) }()
@@ -167,7 +167,7 @@ func TestDispatcherRunsPassesWhenDue(t *testing.T) {
 		origin := time.Unix(1000, 0)
 		clk := clocktesting.NewFakeClock(origin)
 		var log passLog
-		d := startDispatcher(t, clk, 0, 4, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
+		d := startDispatcher(t, clk, 0, 4, 100, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
 		d.at(0, origin.Add(3*time.Second))
 		d.at(1, origin.Add(time.Second))
 		d.at(2, origin.Add(2*time.Second))
@@ -205,7 +205,7 @@ func TestDispatcherQuantum(t *testing.T) {
 		origin := time.Unix(1000, 0)
 		clk := clocktesting.NewFakeClock(origin)
 		var log passLog
-		d := startDispatcher(t, clk, 10*time.Millisecond, 4, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
+		d := startDispatcher(t, clk, 10*time.Millisecond, 4, 100, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
 		for i, at := range []time.Duration{0, 2, 9, 10, 25, 31} {
 			d.at(i, origin.Add(at*time.Millisecond))
 		}
@@ -236,7 +236,7 @@ func TestDispatcherEarlierPassWakesIt(t *testing.T) {
 		origin := time.Unix(1000, 0)
 		clk := clocktesting.NewFakeClock(origin)
 		var log passLog
-		d := startDispatcher(t, clk, 0, 4, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
+		d := startDispatcher(t, clk, 0, 4, 100, func(_ context.Context, i int) { log.add(i, clk.Since(origin)) })
 		d.at(0, origin.Add(10*time.Second))
 		synctest.Wait() // asleep until +10s
 		d.at(1, origin.Add(time.Second))
@@ -264,7 +264,7 @@ func TestDispatcherRequeue(t *testing.T) {
 		const agents, interval = 10, time.Second
 		counts := make([]int, agents)
 		var d *dispatcher
-		d = startDispatcher(t, clk, 0, 4, func(_ context.Context, i int) {
+		d = startDispatcher(t, clk, 0, 4, 100, func(_ context.Context, i int) {
 			counts[i]++
 			d.at(i, clk.Now().Add(interval))
 		})
@@ -302,7 +302,7 @@ func TestDispatcherSlowPasses(t *testing.T) {
 		clk := clocktesting.NewFakeClock(origin)
 		release := make(chan struct{})
 		var log passLog
-		d := startDispatcher(t, clk, 0, 2, func(ctx context.Context, i int) {
+		d := startDispatcher(t, clk, 0, 2, 100, func(ctx context.Context, i int) {
 			log.add(i, clk.Since(origin))
 			select {
 			case <-release:
@@ -330,13 +330,52 @@ func TestDispatcherSlowPasses(t *testing.T) {
 	})
 }
 
+// TestDispatcherMaxWorkers checks that no more than maxWorkers passes run
+// at once, and that the passes held back run, in order, as workers free up.
+func TestDispatcherMaxWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Unix(1000, 0)
+		clk := clocktesting.NewFakeClock(origin)
+		release := make(chan struct{})
+		var log passLog
+		d := startDispatcher(t, clk, 0, 3, 3, func(ctx context.Context, i int) {
+			log.add(i, 0)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		})
+		for i := range 5 {
+			d.at(i, origin.Add(time.Duration(i)*time.Millisecond))
+		}
+		clk.Step(10 * time.Millisecond)
+		synctest.Wait()
+		if got, want := log.take(), []string{"0@0s", "1@0s", "2@0s"}; !slices.Equal(got, want) {
+			t.Errorf("ran %v, want %v", got, want)
+		}
+		if got := d.workers.Load(); got != 3 {
+			t.Errorf("%d workers, want 3", got)
+		}
+		release <- struct{}{}
+		synctest.Wait()
+		if got, want := log.take(), []string{"3@0s"}; !slices.Equal(got, want) {
+			t.Errorf("after one finished: ran %v, want %v", got, want)
+		}
+		close(release)
+		synctest.Wait()
+		if got, want := log.take(), []string{"4@0s"}; !slices.Equal(got, want) {
+			t.Errorf("after all finished: ran %v, want %v", got, want)
+		}
+	})
+}
+
 // TestDispatcherStops checks that run returns, with every worker, when its
 // context ends, even with a pass under way.
 func TestDispatcherStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		origin := time.Unix(1000, 0)
 		clk := clocktesting.NewFakeClock(origin)
-		d := newDispatcher(clk, origin, 0, 4, func(ctx context.Context, i int) { <-ctx.Done() })
+		d := newDispatcher(clk, origin, 0, 4, 100, func(ctx context.Context, i int) { <-ctx.Done() })
 		d.at(0, origin)
 		d.at(1, origin.Add(time.Hour))
 		ctx, cancel := context.WithCancel(context.Background())
