@@ -119,14 +119,16 @@ type Config struct {
 
 // Controller marks nodes whose lease stopped changing unreachable.
 type Controller struct {
-	client  kubernetes.Interface
-	period  time.Duration
-	grace   time.Duration
-	clock   clock.WithTicker
-	log     *slog.Logger
-	events  events.EventRecorder // Config.Recorder
-	metrics metrics
-	running atomic.Bool
+	client kubernetes.Interface
+	period time.Duration
+	grace  time.Duration
+	clock  clock.WithTicker
+	log    *slog.Logger
+	// droppedEvents counts the events the bounded sink dropped.
+	droppedEvents atomic.Uint64
+	events        events.EventRecorder // Config.Recorder
+	metrics       metrics
+	running       atomic.Bool
 
 	// recorder is the one Run uses; only its goroutine touches it.
 	recorder events.EventRecorder
@@ -238,7 +240,8 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	c.recorder = c.events
 	if c.recorder == nil {
-		b := events.NewBroadcaster(&events.EventSinkImpl{Interface: c.client.EventsV1()})
+		sink := newBoundedSink(&events.EventSinkImpl{Interface: c.client.EventsV1()}, maxPendingEvents, &c.droppedEvents, c.log, c.clock)
+		b := events.NewBroadcaster(sink)
 		defer b.Shutdown()
 		if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 			return fmt.Errorf("nodelifecycle: starting the event recorder: %w", err)

@@ -56,5 +56,9 @@ func newMetrics() metrics {
 // Collectors returns the controller's Prometheus metrics, for the caller to
 // register.
 func (c *Controller) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.metrics.nodes, c.metrics.transitions, c.metrics.writeErrors}
+	dropped := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "leasehold", Subsystem: "node_lifecycle", Name: "events_dropped_total",
+		Help: "Events not written because too many were waiting to be written already.",
+	}, func() float64 { return float64(c.droppedEvents.Load()) })
+	return []prometheus.Collector{c.metrics.nodes, c.metrics.transitions, c.metrics.writeErrors, dropped}
 }

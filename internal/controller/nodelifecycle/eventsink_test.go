@@ -1,0 +1,86 @@
+package nodelifecycle
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// blockingSink holds every write until release is closed, telling entered
+// about each.
+type blockingSink struct {
+	writes  atomic.Int32
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingSink) wait(ev *eventsv1.Event) (*eventsv1.Event, error) {
+	s.writes.Add(1)
+	s.entered <- struct{}{}
+	<-s.release
+	return ev, nil
+}
+
+func (s *blockingSink) Create(_ context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
+	return s.wait(ev)
+}
+
+func (s *blockingSink) Update(_ context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
+	return s.wait(ev)
+}
+
+func (s *blockingSink) Patch(_ context.Context, ev *eventsv1.Event, _ []byte) (*eventsv1.Event, error) {
+	return s.wait(ev)
+}
+
+func TestBoundedSinkDropsBeyondItsSize(t *testing.T) {
+	inner := &blockingSink{entered: make(chan struct{}, 8), release: make(chan struct{})}
+	var dropped atomic.Uint64
+	clk := testingclock.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := newBoundedSink(inner, 2, &dropped, slog.New(slog.DiscardHandler), clk)
+	ctx := context.Background()
+
+	done := make(chan struct{})
+	for range 2 {
+		go func() {
+			s.Create(ctx, &eventsv1.Event{Reason: "RegisteredNode"})
+			done <- struct{}{}
+		}()
+	}
+	<-inner.entered
+	<-inner.entered
+	// Both slots are taken: the next writes are dropped at once, reported
+	// as written, and never reach the inner sink.
+	ev := &eventsv1.Event{Reason: "NodeNotReady"}
+	if got, err := s.Create(ctx, ev); got != ev || err != nil {
+		t.Fatalf("Create when full = %v, %v; want the event, nil", got, err)
+	}
+	if _, err := s.Patch(ctx, ev, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if got := dropped.Load(); got != 3 {
+		t.Errorf("dropped = %d, want 3", got)
+	}
+	if got := inner.writes.Load(); got != 2 {
+		t.Errorf("inner writes = %d, want 2", got)
+	}
+
+	// Once the writes finish, the slots are free again.
+	close(inner.release)
+	<-done
+	<-done
+	if _, err := s.Create(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if got := inner.writes.Load(); got != 3 {
+		t.Errorf("inner writes after release = %d, want 3", got)
+	}
+}
