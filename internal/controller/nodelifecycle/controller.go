@@ -493,10 +493,13 @@ func (c *Controller) write(ctx context.Context, n *corev1.Node, status bool, sup
 	nodes := c.client.CoreV1().Nodes()
 	base := n
 	for attempt := 1; ; attempt++ {
-		next := base.DeepCopy()
-		if !change(next) {
+		// Most passes change nothing: ask on a cheap copy first, and copy
+		// the whole node only to write it.
+		if !change(scratchCopy(base)) {
 			return base, false, nil
 		}
+		next := base.DeepCopy()
+		change(next)
 		var got *corev1.Node
 		var err error
 		if status {
@@ -515,6 +518,16 @@ func (c *Controller) write(ctx context.Context, n *corev1.Node, status bool, sup
 			return n, false, fmt.Errorf("reading node %s after a conflict: %w", n.Name, err)
 		}
 	}
+}
+
+// scratchCopy copies n as far as the change functions of write (markUnknown,
+// markRenewed, reconcileTaints) modify it: they edit and append to
+// Status.Conditions, whose elements hold no pointers, and replace
+// Spec.Taints. Everything else is shared with n and must not be modified.
+func scratchCopy(n *corev1.Node) *corev1.Node {
+	c := *n
+	c.Status.Conditions = slices.Clone(n.Status.Conditions)
+	return &c
 }
 
 // event records an Event about the node name. The reference carries the
