@@ -22,6 +22,13 @@
 #   BENCH_NODES                fleet sizes (default "1000 10000"; the full
 #                              curve is "1000 10000 50000 100000")
 #   BENCH_DURATION             measurement per fleet size (default 60s)
+#   BENCH_INTERVAL             renewal interval of the fleet (default 10s)
+#   BENCH_LEASE_DURATION       the fleet's leaseDurationSeconds (default 40s;
+#                              longer than BENCH_INTERVAL, and the server's
+#                              --node-monitor-grace-period longer still)
+#   BENCH_SCENARIOS            which of throughput, fleet and watch to run
+#                              (default all three; fleet includes list and
+#                              restart)
 #   BENCH_WATCHERS             watchers of the watch run (default 1000)
 #   BENCH_OUT                  results directory (default bench-results)
 #   BENCH_PLOT                 SVG to draw (default docs/scaling.svg)
@@ -38,6 +45,9 @@ cd "$(dirname "$0")/.."
 
 BENCH_NODES=${BENCH_NODES:-"1000 10000"}
 BENCH_DURATION=${BENCH_DURATION:-60s}
+BENCH_INTERVAL=${BENCH_INTERVAL:-10s}
+BENCH_LEASE_DURATION=${BENCH_LEASE_DURATION:-40s}
+BENCH_SCENARIOS=${BENCH_SCENARIOS:-"throughput fleet watch"}
 BENCH_WATCHERS=${BENCH_WATCHERS:-1000}
 BENCH_OUT=${BENCH_OUT:-bench-results}
 BENCH_PLOT=${BENCH_PLOT:-docs/scaling.svg}
@@ -154,15 +164,21 @@ bench() {
 	echo "results: $result" >&2
 }
 
+# wanted SCENARIO tells whether BENCH_SCENARIOS names it.
+wanted() { [[ " $BENCH_SCENARIOS " == *" $1 "* ]]; }
+
+if wanted throughput; then
 log "throughput: 100 clients for $BENCH_THROUGHPUT_DURATION, then a bare etcd"
 fresh_server throughput
 bench throughput "$BENCH_OUT/throughput.json" --clients 100 --duration "$BENCH_THROUGHPUT_DURATION" --etcd-embedded
 stop_server
+fi
 
 for n in $BENCH_NODES; do
-	log "fleet: $n nodes for $BENCH_DURATION"
+	wanted fleet || break
+	log "fleet: $n nodes renewing every $BENCH_INTERVAL, for $BENCH_DURATION"
 	fresh_server "fleet-$n"
-	bench fleet "$BENCH_OUT/fleet-$n.json" --nodes "$n" --duration "$BENCH_DURATION"
+	bench fleet "$BENCH_OUT/fleet-$n.json" --nodes "$n" --interval "$BENCH_INTERVAL" --lease-duration "$BENCH_LEASE_DURATION" --duration "$BENCH_DURATION"
 
 	log "list: the $n leases of kube-node-lease, unpaginated, for $BENCH_LIST_DURATION"
 	bench list "$BENCH_OUT/list-$n.json" --duration "$BENCH_LIST_DURATION" --chunk-size 0
@@ -180,10 +196,12 @@ for n in $BENCH_NODES; do
 	rm -rf "$DATA_DIR"
 done
 
+if wanted watch; then
 log "watch: $BENCH_WATCHERS watchers for $BENCH_WATCH_DURATION"
 fresh_server watch
 bench watch "$BENCH_OUT/watch-$BENCH_WATCHERS.json" --watchers "$BENCH_WATCHERS" --duration "$BENCH_WATCH_DURATION"
 stop_server
+fi
 
 log "plot: $BENCH_PLOT"
 "$LEASEHOLD" bench plot --title "$BENCH_TITLE" --out "$BENCH_PLOT" "$BENCH_OUT"/fleet-*.json

@@ -2,16 +2,19 @@
 // (how many lease updates per second one server sustains, beside a bare
 // etcd doing one put per update), fleet (many virtual node agents renewing
 // on schedule, optionally killing some and timing their nodes' Ready=Unknown)
-// and watch (how fast renewals reach many watchers). Each scenario speaks
-// the Kubernetes API through client-go with protobuf over HTTP/2, so it can
-// be pointed at any Kubernetes API server as well as at leasehold.
+// watch (how fast renewals reach many watchers) and list (how long a full
+// list of a namespace's leases takes). Each scenario speaks the Kubernetes
+// API with protobuf over HTTP/2 through client-go's transports, so it can be
+// pointed at any Kubernetes API server as well as at leasehold. WritePlot
+// draws fleet reports as the scaling curve.
 //
 // # Model
 //
 // A scenario is built with its New function from a Config whose zero
 // values mean defaults, and Run(ctx) does the work and returns a Report.
 // Run starts its goroutines and waits for all of them before it returns:
-// the workers (one per client, virtual agent, writer or watcher), one
+// the workers (one per client, writer or watcher; the fleet's virtual
+// agents share a dispatcher and a few workers instead), one
 // printing a progress line per ProgressInterval, and the watches. All of
 // them end when the measurement's duration is over or ctx ends.
 //
@@ -21,9 +24,11 @@
 //
 // Latencies go into a log-linear histogram (Histogram) that records from
 // any goroutine without locks or allocations and answers percentiles to
-// within 1.6%. Each worker keeps its object and rewrites only renewTime
-// before each Update; the object the server answers with becomes its next
-// cached copy, as in package agent.
+// within 1.6%. Each worker or agent keeps its object and rewrites only
+// renewTime before each update; the object the server answers with becomes
+// its next cached copy, as in package agent. The fleet's renewals are plain
+// protobuf PUTs on the clientsets' HTTP clients, the request client-go's
+// typed Update sends, without its per-request machinery.
 //
 // The CPU time and memory of the server process are read from /proc when
 // the server runs on the same machine (found by the port it listens on, or
