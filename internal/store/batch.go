@@ -18,6 +18,13 @@ import (
 // requests, and never two writes of the same key (etcd rejects a transaction
 // that puts one key twice; the second waits for the next batch). With no
 // concurrency a write goes alone at once, so latency is etcd's.
+//
+// One batch at a time measured best (2 cores, embedded etcd): etcd applies
+// transactions one after another anyway, and while one commits the next
+// batch gathers everything that arrives, so there are fewer, larger
+// transactions. Against 4 at a time, 10 000 nodes renewing every 10 s went
+// from p99 243 ms and 1.12 CPU-s per 1 000 renewals to 41 ms and 1.04, and
+// 100 clients updating as fast as they can from 2 829 to 3 164 updates/s.
 type batcher struct {
 	client *clientv3.Client
 	queue  chan *txnRequest
@@ -25,7 +32,7 @@ type batcher struct {
 
 const (
 	maxBatch    = 100 // below etcd's default limit of 128 operations per transaction
-	maxInFlight = 4
+	maxInFlight = 1
 )
 
 type txnRequest struct {
