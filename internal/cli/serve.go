@@ -162,7 +162,13 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	}
 	defer closeEtcd()
 
-	st, err := store.New(store.Config{Client: etcdClient, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), Logger: log})
+	// An external cluster keeps etcd's default limit of operations per
+	// transaction; the embedded member allows larger group commits.
+	maxBatch := 0
+	if f.etcdServers == "" {
+		maxBatch = embedded.MaxBatch
+	}
+	st, err := store.New(store.Config{Client: etcdClient, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), MaxBatch: maxBatch, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,11 @@ type Config struct {
 	// WatchCacheSize is the number of recent events each kind keeps for
 	// watches that resume from a revision; default 16384.
 	WatchCacheSize int
+	// MaxBatch is the most writes group commit puts in one etcd
+	// transaction; default DefaultMaxBatch (100), which suits etcd's default
+	// --max-txn-ops of 128. A larger value needs etcd's limit raised above
+	// it (the embedded etcd's is, to 1024).
+	MaxBatch int
 	// BookmarkInterval is how often watchers that asked for bookmarks get
 	// one; default 10 s.
 	BookmarkInterval time.Duration
@@ -101,6 +106,9 @@ func New(cfg Config) (*Store, error) {
 	if cfg.WatchCacheSize <= 0 {
 		cfg.WatchCacheSize = 16384
 	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
 	if cfg.BookmarkInterval <= 0 {
 		cfg.BookmarkInterval = 10 * time.Second
 	}
@@ -111,7 +119,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Store{cfg: cfg, client: cfg.Client, proto: protobuf.NewSerializer(cfg.Scheme, cfg.Scheme)}
-	s.batch = newBatcher(cfg.Client)
+	s.batch = newBatcher(cfg.Client, cfg.MaxBatch)
 	return s, nil
 }
 

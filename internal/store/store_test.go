@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,5 +203,28 @@ func BenchmarkUpdateParallel(b *testing.B) {
 	})
 	if s := b.Elapsed().Seconds(); s > 0 {
 		b.ReportMetric(float64(b.N)/s, "updates/s")
+	}
+}
+
+// TestLargeConcurrentWrites writes objects whose sum is far above etcd's
+// request limit, all at once: group commit must split them into batches
+// that etcd accepts, so that every write succeeds.
+func TestLargeConcurrentWrites(t *testing.T) {
+	_, k := newStore(t)
+	ctx := context.Background()
+	big := strings.Repeat("x", 200<<10) // 40 × 200 KiB = 8 MiB, twice etcd's limit
+	errs := make(chan error, 40)
+	for i := range cap(errs) {
+		go func() {
+			l := lease("default", fmt.Sprintf("large-%d", i), "h")
+			l.Annotations = map[string]string{"payload": big}
+			_, err := k.Create(ctx, k.Key("default", l.Name), l, false)
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

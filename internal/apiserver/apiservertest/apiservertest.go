@@ -88,6 +88,9 @@ func Start(t testing.TB, opts Options) *Server {
 	if cfg.CompactionInterval == 0 {
 		cfg.CompactionInterval = -1
 	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = embedded.MaxBatch // as serve sets it for its embedded etcd
+	}
 	st, err := store.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -51,6 +51,15 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// MaxTxnOps is the member's limit of operations in one transaction (etcd's
+// --max-txn-ops, 128 by default): room for MaxBatch nested writes.
+const MaxTxnOps = 1024
+
+// MaxBatch is the group-commit batch for this member (store.Config.MaxBatch):
+// one transaction of this many nested writes, each of a compare and a put
+// or get, stays within MaxTxnOps.
+const MaxBatch = 1000
+
 // Etcd is a running member.
 type Etcd struct {
 	etcd   *embed.Etcd
@@ -88,6 +97,8 @@ func Start(cfg Config) (*Etcd, error) {
 	if ec.QuotaBackendBytes == 0 {
 		ec.QuotaBackendBytes = 8 << 30
 	}
+	// Group commit puts up to MaxBatch writes in one transaction.
+	ec.MaxTxnOps = MaxTxnOps
 	ec.MaxRequestBytes = cfg.MaxRequestBytes
 	if ec.MaxRequestBytes == 0 {
 		ec.MaxRequestBytes = 4 << 20
