@@ -430,6 +430,25 @@ func TestInFlightLimitPerUser(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers(), MaxRequestsInFlightPerUser: 1})
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	t.Cleanup(client.CloseIdleConnections)
+	const review = `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"nonResourceAttributes":{"verb":"get","path":"/api"}}}`
+	// The held request below must not be refused before it reads its body,
+	// as it would be while the authorizer has not yet seen the bootstrap
+	// role bindings that let every user create access reviews.
+	eventuallyAuth(t, "alice may create access reviews", func() error {
+		r, _ := http.NewRequest("POST", s.URL+"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", strings.NewReader(review))
+		r.Header.Set("Authorization", "Bearer "+aliceToken)
+		r.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(r)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
 	// Alice's first request holds her only slot while its body trickles.
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest("POST", s.URL+"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", pr)
@@ -471,7 +490,7 @@ func TestInFlightLimitPerUser(t *testing.T) {
 	if resp := get(web1Token); resp.StatusCode == http.StatusTooManyRequests {
 		t.Errorf("another user got 429")
 	}
-	pw.Write([]byte(`{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"nonResourceAttributes":{"verb":"get","path":"/api"}}}`))
+	pw.Write([]byte(review))
 	pw.Close()
 	if err := <-held; err != nil {
 		t.Fatal(err)
