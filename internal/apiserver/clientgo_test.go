@@ -963,19 +963,7 @@ func testInformer(t *testing.T, e *cgEnv, watchList bool) {
 	events := make(chan string, 100)
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(e.ns))
 	inf := factory.Coordination().V1().Leases().Informer()
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { events <- "add " + obj.(*coordinationv1.Lease).Name },
-		UpdateFunc: func(_, obj any) {
-			l := obj.(*coordinationv1.Lease)
-			events <- "update " + l.Name + " " + ptr.Deref(l.Spec.HolderIdentity, "")
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			events <- "delete " + obj.(*coordinationv1.Lease).Name
-		},
-	}); err != nil {
+	if _, err := inf.AddEventHandler(leaseEvents(events)); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -986,17 +974,7 @@ func testInformer(t *testing.T, e *cgEnv, watchList bool) {
 	if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
 		t.Fatal("informer did not sync")
 	}
-	expect := func(want string) {
-		t.Helper()
-		select {
-		case got := <-events:
-			if got != want {
-				t.Errorf("informer event: got %q, want %q", got, want)
-			}
-		case <-time.After(wait):
-			t.Fatalf("informer event: timed out waiting for %q", want)
-		}
-	}
+	expect := func(want string) { t.Helper(); expectEvent(t, events, want) }
 	expect("add before")
 	l, err := e.leases.Create(ctx, newLease("x", "h1"), metav1.CreateOptions{})
 	if err != nil {
@@ -1171,6 +1149,37 @@ func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// leaseEvents describes each informer event on a lease as a string:
+// "add NAME", "update NAME HOLDER" or "delete NAME".
+func leaseEvents(events chan<- string) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { events <- "add " + obj.(*coordinationv1.Lease).Name },
+		UpdateFunc: func(_, obj any) {
+			l := obj.(*coordinationv1.Lease)
+			events <- "update " + l.Name + " " + ptr.Deref(l.Spec.HolderIdentity, "")
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			events <- "delete " + obj.(*coordinationv1.Lease).Name
+		},
+	}
+}
+
+// expectEvent waits for the next informer event, described as a string.
+func expectEvent(t *testing.T, events <-chan string, want string) {
+	t.Helper()
+	select {
+	case got := <-events:
+		if got != want {
+			t.Errorf("informer event: got %q, want %q", got, want)
+		}
+	case <-time.After(wait):
+		t.Fatalf("informer event: timed out waiting for %q", want)
+	}
 }
 
 func newLease(name, holder string) *coordinationv1.Lease {

@@ -21,8 +21,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/leasehold/leasehold/internal/apiserver"
@@ -142,7 +144,13 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	controllers := builtinControllers(f)
+	// The controllers' informers read the API server's watch cache in
+	// process; api is set before any controller starts.
+	var api *apiserver.Server
+	reads := func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
+		return api.ListerWatcher(gvr, namespace)
+	}
+	controllers := builtinControllers(f, reads)
 	loopback, err := newLoopback(tokens, controllers)
 	if err != nil {
 		return err
@@ -182,7 +190,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(store.Collectors()...)
 	reg.MustRegister(apiserver.GuardCollectors()...)
 	reg.MustRegister(audit.Collectors()...)
-	api, err := apiserver.New(apiserver.Config{
+	api, err = apiserver.New(apiserver.Config{
 		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
 		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{})},
 		Authorization:              splitList(f.authorizationMode),
@@ -279,8 +287,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 }
 
 // builtinControllers are the controllers leasehold serve runs while it
-// leads, each with the identity Kubernetes gives its counterpart.
-func builtinControllers(f serveFlags) []manager.Controller {
+// leads, each with the identity Kubernetes gives its counterpart. reads
+// feeds the informers of the two that watch every node and lease (the node
+// lifecycle controller and the garbage collector) from the watch cache;
+// every controller writes through the API.
+func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string) (cache.ListerWatcher, error)) []manager.Controller {
 	return []manager.Controller{{
 		Name:     "node-lifecycle",
 		Identity: "system:serviceaccount:kube-system:node-controller",
@@ -290,7 +301,7 @@ func builtinControllers(f serveFlags) []manager.Controller {
 				return err
 			}
 			nc, err := nodelifecycle.New(nodelifecycle.Config{
-				Client: client, MonitorPeriod: f.nodeMonitorPeriod, GracePeriod: f.nodeMonitorGrace,
+				Client: client, Reads: reads, MonitorPeriod: f.nodeMonitorPeriod, GracePeriod: f.nodeMonitorGrace,
 				Logger: slog.Default().With("controller", "node-lifecycle"),
 			})
 			if err != nil {
@@ -302,7 +313,7 @@ func builtinControllers(f serveFlags) []manager.Controller {
 		Name:     "garbage-collector",
 		Identity: garbagecollector.UserName,
 		Run: func(ctx context.Context, cfg *rest.Config) error {
-			gc, err := garbagecollector.New(garbagecollector.Config{REST: cfg, Logger: slog.Default().With("controller", "garbage-collector")})
+			gc, err := garbagecollector.New(garbagecollector.Config{REST: cfg, Reads: reads, Logger: slog.Default().With("controller", "garbage-collector")})
 			if err != nil {
 				return err
 			}

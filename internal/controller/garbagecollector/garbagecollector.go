@@ -82,6 +82,13 @@ type Config struct {
 	Resources []*registry.Resource
 	// Workers is the number of objects processed at once; default 4.
 	Workers int
+	// Reads, when set, lists and watches the resources for the graph in
+	// place of REST's metadata client. leasehold serve passes its watch
+	// cache's in-process reads (apiserver.Server.ListerWatcher): the
+	// collector then sees the cached objects themselves, with no encoding,
+	// HTTP or decoding, and holds no copy of them. Deletions and orphaning
+	// always go through REST.
+	Reads func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error)
 	// Clock drives retry backoff; default the real clock.
 	Clock clock.WithTicker
 	// Logger; default slog.Default().
@@ -196,17 +203,22 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 	defer gc.toDelete.ShutDown()
 	defer gc.toOrphan.ShutDown()
 
-	factory := metadatainformer.NewSharedInformerFactory(gc.client, 0)
+	informers, start, err := gc.informers()
+	if err != nil {
+		return err
+	}
 	var hasSynced []cache.InformerSynced
-	for _, r := range gc.watched {
-		inf := factory.ForResource(r.GroupVersionResource()).Informer()
-		if _, err := inf.AddEventHandler(gc.handler(r)); err != nil {
+	for i, r := range gc.watched {
+		if _, err := informers[i].AddEventHandler(gc.handler(r)); err != nil {
 			return fmt.Errorf("garbage collector: watching %s: %w", r.GroupResource(), err)
 		}
-		hasSynced = append(hasSynced, inf.HasSynced)
+		hasSynced = append(hasSynced, informers[i].HasSynced)
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	infCtx, stopInformers := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	start(infCtx, &running)
+	defer running.Wait()
+	defer stopInformers()
 	if !cache.WaitForCacheSync(ctx.Done(), hasSynced...) {
 		return nil
 	}
@@ -229,6 +241,35 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 	gc.toOrphan.ShutDown()
 	wg.Wait()
 	return nil
+}
+
+// informers returns an informer for each watched resource, fed by
+// Config.Reads or else by the metadata client, and the function that
+// starts them, adding each to the wait group until it stops.
+func (gc *GarbageCollector) informers() ([]cache.SharedIndexInformer, func(context.Context, *sync.WaitGroup), error) {
+	infs := make([]cache.SharedIndexInformer, len(gc.watched))
+	if gc.cfg.Reads == nil {
+		factory := metadatainformer.NewSharedInformerFactory(gc.client, 0)
+		for i, r := range gc.watched {
+			infs[i] = factory.ForResource(r.GroupVersionResource()).Informer()
+		}
+		return infs, func(ctx context.Context, wg *sync.WaitGroup) {
+			factory.Start(ctx.Done())
+			wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
+		}, nil
+	}
+	for i, r := range gc.watched {
+		lw, err := gc.cfg.Reads(r.GroupVersionResource(), "")
+		if err != nil {
+			return nil, nil, fmt.Errorf("garbage collector: watching %s: %w", r.GroupResource(), err)
+		}
+		infs[i] = cache.NewSharedIndexInformer(lw, r.New(), 0, cache.Indexers{})
+	}
+	return infs, func(ctx context.Context, wg *sync.WaitGroup) {
+		for _, inf := range infs {
+			wg.Go(func() { inf.RunWithContext(ctx) })
+		}
+	}, nil
 }
 
 // handler feeds the graph from the informer of resource r.

@@ -40,10 +40,20 @@ type env struct {
 	c  kubernetes.Interface
 }
 
-func start(t *testing.T) *env {
+// start runs the collector as leasehold serve does, reading the server's
+// watch cache in process.
+func start(t *testing.T) *env { return startWith(t, true) }
+
+// startWith runs the collector on the in-process reads, or else on the
+// metadata client, as a collector outside the server would.
+func startWith(t *testing.T, inProcess bool) *env {
 	t.Helper()
 	srv := apiservertest.Start(t, apiservertest.Options{GarbageCollection: true})
-	gc, err := New(Config{REST: srv.Config, Logger: testLogger(t)})
+	cfg := Config{REST: srv.Config, Logger: testLogger(t)}
+	if inProcess {
+		cfg.Reads = srv.API.ListerWatcher
+	}
+	gc, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +198,11 @@ func value(t *testing.T, c prometheus.Counter) float64 {
 // TestNodeLease is the node heartbeat case: a node's Lease names its Node as
 // owner, as the agent and the kubelet create it, and goes with it.
 func TestNodeLease(t *testing.T) {
-	e := start(t)
+	t.Run("in-process", func(t *testing.T) { testNodeLease(t, startWith(t, true)) })
+	t.Run("metadata-client", func(t *testing.T) { testNodeLease(t, startWith(t, false)) })
+}
+
+func testNodeLease(t *testing.T, e *env) {
 	ctx := context.Background()
 	n := e.node("web-1")
 	e.lease("kube-node-lease", "web-1", nil, nodeRef(n, false))

@@ -62,6 +62,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -115,11 +116,18 @@ type Config struct {
 	// events.k8s.io/v1 recorder on Client, reporting as
 	// ReportingController, and stops it when it returns.
 	Recorder events.EventRecorder
+	// Reads, when set, lists and watches Nodes and Leases for the
+	// informers in place of Client. leasehold serve passes its watch
+	// cache's in-process reads (apiserver.Server.ListerWatcher), so the
+	// informers share the cache's objects instead of decoding copies.
+	// Writes and Events always go through Client.
+	Reads func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error)
 }
 
 // Controller marks nodes whose lease stopped changing unreachable.
 type Controller struct {
 	client kubernetes.Interface
+	reads  func(schema.GroupVersionResource, string) (cache.ListerWatcher, error) // Config.Reads
 	period time.Duration
 	grace  time.Duration
 	clock  clock.WithTicker
@@ -204,6 +212,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	return &Controller{
 		client:  cfg.Client,
+		reads:   cfg.Reads,
 		period:  cfg.MonitorPeriod,
 		grace:   cfg.GracePeriod,
 		clock:   cfg.Clock,
@@ -229,13 +238,15 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.health = map[string]*health{}
 	})
 	ctx, cancel := context.WithCancel(ctx)
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(dropManagedFields))
-	leaseFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
-		informers.WithNamespace(corev1.NamespaceNodeLease), informers.WithTransform(dropManagedFields))
-	// Deferred in this order, cancel runs first, then the factories wait for
-	// their informers to stop.
-	defer nodeFactory.Shutdown()
-	defer leaseFactory.Shutdown()
+	nodeInformer, leaseInformer, start, err := c.informers()
+	if err != nil {
+		cancel()
+		return err
+	}
+	var started sync.WaitGroup
+	// Deferred in this order, cancel runs first, then Run waits for the
+	// informers to stop.
+	defer started.Wait()
 	defer cancel()
 
 	c.recorder = c.events
@@ -249,9 +260,6 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.recorder = b.NewRecorder(scheme.Scheme, ReportingController)
 	}
 
-	nodes := nodeFactory.Core().V1().Nodes()
-	nodeInformer := nodes.Informer()
-	leaseInformer := leaseFactory.Coordination().V1().Leases().Informer()
 	if _, err := leaseInformer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if l, ok := obj.(*coordinationv1.Lease); ok {
@@ -274,8 +282,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("nodelifecycle: %w", err)
 	}
-	nodeFactory.Start(ctx.Done())
-	leaseFactory.Start(ctx.Done())
+	start(ctx, &started)
 	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.HasSynced, leaseInformer.HasSynced) {
 		return nil // ctx ended
 	}
@@ -283,7 +290,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("node lifecycle controller started", "monitorPeriod", c.period, "gracePeriod", c.grace)
 	ticker := c.clock.NewTicker(c.period)
 	defer ticker.Stop()
-	lister := nodes.Lister()
+	lister := corelisters.NewNodeLister(nodeInformer.GetIndexer())
 	for {
 		c.monitor(ctx, lister)
 		select {
@@ -308,6 +315,44 @@ func (c *Controller) update(f func()) {
 // list are first sightings: they start a fresh grace period without counting
 // as a renewal. Afterwards any lease whose uid or renewTime differs from the
 // one last seen, a new lease included, is a renewal.
+// informers returns the informers on Nodes and on the Leases of
+// kube-node-lease, fed by Reads or else by Client, and the function that
+// starts them, adding each to the wait group until it stops.
+func (c *Controller) informers() (nodes, leases cache.SharedIndexInformer, start func(context.Context, *sync.WaitGroup), err error) {
+	if c.reads == nil {
+		nodeFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(dropManagedFields))
+		leaseFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
+			informers.WithNamespace(corev1.NamespaceNodeLease), informers.WithTransform(dropManagedFields))
+		nodes = nodeFactory.Core().V1().Nodes().Informer()
+		leases = leaseFactory.Coordination().V1().Leases().Informer()
+		return nodes, leases, func(ctx context.Context, wg *sync.WaitGroup) {
+			nodeFactory.Start(ctx.Done())
+			leaseFactory.Start(ctx.Done())
+			wg.Go(func() {
+				<-ctx.Done()
+				nodeFactory.Shutdown()
+				leaseFactory.Shutdown()
+			})
+		}, nil
+	}
+	// The objects are the watch cache's own, shared: no transform may
+	// touch them, and none is needed, as they cost the controller nothing.
+	nodeLW, err := c.reads(corev1.SchemeGroupVersion.WithResource("nodes"), "")
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("nodelifecycle: %w", err)
+	}
+	leaseLW, err := c.reads(coordinationv1.SchemeGroupVersion.WithResource("leases"), corev1.NamespaceNodeLease)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("nodelifecycle: %w", err)
+	}
+	nodes = cache.NewSharedIndexInformer(nodeLW, &corev1.Node{}, 0, cache.Indexers{})
+	leases = cache.NewSharedIndexInformer(leaseLW, &coordinationv1.Lease{}, 0, cache.Indexers{})
+	return nodes, leases, func(ctx context.Context, wg *sync.WaitGroup) {
+		wg.Go(func() { nodes.RunWithContext(ctx) })
+		wg.Go(func() { leases.RunWithContext(ctx) })
+	}, nil
+}
+
 // dropManagedFields is the informers' transform: the controller never reads
 // managedFields, and they are a good part of every node and lease it
 // caches, one of each per node of the fleet.

@@ -27,11 +27,17 @@ const (
 )
 
 // startController runs a lifecycle controller against the server until the
-// test ends, recording Events through the API.
-func startController(t *testing.T, client kubernetes.Interface) {
+// test ends, recording Events through the API. With s, its informers read
+// the server's watch cache in process, as in leasehold serve; without, they
+// list and watch through client.
+func startController(t *testing.T, client kubernetes.Interface, s *apiservertest.Server) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(logWriter{t}, nil))
-	c, err := nodelifecycle.New(nodelifecycle.Config{Client: client, MonitorPeriod: testPeriod, GracePeriod: testGrace, Logger: log})
+	cfg := nodelifecycle.Config{Client: client, MonitorPeriod: testPeriod, GracePeriod: testGrace, Logger: log}
+	if s != nil {
+		cfg.Reads = s.API.ListerWatcher
+	}
+	c, err := nodelifecycle.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,9 +211,10 @@ func wantEvents(t *testing.T, client kubernetes.Interface, name string, want ...
 	}
 }
 
-// TestServer runs the controller against a real server: a node whose lease
-// is renewed stays Ready, goes Unknown with the unreachable taints once the
-// renewals stop, and comes back when they resume.
+// TestServer runs the controller against a real server, its informers on
+// the watch cache as in leasehold serve: a node whose lease is renewed stays
+// Ready, goes Unknown with the unreachable taints once the renewals stop,
+// and comes back when they resume.
 func TestServer(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{})
 	client := s.Client(t, "")
@@ -222,7 +229,7 @@ func TestServer(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	startController(t, client)
+	startController(t, client, s)
 
 	stop := renewer(t, client, "web-1", testGrace/4)
 	stays(t, 2*testGrace, wantState(t, client, "web-1", "Ready=True/TestAgentReady taints=[]"))
@@ -253,7 +260,7 @@ func TestKubeletLeaseController(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{})
 	client := s.Client(t, "application/vnd.kubernetes.protobuf")
 	createReadyNode(t, client, "kubelet-1")
-	startController(t, client)
+	startController(t, client, nil)
 
 	// The owner reference the kubelet sets on its lease.
 	setOwner := func(l *coordinationv1.Lease) error {

@@ -1,0 +1,191 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/leasehold/leasehold/internal/registry"
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+// ListerWatcher feeds an informer of the server's own controllers straight
+// from the watch cache: the list and the watch events carry the cached
+// objects themselves, with no encoding, HTTP or decoding in between, and
+// the informer's store shares them with the cache instead of holding a
+// decoded copy of every object. Those objects must never be modified; copy
+// one before changing it, as client-go asks of every informer's objects.
+//
+// Reads bypass authentication, authorization, audit and the in-flight
+// limits: they are the server's own. Writes still go through the API.
+// Label and field selectors are not supported. The resource must have
+// storage of its own (not a view of another resource's).
+func (s *Server) ListerWatcher(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
+	r, ok := registry.Lookup(gvr.GroupVersion(), gvr.Resource)
+	if !ok {
+		return nil, fmt.Errorf("apiserver: no resource %s", gvr)
+	}
+	k, ok := s.kinds[r].(*store.Kind)
+	if !ok {
+		return nil, fmt.Errorf("apiserver: %s has no storage of its own", gvr)
+	}
+	if !r.Namespaced {
+		namespace = ""
+	}
+	return &listWatch{s: s, r: r, k: k, namespace: namespace}, nil
+}
+
+type listWatch struct {
+	s         *Server
+	r         *registry.Resource
+	k         *store.Kind
+	namespace string
+}
+
+var errSelectors = errors.New("in-process list and watch take no label or field selector")
+
+// The deprecated forms, for cache.ListerWatcher.
+func (lw *listWatch) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return lw.ListWithContext(context.Background(), opts)
+}
+
+func (lw *listWatch) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return lw.WatchWithContext(context.Background(), opts)
+}
+
+// IsWatchListSemanticsUnSupported tells client-go's reflector to list and
+// then watch: a list from the cache costs no more than the initial events
+// of a watch-list would.
+func (lw *listWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// ListWithContext returns every object of the namespace from the cache,
+// however opts pages (a list from memory is one consistent snapshot).
+func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	if opts.LabelSelector != "" || opts.FieldSelector != "" {
+		return nil, apierrors.NewBadRequest(errSelectors.Error())
+	}
+	rv := opts.ResourceVersion
+	match := opts.ResourceVersionMatch
+	if match == metav1.ResourceVersionMatchExact {
+		// Only etcd has the state at an exact past revision; a controller
+		// wants the newest it can have at least as new as that.
+		match = metav1.ResourceVersionMatchNotOlderThan
+	}
+	res, err := lw.k.List(ctx, store.ListOptions{Namespace: lw.namespace, ResourceVersion: rv, Match: match})
+	if err != nil {
+		return nil, lw.apiError(err)
+	}
+	return &sharedList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(res.ResourceVersion)}, Items: res.Items}, nil
+}
+
+// WatchWithContext watches the cache from opts.ResourceVersion.
+func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.LabelSelector != "" || opts.FieldSelector != "" {
+		return nil, apierrors.NewBadRequest(errSelectors.Error())
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w, err := lw.k.Watch(ctx, store.WatchOptions{
+		Namespace: lw.namespace, ResourceVersion: opts.ResourceVersion, SendInitialEvents: opts.SendInitialEvents,
+		Bookmarks: opts.AllowWatchBookmarks,
+		// In-process readers keep up or are restarted from the ring; a
+		// deeper buffer than a remote watch's rides out a GC pause at
+		// thousands of writes a second, and costs a pointer an event.
+		BufferSize: inProcessWatchBuffer,
+	})
+	if err != nil {
+		cancel()
+		return nil, lw.apiError(err)
+	}
+	out := &sharedWatch{result: make(chan watch.Event), done: make(chan struct{}), cancel: cancel}
+	go out.run(ctx, w, lw.s.shutdown)
+	return out, nil
+}
+
+const inProcessWatchBuffer = 8192
+
+func (lw *listWatch) apiError(err error) error {
+	st := statusFor(err, lw.r.GroupResource(), "")
+	return &apierrors.StatusError{ErrStatus: *st}
+}
+
+// sharedList is what ListWithContext returns: its Items are the cached
+// objects (client-go's reflector takes elements that are runtime.Objects
+// as they are, without copying).
+type sharedList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []runtime.Object
+}
+
+func (l *sharedList) DeepCopyObject() runtime.Object {
+	c := &sharedList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&c.ListMeta)
+	c.Items = make([]runtime.Object, len(l.Items))
+	for i, o := range l.Items {
+		c.Items[i] = o.DeepCopyObject()
+	}
+	return c
+}
+
+// sharedWatch relays a store watch as a watch.Interface.
+type sharedWatch struct {
+	result   chan watch.Event
+	done     chan struct{}
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+}
+
+func (w *sharedWatch) ResultChan() <-chan watch.Event { return w.result }
+
+func (w *sharedWatch) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.done)
+		w.cancel()
+	})
+}
+
+// run delivers the initial events, then the changes, until the store ends
+// the watch (its reader fell behind, or the cache relisted), the watch is
+// stopped, or the server shuts down. Ending closes the result channel; the
+// reflector then watches again from the last revision it saw.
+func (w *sharedWatch) run(ctx context.Context, sw *store.Watch, shutdown <-chan struct{}) {
+	defer close(w.result)
+	defer sw.Stop()
+	send := func(e *store.Event) bool {
+		select {
+		case w.result <- watch.Event{Type: e.Type, Object: e.Object}:
+			return true
+		case <-w.done:
+		case <-ctx.Done():
+		case <-shutdown:
+		}
+		return false
+	}
+	for _, e := range sw.Initial {
+		if !send(e) {
+			return
+		}
+	}
+	for {
+		select {
+		case e, ok := <-sw.Events:
+			if !ok || !send(e) {
+				return
+			}
+		case <-w.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-shutdown:
+			return
+		}
+	}
+}
