@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,8 +15,9 @@ import (
 
 // Bootstrap creates what a new cluster has from its first start: the
 // namespaces default, kube-system, kube-public and kube-node-lease, and the
-// bootstrap RBAC roles and bindings (bootstrap_rbac.go). It is
-// safe to call on every start and from several servers at once.
+// bootstrap RBAC roles and bindings (bootstrap_rbac.go), and returns once
+// the watch caches hold them. It is safe to call on every start and from
+// several servers at once.
 func (s *Server) Bootstrap(ctx context.Context) error {
 	k := s.kinds[registry.Namespaces]
 	for _, name := range registry.InitialNamespaces {
@@ -29,5 +31,17 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.bootstrapRBAC(ctx)
+	if err := s.bootstrapRBAC(ctx); err != nil {
+		return err
+	}
+	// The authorizer and namespace checks read the watch cache, which
+	// follows etcd a moment behind: serve nothing before it holds what
+	// bootstrap just wrote, or the first requests could be refused. A
+	// consistent list waits for the cache to reach etcd's current revision.
+	for _, r := range []*registry.Resource{registry.Namespaces, registry.ClusterRoles, registry.ClusterRoleBindings} {
+		if _, err := s.kinds[r].List(ctx, store.ListOptions{}); err != nil {
+			return fmt.Errorf("bootstrap: waiting for the %s cache: %w", r.Name, err)
+		}
+	}
+	return nil
 }

@@ -1363,6 +1363,12 @@ func TestMetadataWatchBookmarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
+	// A bookmark carries a revision newer than the watcher has seen, as in
+	// kube-apiserver: a write elsewhere (another namespace) makes one.
+	createNamespace(t, s.Client(t, protobuf), "elsewhere")
+	if _, err := s.Client(t, protobuf).CoordinationV1().Leases("elsewhere").Create(context.Background(), newLease("other", "h"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	timeout := time.After(10 * time.Second)
 	for {
 		select {
