@@ -150,7 +150,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reads := func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
 		return api.ListerWatcher(gvr, namespace)
 	}
-	controllers := builtinControllers(f, reads)
+	leaderMetrics := newLeaderMetrics()
+	controllers := builtinControllers(f, reads, leaderMetrics)
 	loopback, err := newLoopback(tokens, controllers)
 	if err != nil {
 		return err
@@ -190,6 +191,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(store.Collectors()...)
 	reg.MustRegister(apiserver.GuardCollectors()...)
 	reg.MustRegister(audit.Collectors()...)
+	reg.MustRegister(leaderMetrics)
 	api, err = apiserver.New(apiserver.Config{
 		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
 		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{})},
@@ -290,8 +292,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 // leads, each with the identity Kubernetes gives its counterpart. reads
 // feeds the informers of the two that watch every node and lease (the node
 // lifecycle controller and the garbage collector) from the watch cache;
-// every controller writes through the API.
-func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string) (cache.ListerWatcher, error)) []manager.Controller {
+// every controller writes through the API. Those two export their metrics
+// through metrics while they run.
+func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string) (cache.ListerWatcher, error), metrics *leaderMetrics) []manager.Controller {
 	return []manager.Controller{{
 		Name:     "node-lifecycle",
 		Identity: "system:serviceaccount:kube-system:node-controller",
@@ -307,6 +310,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 			if err != nil {
 				return err
 			}
+			defer metrics.hold("node-lifecycle", nc.Collectors())()
 			return nc.Run(ctx)
 		},
 	}, {
@@ -317,6 +321,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 			if err != nil {
 				return err
 			}
+			defer metrics.hold("garbage-collector", gc.Collectors())()
 			return gc.Run(ctx)
 		},
 	}, {
