@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,11 @@ type Config struct {
 	// Logger receives etcd's warnings and errors; default slog.Default().
 	Logger *slog.Logger
 }
+
+// SingleMemberCatchUpEntries is etcd's --snapshot-catchup-entries for a
+// member alone in its cluster: the raft entries it keeps in memory after
+// each snapshot, which etcd 3.7 takes every 100 entries.
+const SingleMemberCatchUpEntries = 100
 
 // MaxTxnOps is the member's limit of operations in one transaction (etcd's
 // --max-txn-ops, 128 by default): room for MaxBatch nested writes.
@@ -99,6 +105,15 @@ func Start(cfg Config) (*Etcd, error) {
 	}
 	// Group commit puts up to MaxBatch writes in one transaction.
 	ec.MaxTxnOps = MaxTxnOps
+	if !strings.Contains(ec.InitialCluster, ",") {
+		// etcd keeps the last SnapshotCatchUpEntries raft entries in
+		// memory for followers that fall behind. Its default, 5 000, was
+		// sized for entries of one request each; a group commit's entry
+		// holds up to MaxBatch writes, and 5 000 of them held over 1 GiB
+		// while a large fleet registered. A member alone has no follower
+		// to catch up (one that joins later gets a snapshot).
+		ec.SnapshotCatchUpEntries = SingleMemberCatchUpEntries
+	}
 	ec.MaxRequestBytes = cfg.MaxRequestBytes
 	if ec.MaxRequestBytes == 0 {
 		ec.MaxRequestBytes = 4 << 20

@@ -1,0 +1,23 @@
+package embedded
+
+import (
+	"testing"
+
+	"go.etcd.io/etcd/server/v3/etcdserver"
+)
+
+// TestSingleMemberRaftLog: a member alone keeps few raft entries in memory
+// after a snapshot, since each can hold a group commit of MaxBatch writes.
+func TestSingleMemberRaftLog(t *testing.T) {
+	e, err := Start(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if got := e.etcd.Server.Cfg.SnapshotCatchUpEntries; got != SingleMemberCatchUpEntries {
+		t.Errorf("catch-up entries %d, want %d", got, SingleMemberCatchUpEntries)
+	}
+	if SingleMemberCatchUpEntries >= etcdserver.DefaultSnapshotCatchUpEntries {
+		t.Errorf("a single member should keep fewer entries than etcd's default %d", etcdserver.DefaultSnapshotCatchUpEntries)
+	}
+}
