@@ -144,6 +144,10 @@ type Controller struct {
 	mu     sync.Mutex
 	health map[string]*health
 	passes int
+	// nodeEvents counts the node informer's notifications: passes read
+	// nodes from the informer, and a test waits on this to know a change
+	// has reached it.
+	nodeEvents int
 	// changed is closed and replaced whenever the fields above change, so
 	// that tests can wait for the controller without sleeping.
 	changed chan struct{}
@@ -260,6 +264,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.recorder = b.NewRecorder(scheme.Scheme, ReportingController)
 	}
 
+	nodeSeen := func(any) { c.update(func() { c.nodeEvents++ }) }
+	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: nodeSeen, UpdateFunc: func(_, obj any) { nodeSeen(obj) }, DeleteFunc: nodeSeen,
+	}); err != nil {
+		return fmt.Errorf("nodelifecycle: %w", err)
+	}
 	if _, err := leaseInformer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if l, ok := obj.(*coordinationv1.Lease); ok {
@@ -309,6 +319,15 @@ func (c *Controller) update(f func()) {
 	f()
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// locked runs f under the mutex without waking anyone: a pass changes the
+// table node by node, and wakes its waiters once at the end (passes++),
+// rather than allocating a channel for every node it visits.
+func (c *Controller) locked(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f()
 }
 
 // observeLease records a sighting of a node lease. Leases in the initial
@@ -416,7 +435,7 @@ func (c *Controller) monitor(ctx context.Context, lister corelisters.NodeLister)
 	}
 
 	var removed []string
-	c.update(func() {
+	c.locked(func() {
 		for name, h := range c.health {
 			if h.uid != "" && !present[name] {
 				removed = append(removed, name)
@@ -446,7 +465,7 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 		before     corev1.ConditionStatus
 		superseded []string
 	)
-	c.update(func() {
+	c.locked(func() {
 		h = c.health[n.Name]
 		if h == nil {
 			h = &health{}
@@ -503,7 +522,7 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 	}
 
 	after := readyStatus(cur)
-	c.update(func() {
+	c.locked(func() {
 		if c.health[n.Name] != h {
 			return
 		}
@@ -535,7 +554,6 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 // and whether it wrote; on an error, n itself. The resourceVersion each
 // successful write replaced is appended to superseded.
 func (c *Controller) write(ctx context.Context, n *corev1.Node, status bool, superseded *[]string, change func(*corev1.Node) bool) (*corev1.Node, bool, error) {
-	nodes := c.client.CoreV1().Nodes()
 	base := n
 	for attempt := 1; ; attempt++ {
 		// Most passes change nothing: ask on a cheap copy first, and copy
@@ -543,6 +561,7 @@ func (c *Controller) write(ctx context.Context, n *corev1.Node, status bool, sup
 		if !change(scratchCopy(base)) {
 			return base, false, nil
 		}
+		nodes := c.client.CoreV1().Nodes()
 		next := base.DeepCopy()
 		change(next)
 		var got *corev1.Node

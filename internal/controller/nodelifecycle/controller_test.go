@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -80,6 +81,9 @@ type env struct {
 	rec    *recorder
 	c      *Controller
 	stop   func()
+	// watches receives one value for each watch the fake clientset has
+	// started and registered.
+	watches chan struct{}
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -97,7 +101,21 @@ func (w testWriter) Write(p []byte) (int, error) {
 // starts a controller on them.
 func newEnv(t *testing.T, objs ...runtime.Object) *env {
 	t.Helper()
-	e := &env{t: t, clock: clocktesting.NewFakeClock(t0), client: fake.NewClientset(objs...)}
+	e := &env{t: t, clock: clocktesting.NewFakeClock(t0), client: fake.NewClientset(objs...), watches: make(chan struct{}, 64)}
+	// The fake clientset delivers only the changes made after a watch is
+	// registered, and cannot resume one: a change made between the
+	// informer's list and its watch would never reach it. So start() waits
+	// for the watches, which this reactor registers itself.
+	e.client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := e.client.Tracker().Watch(action.GetResource(), action.GetNamespace())
+		if err == nil {
+			select {
+			case e.watches <- struct{}{}:
+			default: // nobody counts these
+			}
+		}
+		return true, w, err
+	})
 	e.start()
 	return e
 }
@@ -131,6 +149,13 @@ func (e *env) start() {
 	}
 	e.t.Cleanup(e.stop)
 	e.waitFor("the first pass", func(c *Controller) bool { return c.passes >= 1 })
+	for range 2 { // nodes and leases
+		select {
+		case <-e.watches:
+		case <-time.After(time.Minute):
+			e.t.Fatal("gave up waiting for the informers' watches")
+		}
+	}
 }
 
 // waitFor blocks until cond, evaluated under the controller's mutex, holds.
@@ -449,6 +474,9 @@ func TestNodeReplaced(t *testing.T) {
 	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0))
 	e.step(period)
 	nodes := e.client.CoreV1().Nodes()
+	e.c.mu.Lock()
+	seen := e.c.nodeEvents
+	e.c.mu.Unlock()
 	if err := nodes.Delete(context.Background(), "web-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -457,17 +485,17 @@ func TestNodeReplaced(t *testing.T) {
 	if _, err := nodes.Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Until the informer shows the new node, passes see the old one or none.
-	for {
-		e.step(period)
-		e.c.mu.Lock()
-		h := e.c.health["web-1"]
-		replaced := h != nil && h.uid == n.UID
-		e.c.mu.Unlock()
-		if replaced {
-			break
-		}
+	// Passes read the informer. Stepping the clock before it shows the new
+	// node would let the old one expire, and the fake clientset, which has
+	// no resourceVersions, would let the controller's write of the old node
+	// replace the new one.
+	e.waitFor("the informer to see the node replaced", func(c *Controller) bool { return c.nodeEvents >= seen+2 })
+	e.step(period)
+	e.c.mu.Lock()
+	if h := e.c.health["web-1"]; h == nil || h.uid != n.UID {
+		t.Errorf("after a pass the controller knows web-1 as %+v, want uid %s", h, n.UID)
 	}
+	e.c.mu.Unlock()
 	// The grace period runs from the new node's registration.
 	e.step(grace)
 	e.wantReady("web-1", corev1.ConditionTrue, agentReason)
