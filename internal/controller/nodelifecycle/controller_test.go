@@ -101,6 +101,15 @@ func (w testWriter) Write(p []byte) (int, error) {
 // starts a controller on them.
 func newEnv(t *testing.T, objs ...runtime.Object) *env {
 	t.Helper()
+	e := newStoppedEnv(t, objs...)
+	e.start()
+	return e
+}
+
+// newStoppedEnv is newEnv without starting the controller, for tests that
+// add reactors first.
+func newStoppedEnv(t *testing.T, objs ...runtime.Object) *env {
+	t.Helper()
 	e := &env{t: t, clock: clocktesting.NewFakeClock(t0), client: fake.NewClientset(objs...), watches: make(chan struct{}, 64)}
 	// The fake clientset delivers only the changes made after a watch is
 	// registered, and cannot resume one: a change made between the
@@ -116,7 +125,6 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 		}
 		return true, w, err
 	})
-	e.start()
 	return e
 }
 
@@ -620,7 +628,7 @@ func TestNodeWithoutLease(t *testing.T) {
 // update conflict with a change made meanwhile: each is retried after a
 // fresh GET and the concurrent change is kept.
 func TestConflictRetried(t *testing.T) {
-	e := &env{t: t, clock: clocktesting.NewFakeClock(t0), client: fake.NewClientset(readyNode("web-1"), nodeLease("web-1", t0))}
+	e := newStoppedEnv(t, readyNode("web-1"), nodeLease("web-1", t0))
 	nodesGVR := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 	var mu sync.Mutex
 	conflicts := map[string]bool{} // subresource → conflicted once
@@ -675,7 +683,7 @@ func TestConflictRetried(t *testing.T) {
 // TestConflictGivesUp makes every status update conflict: the controller
 // gives up after a few attempts and tries again at the next pass.
 func TestConflictGivesUp(t *testing.T) {
-	e := &env{t: t, clock: clocktesting.NewFakeClock(t0), client: fake.NewClientset(readyNode("web-1"), nodeLease("web-1", t0))}
+	e := newStoppedEnv(t, readyNode("web-1"), nodeLease("web-1", t0))
 	var mu sync.Mutex
 	fail := true
 	updates := 0
