@@ -504,14 +504,15 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 		if wrote {
 			c.log.Warn("node lease not renewed within the grace period, node marked Unknown", "node", n.Name, "silentFor", now.Sub(probe), "gracePeriod", c.grace)
 		}
-	case renewed:
+	case renewed && readyStatus(n) == corev1.ConditionUnknown: // markRenewed changes nothing otherwise
 		cur, wrote, err = c.write(ctx, n, true, &superseded, func(n *corev1.Node) bool { return markRenewed(n, now) })
 		if wrote {
 			c.log.Info("node lease renewed again, node marked Ready", "node", n.Name)
 		}
 	}
-	if err == nil {
-		ready := readyStatus(cur)
+	// A Ready node without the lifecycle taints, most nodes in most passes,
+	// needs no taint write: skip even write's scratch copy.
+	if ready := readyStatus(cur); err == nil && (ready != corev1.ConditionTrue || hasLifecycleTaint(cur)) {
 		var tainted bool
 		cur, tainted, err = c.write(ctx, cur, false, &superseded, func(n *corev1.Node) bool { return reconcileTaints(n, ready, now) })
 		wrote = wrote || tainted

@@ -113,6 +113,17 @@ func markRenewed(n *corev1.Node, now time.Time) bool {
 	return true
 }
 
+// hasLifecycleTaint reports whether n carries a taint reconcileTaints
+// manages.
+func hasLifecycleTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady {
+			return true
+		}
+	}
+	return false
+}
+
 // taintEffects are the effects of the taints the controller manages, each
 // for one key.
 var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute}
