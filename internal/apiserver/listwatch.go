@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,8 +103,12 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 		cancel()
 		return nil, lw.apiError(err)
 	}
-	out := &sharedWatch{result: make(chan watch.Event), done: make(chan struct{}), cancel: cancel}
-	go out.run(ctx, w, lw.s.shutdown)
+	result := make(chan watch.Event)
+	out := watch.NewProxyWatcher(result)
+	go func() {
+		defer cancel()
+		relay(ctx, w, result, out.StopChan(), lw.s.shutdown)
+	}()
 	return out, nil
 }
 
@@ -135,35 +138,19 @@ func (l *sharedList) DeepCopyObject() runtime.Object {
 	return c
 }
 
-// sharedWatch relays a store watch as a watch.Interface.
-type sharedWatch struct {
-	result   chan watch.Event
-	done     chan struct{}
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-}
-
-func (w *sharedWatch) ResultChan() <-chan watch.Event { return w.result }
-
-func (w *sharedWatch) Stop() {
-	w.stopOnce.Do(func() {
-		close(w.done)
-		w.cancel()
-	})
-}
-
-// run delivers the initial events, then the changes, until the store ends
-// the watch (its reader fell behind, or the cache relisted), the watch is
-// stopped, or the server shuts down. Ending closes the result channel; the
-// reflector then watches again from the last revision it saw.
-func (w *sharedWatch) run(ctx context.Context, sw *store.Watch, shutdown <-chan struct{}) {
-	defer close(w.result)
+// relay delivers a store watch's initial events, then its changes, to
+// result until the store ends the watch (its reader fell behind, or the
+// cache relisted), the watcher is stopped, ctx ends or the server shuts
+// down. It then closes result; the reflector watches again from the last
+// revision it saw.
+func relay(ctx context.Context, sw *store.Watch, result chan<- watch.Event, stopped, shutdown <-chan struct{}) {
+	defer close(result)
 	defer sw.Stop()
 	send := func(e *store.Event) bool {
 		select {
-		case w.result <- watch.Event{Type: e.Type, Object: e.Object}:
+		case result <- watch.Event{Type: e.Type, Object: e.Object}:
 			return true
-		case <-w.done:
+		case <-stopped:
 		case <-ctx.Done():
 		case <-shutdown:
 		}
@@ -180,7 +167,7 @@ func (w *sharedWatch) run(ctx context.Context, sw *store.Watch, shutdown <-chan 
 			if !ok || !send(e) {
 				return
 			}
-		case <-w.done:
+		case <-stopped:
 			return
 		case <-ctx.Done():
 			return

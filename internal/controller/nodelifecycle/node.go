@@ -113,15 +113,15 @@ func markRenewed(n *corev1.Node, now time.Time) bool {
 	return true
 }
 
-// hasLifecycleTaint reports whether n carries a taint reconcileTaints
+// isLifecycleTaint reports whether t is one of the taints reconcileTaints
 // manages.
+func isLifecycleTaint(t corev1.Taint) bool {
+	return t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady
+}
+
+// hasLifecycleTaint reports whether n carries one of them.
 func hasLifecycleTaint(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(n.Spec.Taints, isLifecycleTaint)
 }
 
 // taintEffects are the effects of the taints the controller manages, each
@@ -149,7 +149,7 @@ func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time
 	have := map[corev1.TaintEffect]bool{}
 	taints := make([]corev1.Taint, 0, len(n.Spec.Taints)+len(taintEffects))
 	for _, t := range n.Spec.Taints {
-		if t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady {
+		if isLifecycleTaint(t) {
 			if t.Key != want || have[t.Effect] {
 				changed = true
 				continue
