@@ -214,8 +214,12 @@ func (s *Store) requestProgress() {
 }
 
 // CurrentRevision reads etcd's current revision with a linearizable read.
+// Any read's header carries the revision of the whole store, so it reads one
+// key: a count over a range would visit every key in it (etcd counts a range
+// in full even with a limit), which at 100 000 nodes cost a tenth of a second
+// of CPU on every consistent list and watch.
 func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
-	resp, err := s.client.Get(ctx, s.cfg.Prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithLimit(1))
+	resp, err := s.client.Get(ctx, s.compactKey(), clientv3.WithCountOnly())
 	if err != nil {
 		return 0, err
 	}
@@ -227,7 +231,7 @@ func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
 // Several servers sharing an etcd agree through a compare on a shared key,
 // so each interval compacts once.
 func (s *Store) compactLoop(ctx context.Context) {
-	key := s.cfg.Prefix + "/compact_rev_key"
+	key := s.compactKey()
 	t := s.cfg.Clock.NewTicker(s.cfg.CompactionInterval)
 	defer t.Stop()
 	var version, prevRev int64
@@ -262,6 +266,10 @@ func (s *Store) compactLoop(ctx context.Context) {
 		prevRev = curRev
 	}
 }
+
+// compactKey is where the servers sharing an etcd record the revision the
+// next compaction goes to.
+func (s *Store) compactKey() string { return s.cfg.Prefix + "/compact_rev_key" }
 
 // Compact compacts etcd up to rev now; tests use it to provoke 410 Gone.
 func (s *Store) Compact(ctx context.Context, rev int64) error {

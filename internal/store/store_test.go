@@ -228,3 +228,25 @@ func TestLargeConcurrentWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestCurrentRevision: the current revision is the store's latest, whatever
+// kind the last write was to.
+func TestCurrentRevision(t *testing.T) {
+	s, k := newStore(t)
+	ctx := context.Background()
+	var last string
+	for i := range 3 {
+		obj, err := k.Create(ctx, k.Key("default", fmt.Sprint(i)), lease("default", fmt.Sprint(i), "x"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = obj.(*coordinationv1.Lease).ResourceVersion
+	}
+	rev, err := s.CurrentRevision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rev) != last {
+		t.Fatalf("current revision %d, want %s (the last write's)", rev, last)
+	}
+}
