@@ -1,13 +1,16 @@
 package apiserver
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"reflect"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -116,19 +119,46 @@ func wantPretty(r *http.Request) bool {
 // encoding sets apiVersion and kind on the object, and objects from the
 // watch cache are shared.
 func encode(e encoding, obj runtime.Object, gv schema.GroupVersion) ([]byte, error) {
-	ser := e.info.Serializer
-	if e.pretty && e.info.PrettySerializer != nil {
-		ser = e.info.PrettySerializer
-	}
 	var buf bytes.Buffer
-	enc := runtime.WithVersionEncoder{Version: gv, Encoder: ser, ObjectTyper: registry.Scheme}
-	if err := enc.Encode(shallowCopy(obj), &buf); err != nil {
+	if err := encodeTo(&buf, e, obj, gv); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
+func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersion) error {
+	ser := e.info.Serializer
+	if e.pretty && e.info.PrettySerializer != nil {
+		ser = e.info.PrettySerializer
+	}
+	enc := runtime.WithVersionEncoder{Version: gv, Encoder: ser, ObjectTyper: registry.Scheme}
+	return enc.Encode(shallowCopy(obj), w)
+}
+
+// streamBuffer is how much of a streamed list is gathered before it is
+// handed to the connection.
+const streamBuffer = 64 << 10
+
 func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e encoding, obj runtime.Object, gv schema.GroupVersion) {
+	if meta.IsListType(obj) {
+		// A list is written as it is encoded, item by item (the codecs
+		// stream collections), rather than built whole in memory first: a
+		// list of 100 000 leases is some 50 MB. An encoding error can then
+		// no longer become a 500, so the response is cut off instead, which
+		// every client sees as a failed request.
+		w.Header().Set("Content-Type", e.mediaType)
+		w.WriteHeader(code)
+		bw := bufio.NewWriterSize(w, streamBuffer)
+		err := encodeTo(bw, e, obj, gv)
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err != nil && r.Context().Err() == nil {
+			s.log.Error("encoding response", "err", err, "path", r.URL.Path)
+			panic(http.ErrAbortHandler)
+		}
+		return
+	}
 	data, err := encode(e, obj, gv)
 	if err != nil {
 		s.log.Error("encoding response", "err", err, "path", r.URL.Path)

@@ -66,6 +66,10 @@ type Config struct {
 	// Orphan or Foreground policy then wait for it. Without one they are
 	// immediate.
 	GarbageCollection bool
+	// EventTTL is how long an Event is kept after its last write (etcd
+	// deletes it then); default one hour, as kube-apiserver's --event-ttl;
+	// negative keeps Events until they are deleted.
+	EventTTL time.Duration
 	// Clock for timestamps and timeouts; default the real clock.
 	Clock clock.WithTicker
 	// Logger; default slog.Default().
@@ -103,6 +107,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 3 << 20
 	}
+	if cfg.EventTTL == 0 {
+		cfg.EventTTL = time.Hour
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -139,7 +146,11 @@ func New(cfg Config) (*Server, error) {
 			}
 			s.kinds[r] = converted{Kind: base, r: r}
 		} else {
-			s.kinds[r] = cfg.Store.Kind(r.StoragePrefix(), r.GroupVersionKind(), r.Namespaced, r.New, r.NewList)
+			k := cfg.Store.Kind(r.StoragePrefix(), r.GroupVersionKind(), r.Namespaced, r.New, r.NewList)
+			if r == registry.Events {
+				k.SetTTL(cfg.EventTTL)
+			}
+			s.kinds[r] = k
 		}
 		subs := []string{""}
 		if r.StatusSubresource {

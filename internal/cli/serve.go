@@ -54,6 +54,7 @@ type serveFlags struct {
 	etcdCA, etcdCert, etcdKey           string
 	tlsSANs                             string
 	compaction                          time.Duration
+	eventTTL                            time.Duration
 	nodeMonitorPeriod, nodeMonitorGrace time.Duration
 	profiling                           bool
 	shutdownGrace                       time.Duration
@@ -80,6 +81,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for the external etcd")
 	fs.StringVar(&f.tlsSANs, "tls-san", "", "extra comma-separated host names or IPs for the serving certificate")
 	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often to compact etcd history (0 disables)")
+	fs.DurationVar(&f.eventTTL, "event-ttl", time.Hour, "how long an Event is kept after its last write, as kube-apiserver's --event-ttl (0: forever)")
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ (to cluster-admins unless RBAC grants more)")
 	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks node leases")
 	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", 50*time.Second, "how long a node's lease may go unrenewed before the node is marked Ready=Unknown")
@@ -199,6 +201,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		Audit:                      auditLog,
 		MaxRequestsInFlight:        f.maxInFlight,
 		MaxRequestsInFlightPerUser: f.maxInFlightPerUser,
+		EventTTL:                   orDisabled(f.eventTTL),
 		RequestReadTimeout:         orDisabled(f.requestReadTimeout),
 	})
 	if err != nil {
@@ -446,10 +449,12 @@ func adminCredentials(f serveFlags, ca *pki.CA, host string, tokens *auth.Tokens
 // openEtcd connects to the external etcd or starts the embedded one.
 func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, func(), error) {
 	if f.etcdServers == "" {
+		start := time.Now()
 		e, err := embedded.Start(embedded.Config{Dir: filepath.Join(f.dataDir, "etcd"), Logger: log})
 		if err != nil {
 			return nil, nil, err
 		}
+		log.Info("embedded etcd ready", "took", time.Since(start).Round(time.Millisecond))
 		return e.Client(), func() { e.Close() }, nil
 	}
 	cfg := clientv3.Config{Endpoints: strings.Split(f.etcdServers, ","), DialTimeout: 10 * time.Second}

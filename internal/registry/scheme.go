@@ -21,7 +21,10 @@ import (
 var Scheme = runtime.NewScheme()
 
 // Codecs serializes to and from JSON, YAML and protobuf, strictly when asked.
-var Codecs = serializer.NewCodecFactory(Scheme, serializer.EnableStrict)
+// Lists are encoded one item at a time, as kube-apiserver does since 1.33:
+// a list is written out without first building its whole encoding.
+var Codecs = serializer.NewCodecFactory(Scheme, serializer.EnableStrict,
+	serializer.WithStreamingCollectionEncodingToJSON(), serializer.WithStreamingCollectionEncodingToProtobuf())
 
 func init() {
 	for _, add := range []func(*runtime.Scheme) error{

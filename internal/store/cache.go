@@ -135,7 +135,8 @@ func (c *cache) run(ctx context.Context, bookmarkInterval time.Duration) {
 
 // reload replaces the state with a fresh list from etcd.
 func (c *cache) reload(ctx context.Context, first bool) error {
-	items := map[string]runtime.Object{}
+	began := c.clock.Now()
+	var items map[string]runtime.Object
 	start, end := c.k.prefix, clientv3.GetPrefixRangeEnd(c.k.prefix)
 	var rev int64
 	for {
@@ -149,6 +150,9 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
+			// The first page counts the whole range: size the map once
+			// rather than grow it through every doubling.
+			items = make(map[string]runtime.Object, resp.Count)
 		}
 		for _, kv := range resp.Kvs {
 			obj, err := c.k.decode(kv)
@@ -175,6 +179,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 		}
 	}
 	c.setRVLocked(rev)
+	c.log.Info("watch cache filled", "objects", len(items), "revision", rev, "took", c.clock.Since(began).Round(time.Millisecond))
 	return nil
 }
 

@@ -23,6 +23,7 @@ type Kind struct {
 	newList    func() runtime.Object
 	encoder    runtime.Encoder
 	cache      *cache
+	ttl        *ttlLeases // nil: objects live until deleted
 }
 
 // Key is the etcd key of an object.
@@ -113,10 +114,15 @@ func (k *Kind) Create(ctx context.Context, key string, obj runtime.Object, dryRu
 		}
 		return obj, nil
 	}
+	put, err := k.putOp(ctx, key, data)
+	if err != nil {
+		return nil, err
+	}
 	start := k.s.cfg.Clock.Now()
-	res := k.s.batch.do(ctx, key, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, string(data)))
+	res := k.s.batch.do(ctx, key, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), put)
 	observe("create", k.resource, start, k.s.cfg.Clock)
 	if res.err != nil {
+		k.failed(res.err)
 		return nil, mapEtcdError(res.err)
 	}
 	if !res.succeeded {
@@ -198,10 +204,15 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 		if opts.DryRun {
 			return updated, nil
 		}
+		put, err := k.putOp(ctx, key, data)
+		if err != nil {
+			return nil, err
+		}
 		start := k.s.cfg.Clock.Now()
-		res := k.s.batch.do(ctx, key, cmp, clientv3.OpPut(key, string(data)))
+		res := k.s.batch.do(ctx, key, cmp, put)
 		observe("update", k.resource, start, k.s.cfg.Clock)
 		if res.err != nil {
+			k.failed(res.err)
 			return nil, mapEtcdError(res.err)
 		}
 		if res.succeeded {

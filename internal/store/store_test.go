@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,17 +23,30 @@ import (
 
 func newStore(t testing.TB) (*store.Store, *store.Kind) {
 	t.Helper()
+	s, k, _ := newStoreWith(t, store.Config{}, nil)
+	return s, k
+}
+
+// newStoreWith starts a store of leases on a fresh embedded etcd with cfg
+// (its Client, Scheme and CompactionInterval set here), calling setup on
+// the kind before the store runs; it returns the etcd client too.
+func newStoreWith(t testing.TB, cfg store.Config, setup func(*store.Kind)) (*store.Store, *store.Kind, *clientv3.Client) {
+	t.Helper()
 	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	s, err := store.New(store.Config{Client: e.Client(), Scheme: registry.Scheme, CompactionInterval: -1})
+	cfg.Client, cfg.Scheme, cfg.CompactionInterval = e.Client(), registry.Scheme, -1
+	s, err := store.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := s.Kind("leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
 		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
+	if setup != nil {
+		setup(k)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
@@ -40,7 +54,7 @@ func newStore(t testing.TB) (*store.Store, *store.Kind) {
 	if err := s.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return s, k
+	return s, k, e.Client()
 }
 
 func lease(ns, name, holder string) *coordinationv1.Lease {
