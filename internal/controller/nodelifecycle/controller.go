@@ -489,7 +489,10 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 		c.event(n.Name, EventRemovingNode, "Remove", "Node %s was replaced by a new node of that name", n.Name)
 	}
 	if registered {
-		c.log.Info("node registered", "node", n.Name)
+		// Every node counts as registered when a term starts, so at Info a
+		// new leader would log one line per node of the fleet; Kubernetes'
+		// controller logs this at verbosity 1 too.
+		c.log.Debug("node registered", "node", n.Name)
 		c.event(n.Name, EventRegisteredNode, "Register", "Node %s is monitored by the node lifecycle controller", n.Name)
 	}
 
