@@ -57,6 +57,10 @@ type Config struct {
 // each snapshot, which etcd 3.7 takes every 100 entries.
 const SingleMemberCatchUpEntries = 100
 
+// SingleMemberWALFiles is etcd's --max-wals for a member alone in its
+// cluster (etcd's default is 5).
+const SingleMemberWALFiles = 2
+
 // MaxTxnOps is the member's limit of operations in one transaction (etcd's
 // --max-txn-ops, 128 by default): room for MaxBatch nested writes.
 const MaxTxnOps = 1024
@@ -113,6 +117,13 @@ func Start(cfg Config) (*Etcd, error) {
 		// while a large fleet registered. A member alone has no follower
 		// to catch up (one that joins later gets a snapshot).
 		ec.SnapshotCatchUpEntries = SingleMemberCatchUpEntries
+		// A start reads every retained WAL file through to find the last
+		// snapshot: etcd's five files of 64 MB, filled fast by group
+		// commits, took 0.6 s of a restart with 100 000 nodes. Files
+		// before the last snapshot are not needed to recover (etcd keeps
+		// the ones after it locked and never purges them), and a member
+		// alone has no follower to send them to.
+		ec.MaxWalFiles = SingleMemberWALFiles
 	}
 	ec.MaxRequestBytes = cfg.MaxRequestBytes
 	if ec.MaxRequestBytes == 0 {

@@ -20,4 +20,7 @@ func TestSingleMemberRaftLog(t *testing.T) {
 	if SingleMemberCatchUpEntries >= etcdserver.DefaultSnapshotCatchUpEntries {
 		t.Errorf("a single member should keep fewer entries than etcd's default %d", etcdserver.DefaultSnapshotCatchUpEntries)
 	}
+	if got := e.etcd.Config().MaxWalFiles; got != SingleMemberWALFiles {
+		t.Errorf("WAL files kept %d, want %d", got, SingleMemberWALFiles)
+	}
 }
