@@ -329,6 +329,14 @@ func (gc *GarbageCollector) attemptToDelete(ctx context.Context, uid types.UID) 
 	if !ok || v.virtual {
 		return nil
 	}
+	if v.ownersSolid && !v.deleting {
+		// Queued while an owner was not yet observed (a Lease seen before
+		// its Node, as every informer fills at a term's start), and every
+		// owner has turned up since: nothing to do, and no live reads. Were
+		// the graph behind, the owner's deletion still to come queues the
+		// object again.
+		return nil
+	}
 	latest, err := gc.resource(v.ref).Get(ctx, v.ref.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

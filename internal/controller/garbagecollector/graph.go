@@ -207,6 +207,9 @@ type view struct {
 	dependents []objectRef
 	blocking   []objectRef
 	busy       []objectRef
+	// ownersSolid: the object has owners, and the graph has observed each
+	// of them, as its reference names it, and not being deleted.
+	ownersSolid bool
 }
 
 // view returns a copy of what the graph knows about uid.
@@ -218,6 +221,14 @@ func (g *graph) view(uid types.UID) (view, bool) {
 		return view{}, false
 	}
 	v := view{ref: n.ref, virtual: n.virtual, deleting: n.deleting, foreground: n.foreground, orphan: n.orphan}
+	v.ownersSolid = len(n.owners) > 0
+	for _, r := range n.owners {
+		owner := g.nodes[r.UID]
+		if owner == nil || !refMatches(r, n, owner) || owner.deleting {
+			v.ownersSolid = false
+			break
+		}
+	}
 	for _, d := range n.dependents {
 		v.dependents = append(v.dependents, d.ref)
 		if r, ok := d.ownerRef(uid); ok && blocks(r) && !n.virtual && refMatches(r, d, n) {

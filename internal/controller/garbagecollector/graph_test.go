@@ -257,6 +257,39 @@ func TestGraphView(t *testing.T) {
 	}
 }
 
+// TestGraphViewOwnersSolid: a dependent's owners are solid once each is
+// observed as its reference names it and none is being deleted.
+func TestGraphViewOwnersSolid(t *testing.T) {
+	g := newGraph(func(types.UID) {}, func(types.UID) {})
+	solid := func(uid types.UID) bool {
+		t.Helper()
+		v, ok := g.view(uid)
+		if !ok {
+			t.Fatalf("%s not in graph", uid)
+		}
+		return v.ownersSolid
+	}
+	g.observe(registry.Leases, objMeta("kube-node-lease", "web-1", "l", ownedBy("Node", "web-1", "n", false)))
+	if solid("l") {
+		t.Error("owners solid before the owner was observed")
+	}
+	g.observe(registry.Nodes, objMeta("", "web-1", "n"))
+	if !solid("l") {
+		t.Error("owners not solid once the Node was observed")
+	}
+	if solid("n") {
+		t.Error("an object without owners has solid owners")
+	}
+	g.observe(registry.Leases, objMeta("kube-node-lease", "web-2", "m", ownedBy("Node", "other-name", "n", false)))
+	if solid("m") {
+		t.Error("owners solid though the reference names another node")
+	}
+	g.observe(registry.Nodes, objMeta("", "web-1", "n", deleting()))
+	if solid("l") {
+		t.Error("owners solid while the owner is being deleted")
+	}
+}
+
 func TestAbsentOwners(t *testing.T) {
 	a := newAbsentOwners(2)
 	k := func(n string) absentKey { return absentKey{name: n, uid: types.UID(n)} }
