@@ -127,9 +127,17 @@ func encode(e encoding, obj runtime.Object, gv schema.GroupVersion) ([]byte, err
 }
 
 func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersion) error {
-	ser := e.info.Serializer
+	var ser runtime.Encoder = e.info.Serializer
 	if e.pretty && e.info.PrettySerializer != nil {
 		ser = e.info.PrettySerializer
+	}
+	if wa, ok := ser.(runtime.EncoderWithAllocator); ok {
+		// The protobuf encoder then reuses one buffer for every item of a
+		// streamed list (as kube-apiserver does) instead of allocating one
+		// per item.
+		alloc := runtime.AllocatorPool.Get().(*runtime.Allocator)
+		defer runtime.AllocatorPool.Put(alloc)
+		ser = runtime.NewEncoderWithAllocator(wa, alloc)
 	}
 	enc := runtime.WithVersionEncoder{Version: gv, Encoder: ser, ObjectTyper: registry.Scheme}
 	return enc.Encode(shallowCopy(obj), w)
