@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"runtime/debug"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,26 +50,3 @@ func TestLeaderMetrics(t *testing.T) {
 	}
 }
 
-// TestBulkLoadGC: the collector's setting is raised for the fill and put
-// back after; GOGC=off stays off.
-func TestBulkLoadGC(t *testing.T) {
-	prev := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(prev)
-	restore := bulkLoadGC()
-	if got := debug.SetGCPercent(400); got != 400 {
-		t.Errorf("during the fill GOGC is %d, want 400", got)
-	}
-	restore()
-	if got := debug.SetGCPercent(-1); got != 100 {
-		t.Errorf("after the fill GOGC is %d, want 100 back", got)
-	}
-	// GOGC is now off.
-	restore = bulkLoadGC()
-	if got := debug.SetGCPercent(-1); got != -1 {
-		t.Errorf("with GOGC off the fill set %d", got)
-	}
-	restore()
-	if got := debug.SetGCPercent(100); got != -1 {
-		t.Errorf("with GOGC off, after the fill: %d", got)
-	}
-}
