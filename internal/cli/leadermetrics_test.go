@@ -49,4 +49,3 @@ func TestLeaderMetrics(t *testing.T) {
 		t.Errorf("with the new term alone: %v, want test_deletions_total 3", got)
 	}
 }
-
