@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,19 +11,7 @@ import (
 // Lease written at the same time stays.
 func TestEventTTL(t *testing.T) {
 	needKubectl(t)
-	dir := t.TempDir()
-	s, err := startServer(filepath.Join(dir, "data"), "", dir, "--event-ttl", "2s")
-	if err != nil {
-		t.Fatalf("starting leasehold serve: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.stop(); err != nil {
-			t.Errorf("leasehold serve did not stop cleanly: %v", err)
-		}
-		if t.Failed() {
-			t.Log(s.logTail())
-		}
-	})
+	s := newServer(t, "--event-ttl", "2s")
 	event := `apiVersion: events.k8s.io/v1
 kind: Event
 metadata:

@@ -49,19 +49,7 @@ var nodeServeFlags = []string{
 func newNodeServer(t *testing.T, dataDir, listen, logDir string) *server {
 	t.Helper()
 	needKubectl(t)
-	s, err := startServer(dataDir, listen, logDir, nodeServeFlags...)
-	if err != nil {
-		t.Fatalf("starting leasehold serve: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.stop(); err != nil {
-			t.Errorf("leasehold serve did not stop cleanly: %v", err)
-		}
-		if t.Failed() {
-			t.Log(s.logTail())
-		}
-	})
-	return s
+	return serveFor(t, dataDir, listen, logDir, nodeServeFlags...)
 }
 
 // agentProc is one `leasehold agent` process.

@@ -334,12 +334,21 @@ func (s *server) logTail() string {
 	return "--- leasehold serve log (tail) ---\n" + string(data)
 }
 
-// newServer starts a server with a fresh data directory for one test and
-// stops it when the test ends, checking that it exits cleanly.
-func newServer(t *testing.T) *server {
+// newServer starts a server with a fresh data directory and the extra
+// serve flags for one test and stops it when the test ends, checking that it
+// exits cleanly.
+func newServer(t *testing.T, extra ...string) *server {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := startServer(filepath.Join(dir, "data"), "", dir)
+	return serveFor(t, filepath.Join(dir, "data"), "", dir, extra...)
+}
+
+// serveFor starts a server on dataDir (a fresh one when listen is empty)
+// for the test and stops it when the test ends, checking that it exits
+// cleanly.
+func serveFor(t *testing.T, dataDir, listen, logDir string, extra ...string) *server {
+	t.Helper()
+	s, err := startServer(dataDir, listen, logDir, extra...)
 	if err != nil {
 		t.Fatalf("starting leasehold serve: %v", err)
 	}
