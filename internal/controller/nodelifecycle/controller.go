@@ -173,6 +173,9 @@ type health struct {
 	// instead (saving a write that could only conflict).
 	written    *corev1.Node
 	superseded []string
+	// seen is the number of the last pass that found the node in the
+	// informer; a registered node a pass did not see was deleted.
+	seen int
 }
 
 // leaseMark is what tells one sighting of a lease from the next.
@@ -427,17 +430,17 @@ func (c *Controller) monitor(ctx context.Context, lister corelisters.NodeLister)
 		c.log.Error("listing nodes", "err", err)
 		return
 	}
-	present := make(map[string]bool, len(nodes))
+	var pass int
+	c.locked(func() { pass = c.passes + 1 })
 	count := map[string]int{}
 	for _, n := range nodes {
-		present[n.Name] = true
-		count[stateOf(c.monitorNode(ctx, n, now))]++
+		count[stateOf(c.monitorNode(ctx, n, now, pass))]++
 	}
 
 	var removed []string
 	c.locked(func() {
 		for name, h := range c.health {
-			if h.uid != "" && !present[name] {
+			if h.uid != "" && h.seen != pass {
 				removed = append(removed, name)
 				delete(c.health, name)
 			}
@@ -454,8 +457,9 @@ func (c *Controller) monitor(ctx context.Context, lister corelisters.NodeLister)
 }
 
 // monitorNode registers n if it is new, brings its Ready condition and
-// taints in line with its lease, and returns the Ready status it leaves.
-func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.Time) corev1.ConditionStatus {
+// taints in line with its lease, and returns the Ready status it leaves. It
+// records that pass saw the node.
+func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.Time, pass int) corev1.ConditionStatus {
 	var (
 		h          *health
 		registered bool
@@ -477,6 +481,7 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 			registered, replaced = true, h.uid
 			*h = health{probe: now, lease: h.lease, uid: n.UID}
 		}
+		h.seen = pass
 		if h.written != nil && slices.Contains(h.superseded, n.ResourceVersion) {
 			n = h.written
 		} else {
@@ -526,6 +531,10 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 	}
 
 	after := readyStatus(cur)
+	if before == after && !wrote {
+		// Nothing to record: most nodes in most passes.
+		return after
+	}
 	c.locked(func() {
 		if c.health[n.Name] != h {
 			return
