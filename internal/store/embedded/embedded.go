@@ -27,6 +27,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 )
 
 // Config says where and how to run the member. Zero values mean defaults.
@@ -132,7 +133,7 @@ func Start(cfg Config) (*Etcd, error) {
 	// Progress notifications let watchers learn the current revision while
 	// nothing changes, so bookmarks and consistent reads stay cheap.
 	ec.WatchProgressNotifyInterval = 5 * time.Second
-	zs := &zapSlog{log: cfg.Logger.With("component", "etcd"), closing: new(atomic.Bool)}
+	zs := &zapSlog{log: cfg.Logger.With("component", "etcd"), closing: new(atomic.Bool), repeats: newRepeats(clock.RealClock{})}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zs))
 
 	e, err := embed.StartEtcd(ec)
