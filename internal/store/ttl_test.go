@@ -7,6 +7,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -98,8 +99,8 @@ func TestTTLLeaseSharing(t *testing.T) {
 	// An update takes the current lease too.
 	key := k.Key("default", "a")
 	if _, err := k.Update(ctx, key, store.UpdateOptions{}, func(cur runtime.Object) (runtime.Object, error) {
-		l := cur.DeepCopyObject()
-		l.(interface{ SetLabels(map[string]string) }).SetLabels(map[string]string{"updated": "true"})
+		l := cur.(*coordinationv1.Lease).DeepCopy()
+		l.Labels = map[string]string{"updated": "true"}
 		return l, nil
 	}); err != nil {
 		t.Fatal(err)

@@ -333,10 +333,6 @@ func (c *Controller) locked(f func()) {
 	f()
 }
 
-// observeLease records a sighting of a node lease. Leases in the initial
-// list are first sightings: they start a fresh grace period without counting
-// as a renewal. Afterwards any lease whose uid or renewTime differs from the
-// one last seen, a new lease included, is a renewal.
 // informers returns the informers on Nodes and on the Leases of
 // kube-node-lease, fed by Reads or else by Client, and the function that
 // starts them, adding each to the wait group until it stops.
@@ -385,6 +381,10 @@ func dropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
+// observeLease records a sighting of a node lease. Leases in the initial
+// list are first sightings: they start a fresh grace period without counting
+// as a renewal. Afterwards any lease whose uid or renewTime differs from the
+// one last seen, a new lease included, is a renewal.
 func (c *Controller) observeLease(l *coordinationv1.Lease, initial bool) {
 	now := c.clock.Now()
 	mark := markOf(l)
