@@ -7,7 +7,8 @@ import (
 )
 
 // TestSingleMemberRaftLog: a member alone keeps few raft entries in memory
-// after a snapshot, since each can hold a group commit of MaxBatch writes.
+// after a snapshot, since each can hold a group commit of MaxBatch writes,
+// and few on disk to read at a start; it does not wait long to elect itself.
 func TestSingleMemberRaftLog(t *testing.T) {
 	e, err := Start(Config{Dir: t.TempDir()})
 	if err != nil {
@@ -22,5 +23,11 @@ func TestSingleMemberRaftLog(t *testing.T) {
 	}
 	if got := e.etcd.Config().MaxWalFiles; got != SingleMemberWALFiles {
 		t.Errorf("WAL files kept %d, want %d", got, SingleMemberWALFiles)
+	}
+	if got := e.etcd.Config().SnapshotCount; got != SingleMemberSnapshotCount {
+		t.Errorf("snapshot count %d, want %d", got, SingleMemberSnapshotCount)
+	}
+	if cfg := e.etcd.Config(); cfg.TickMs != SingleMemberTickMs || cfg.ElectionMs != SingleMemberElectionMs {
+		t.Errorf("tick %d ms, election %d ms; want %d and %d", cfg.TickMs, cfg.ElectionMs, SingleMemberTickMs, SingleMemberElectionMs)
 	}
 }
