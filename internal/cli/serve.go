@@ -117,6 +117,7 @@ func runServe(ctx context.Context, args []string) error {
 
 func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	clk := clock.RealClock{}
+	began := clk.Now()
 	host, _, err := net.SplitHostPort(f.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
@@ -124,6 +125,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
 		return err
 	}
+	// etcd's start is most of a restart's wait: it rebuilds its index from
+	// every stored revision, on one core. What does not need etcd is
+	// prepared meanwhile.
+	etcd := startEtcd(f, log)
+	defer etcd.close()
+	go apiserver.Prepare()
 	ca, err := pki.LoadOrCreateCA(f.dataDir, clk)
 	if err != nil {
 		return err
@@ -168,11 +175,14 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		return err
 	}
 
-	etcdClient, closeEtcd, err := openEtcd(f, log)
+	docs, err := openapi.New(registry.All(), version.Info())
 	if err != nil {
 		return err
 	}
-	defer closeEtcd()
+	etcdClient, err := etcd.wait()
+	if err != nil {
+		return err
+	}
 
 	// An external cluster keeps etcd's default limit of operations per
 	// transaction; the embedded member allows larger group commits.
@@ -181,10 +191,6 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		maxBatch = embedded.MaxBatch
 	}
 	st, err := store.New(store.Config{Client: etcdClient, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), MaxBatch: maxBatch, Logger: log})
-	if err != nil {
-		return err
-	}
-	docs, err := openapi.New(registry.All(), version.Info())
 	if err != nil {
 		return err
 	}
@@ -225,15 +231,23 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	restoreGC := bulkLoadGC()
 	go func() { storeDone <- st.Run(storeCtx) }()
 	defer func() { stopStore(); <-storeDone }()
+	// Bootstrap writes to etcd alone and then waits for the caches to hold
+	// what it wrote, so it runs while they fill.
 	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	bootstrapped := make(chan error, 1)
+	go func() { bootstrapped <- api.Bootstrap(readyCtx) }()
 	err = st.WaitReady(readyCtx)
+	if err == nil {
+		if err = <-bootstrapped; err != nil {
+			err = fmt.Errorf("bootstrap: %w", err)
+		}
+	} else {
+		err = fmt.Errorf("waiting for storage: %w", err)
+	}
 	cancel()
 	restoreGC()
 	if err != nil {
-		return fmt.Errorf("waiting for storage: %w", err)
-	}
-	if err := api.Bootstrap(ctx); err != nil {
-		return fmt.Errorf("bootstrap: %w", err)
+		return err
 	}
 
 	ln, err := net.Listen("tcp", f.listen)
@@ -271,7 +285,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	}()
 
 	kubeconfig := filepath.Join(f.dataDir, "admin.kubeconfig")
-	log.Info("leasehold is serving", "url", url, "kubeconfig", kubeconfig, "version", version.Version)
+	log.Info("leasehold is serving", "url", url, "kubeconfig", kubeconfig, "version", version.Version, "startedIn", clk.Since(began).Round(time.Millisecond))
 	fmt.Fprintf(os.Stderr, "\nleasehold is serving the Kubernetes API at %s\n\n  export KUBECONFIG=%s\n  kubectl get lease -A\n\n", url, kubeconfig)
 	_ = adminToken
 
@@ -466,6 +480,36 @@ func adminCredentials(f serveFlags, ca *pki.CA, host string, tokens *auth.Tokens
 }
 
 // openEtcd connects to the external etcd or starts the embedded one.
+// etcdStart is etcd opening in the background.
+type etcdStart struct {
+	done    chan struct{}
+	client  *clientv3.Client
+	closeFn func()
+	err     error
+}
+
+func startEtcd(f serveFlags, log *slog.Logger) *etcdStart {
+	s := &etcdStart{done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.client, s.closeFn, s.err = openEtcd(f, log)
+	}()
+	return s
+}
+
+// wait returns the client once etcd is open.
+func (s *etcdStart) wait() (*clientv3.Client, error) {
+	<-s.done
+	return s.client, s.err
+}
+
+// close waits for etcd to open, if it is still opening, and closes it.
+func (s *etcdStart) close() {
+	if _, err := s.wait(); err == nil {
+		s.closeFn()
+	}
+}
+
 func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, func(), error) {
 	if f.etcdServers == "" {
 		start := time.Now()
