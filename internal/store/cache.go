@@ -95,6 +95,9 @@ func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache 
 
 var errCompactedWatch = errors.New("watch compacted")
 
+// fillPage is how many objects a fill reads from etcd at once.
+const fillPage = 10000
+
 func (c *cache) run(ctx context.Context, bookmarkInterval time.Duration) {
 	bookmarks := c.clock.NewTicker(bookmarkInterval)
 	defer bookmarks.Stop()
@@ -136,19 +139,19 @@ func (c *cache) run(ctx context.Context, bookmarkInterval time.Duration) {
 // reload replaces the state with a fresh list from etcd.
 func (c *cache) reload(ctx context.Context, first bool) error {
 	began := c.clock.Now()
+	// Each page is decoded while etcd reads the next.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan *clientv3.GetResponse, 1)
+	var fetchErr error
+	go func() {
+		defer close(pages)
+		fetchErr = c.fetch(ctx, pages)
+	}()
 	var items map[string]runtime.Object
-	start, end := c.k.prefix, clientv3.GetPrefixRangeEnd(c.k.prefix)
 	var rev int64
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(10000)}
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := c.k.s.client.Get(ctx, start, opts...)
-		if err != nil {
-			return err
-		}
-		if rev == 0 {
+	for resp := range pages {
+		if items == nil {
 			rev = resp.Header.Revision
 			// The first page counts the whole range: size the map once
 			// rather than grow it through every doubling.
@@ -162,10 +165,9 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 			}
 			items[string(kv.Key)] = obj
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			break
-		}
-		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	if fetchErr != nil {
+		return fetchErr
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -181,6 +183,33 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 	c.setRVLocked(rev)
 	c.log.Info("watch cache filled", "objects", len(items), "revision", rev, "took", c.clock.Since(began).Round(time.Millisecond))
 	return nil
+}
+
+// fetch reads the kind's key range from etcd in pages, all at the revision
+// of the first, and sends them to pages.
+func (c *cache) fetch(ctx context.Context, pages chan<- *clientv3.GetResponse) error {
+	start, end := c.k.prefix, clientv3.GetPrefixRangeEnd(c.k.prefix)
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(fillPage)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := c.k.s.client.Get(ctx, start, opts...)
+		if err != nil {
+			return err
+		}
+		rev = resp.Header.Revision
+		select {
+		case pages <- resp:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }
 
 // follow watches etcd from the revision after the cache's and applies
