@@ -24,7 +24,7 @@ type node struct {
 	ref        objectRef
 	virtual    bool
 	owners     []metav1.OwnerReference
-	dependents map[types.UID]*node
+	dependents map[types.UID]*node // nil until the first dependent
 	// deleting: deletionTimestamp is set; foreground and orphan: it also
 	// carries the foregroundDeletion or orphan finalizer.
 	deleting   bool
@@ -74,7 +74,7 @@ func (g *graph) observe(res *registry.Resource, obj metav1.Object) {
 	n, ok := g.nodes[uid]
 	switch {
 	case !ok:
-		n = &node{ref: ref, dependents: map[types.UID]*node{}}
+		n = &node{ref: ref}
 		g.nodes[uid] = n
 		n.owners = owners
 		g.linkOwners(n, owners)
@@ -164,8 +164,11 @@ func (g *graph) linkOwners(n *node, owners []metav1.OwnerReference) {
 	for _, r := range owners {
 		owner, ok := g.nodes[r.UID]
 		if !ok {
-			owner = &node{ref: objectRef{uid: r.UID}, virtual: true, dependents: map[types.UID]*node{}}
+			owner = &node{ref: objectRef{uid: r.UID}, virtual: true}
 			g.nodes[r.UID] = owner
+		}
+		if owner.dependents == nil {
+			owner.dependents = map[types.UID]*node{}
 		}
 		owner.dependents[n.ref.uid] = n
 		if owner.virtual || owner.foreground || !refMatches(r, n, owner) {
