@@ -139,8 +139,63 @@ func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersio
 		defer runtime.AllocatorPool.Put(alloc)
 		ser = runtime.NewEncoderWithAllocator(wa, alloc)
 	}
+	if l, ok := obj.(*itemList); ok {
+		// Not a registered type: it carries its own apiVersion and kind.
+		return ser.Encode(l, w)
+	}
 	enc := runtime.WithVersionEncoder{Version: gv, Encoder: ser, ObjectTyper: registry.Scheme}
 	return enc.Encode(shallowCopy(obj), w)
+}
+
+// itemList is a list response whose items are the objects a list returned
+// (from the watch cache, shared): written in protobuf as it is, it is the
+// same bytes as the kind's typed list, without copying every item into the
+// typed list's slice of structs first (for 100 000 leases, 40 MB copied, and
+// scanned by the garbage collector, per list). In protobuf an item's
+// apiVersion and kind are not written; in JSON they would be, so every other
+// format gets the typed list (forEncoding).
+type itemList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []runtime.Object `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
+
+func (l *itemList) DeepCopyObject() runtime.Object {
+	c := &itemList{TypeMeta: l.TypeMeta, Items: make([]runtime.Object, len(l.Items))}
+	l.ListMeta.DeepCopyInto(&c.ListMeta)
+	for i, item := range l.Items {
+		c.Items[i] = item.DeepCopyObject()
+	}
+	return c
+}
+
+// forEncoding returns l itself, naming its kind, when e writes it as
+// protobuf; otherwise the resource's typed list with the same items.
+func (l *itemList) forEncoding(res *registry.Resource, e encoding) (runtime.Object, error) {
+	list := res.NewList()
+	if e.as == "" && e.info.MediaType == mediaProtobuf {
+		kinds, _, err := registry.Scheme.ObjectKinds(list)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range kinds {
+			if k.GroupVersion() == res.GroupVersion {
+				l.SetGroupVersionKind(k)
+				return l, nil
+			}
+		}
+	}
+	if err := meta.SetList(list, l.Items); err != nil {
+		return nil, err
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, err
+	}
+	lm.SetResourceVersion(l.ResourceVersion)
+	lm.SetContinue(l.Continue)
+	lm.SetRemainingItemCount(l.RemainingItemCount)
+	return list, nil
 }
 
 // streamBuffer is how much of a streamed list is gathered before it is

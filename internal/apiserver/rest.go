@@ -109,6 +109,11 @@ func (s *Server) respond(req *request, code int, obj runtime.Object) error {
 		req.w.Header().Add("Warning", fmt.Sprintf("299 - %q", wmsg))
 	}
 	gv := req.res.GroupVersion
+	if l, ok := obj.(*itemList); ok {
+		if obj, err = l.forEncoding(req.res, e); err != nil {
+			return err
+		}
+	}
 	switch e.as {
 	case "Table":
 		obj, err = s.table(req, e, obj)
@@ -255,14 +260,10 @@ func (s *Server) list(req *request) error {
 		}
 		return err
 	}
-	list := req.res.NewList()
-	if err := meta.SetList(list, result.Items); err != nil {
-		return err
-	}
-	lm, _ := meta.ListAccessor(list)
-	lm.SetResourceVersion(fmt.Sprint(result.ResourceVersion))
-	lm.SetContinue(result.Continue)
-	lm.SetRemainingItemCount(result.RemainingItemCount)
+	list := &itemList{Items: result.Items}
+	list.ResourceVersion = fmt.Sprint(result.ResourceVersion)
+	list.Continue = result.Continue
+	list.RemainingItemCount = result.RemainingItemCount
 	return s.respond(req, http.StatusOK, list)
 }
 
