@@ -32,6 +32,10 @@ type cache struct {
 	clock clock.WithTicker
 	log   *slog.Logger
 	ready chan struct{}
+	// watching is closed once the cache has asked etcd for its first watch,
+	// after the fill: a progress notification requested before that would
+	// reach the watch stream with no watch of the cache's to deliver it to.
+	watching chan struct{}
 
 	mu          sync.RWMutex
 	items       map[string]runtime.Object
@@ -89,6 +93,7 @@ func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache 
 	return &cache{
 		k: k, size: size, clock: clk, log: log,
 		ready:     make(chan struct{}),
+		watching:  make(chan struct{}),
 		items:     map[string]runtime.Object{},
 		ring:      make([]*Event, size),
 		fields:    fieldSets{},
@@ -98,6 +103,10 @@ func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache 
 }
 
 var errCompactedWatch = errors.New("watch compacted")
+
+// progressRetry is how long a read waiting for the cache to catch up waits
+// for a progress notification before asking for another.
+const progressRetry = 100 * time.Millisecond
 
 // fillPage is how many objects a fill reads from etcd at once.
 const fillPage = 10000
@@ -226,6 +235,11 @@ func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time) error {
 	wctx, cancel := context.WithCancel(watchContext(ctx))
 	defer cancel()
 	wch := c.k.s.client.Watch(wctx, c.k.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	select {
+	case <-c.watching:
+	default:
+		close(c.watching)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -354,10 +368,20 @@ func (c *cache) waitFor(ctx context.Context, rev int64) error {
 		}
 		// A kind nobody writes to learns the current revision only from a
 		// progress notification; ask etcd for one now rather than wait for
-		// the periodic one.
-		c.k.s.requestProgress()
+		// the periodic one (once the cache watches: right after the fill
+		// the answer could come before its watch and be lost), and again if
+		// none comes.
+		watching, retry := c.watching, (<-chan time.Time)(nil)
+		select {
+		case <-c.watching:
+			c.k.s.requestProgress()
+			watching, retry = nil, c.clock.After(progressRetry)
+		default:
+		}
 		select {
 		case <-changed:
+		case <-watching:
+		case <-retry:
 		case <-timeout:
 			return ErrTooLargeResourceVersion
 		case <-ctx.Done():

@@ -323,3 +323,39 @@ func BenchmarkFill(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/object")
 }
+
+// TestConsistentListRightAfterFill: a consistent list of a kind nobody
+// writes to, made the moment its cache is filled while etcd's revision has
+// moved on, is answered: the cache asks etcd for a progress notification
+// only once its watch is there to receive it, and asks again if none comes.
+// (Before, the answer could reach the shared watch stream first and be
+// lost, and the list failed after 3 s unless etcd's periodic notification
+// came sooner.)
+func TestConsistentListRightAfterFill(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	_, _, client := newStoreWith(t, store.Config{Logger: quiet}, nil)
+	ctx := context.Background()
+	for i := range 50 {
+		s, err := store.New(store.Config{Client: client, Scheme: registry.Scheme, CompactionInterval: -1, Logger: quiet, Prefix: fmt.Sprintf("/quiet-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := s.Kind("leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
+			func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { s.Run(runCtx); close(done) }()
+		// The revision moves on under another prefix while the cache fills
+		// (before or after its list from etcd), and the list waits for the
+		// fill, as bootstrap's does at a start.
+		if _, err := client.Put(ctx, fmt.Sprintf("/elsewhere/%d", i), "x"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = k.List(ctx, store.ListOptions{})
+		cancel()
+		<-done
+		if err != nil {
+			t.Fatalf("store %d: consistent list right after the fill: %v", i, err)
+		}
+	}
+}
