@@ -147,13 +147,15 @@ func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersio
 	return enc.Encode(shallowCopy(obj), w)
 }
 
-// itemList is a list response whose items are the objects a list returned
-// (from the watch cache, shared): written in protobuf as it is, it is the
-// same bytes as the kind's typed list, without copying every item into the
-// typed list's slice of structs first (for 100 000 leases, 40 MB copied, and
-// scanned by the garbage collector, per list). In protobuf an item's
-// apiVersion and kind are not written; in JSON they would be, so every other
-// format gets the typed list (forEncoding).
+// itemList is a list whose items are the objects a store list returned
+// (from the watch cache, shared). The in-process ListerWatcher hands it to
+// client-go's reflector, which takes runtime.Object elements as they are. A
+// list response in protobuf is written from it as it is: the same bytes as
+// the kind's typed list, without copying every item into the typed list's
+// slice of structs first (for 100 000 leases, 40 MB copied, and scanned by
+// the garbage collector, per list). In protobuf an item's apiVersion and
+// kind are not written; in JSON they would be, so every other format gets
+// the typed list (forEncoding).
 type itemList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`

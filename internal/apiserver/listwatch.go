@@ -82,7 +82,7 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 	if err != nil {
 		return nil, lw.apiError(err)
 	}
-	return &sharedList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(res.ResourceVersion)}, Items: res.Items}, nil
+	return &itemList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(res.ResourceVersion)}, Items: res.Items}, nil
 }
 
 // WatchWithContext watches the cache from opts.ResourceVersion.
@@ -117,25 +117,6 @@ const inProcessWatchBuffer = 8192
 func (lw *listWatch) apiError(err error) error {
 	st := statusFor(err, lw.r.GroupResource(), "")
 	return &apierrors.StatusError{ErrStatus: *st}
-}
-
-// sharedList is what ListWithContext returns: its Items are the cached
-// objects (client-go's reflector takes elements that are runtime.Objects
-// as they are, without copying).
-type sharedList struct {
-	metav1.TypeMeta
-	metav1.ListMeta
-	Items []runtime.Object
-}
-
-func (l *sharedList) DeepCopyObject() runtime.Object {
-	c := &sharedList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&c.ListMeta)
-	c.Items = make([]runtime.Object, len(l.Items))
-	for i, o := range l.Items {
-		c.Items[i] = o.DeepCopyObject()
-	}
-	return c
 }
 
 // relay delivers a store watch's initial events, then its changes, to

@@ -38,12 +38,26 @@ func newStoreWith(t testing.TB, cfg store.Config, setup func(*store.Kind)) (*sto
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	cfg.Client, cfg.Scheme, cfg.CompactionInterval = e.Client(), registry.Scheme, -1
+	cfg.Client = e.Client()
+	s, k, stop := runStore(t, cfg, setup)
+	t.Cleanup(stop)
+	if err := s.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s, k, e.Client()
+}
+
+// runStore runs a store of leases on cfg.Client (its Scheme and
+// CompactionInterval set here), calling setup on the kind before the store
+// runs, without waiting for its cache; stop ends it.
+func runStore(t testing.TB, cfg store.Config, setup func(*store.Kind)) (s *store.Store, k *store.Kind, stop func()) {
+	t.Helper()
+	cfg.Scheme, cfg.CompactionInterval = registry.Scheme, -1
 	s, err := store.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := s.Kind("leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
+	k = s.Kind("leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
 		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
 	if setup != nil {
 		setup(k)
@@ -51,11 +65,7 @@ func newStoreWith(t testing.TB, cfg store.Config, setup func(*store.Kind)) (*sto
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	if err := s.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s, k, e.Client()
+	return s, k, func() { cancel(); <-done }
 }
 
 func lease(ns, name, holder string) *coordinationv1.Lease {
@@ -306,20 +316,11 @@ func BenchmarkFill(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		s, err := store.New(store.Config{Client: client, Scheme: registry.Scheme, CompactionInterval: -1, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		s.Kind("leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
-			func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
-		ctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { s.Run(ctx); close(done) }()
+		s, _, stop := runStore(b, store.Config{Client: client, Logger: quiet}, nil)
 		if err := s.WaitReady(ctx); err != nil {
 			b.Fatal(err)
 		}
-		cancel()
-		<-done
+		stop()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/object")
 }
@@ -336,24 +337,15 @@ func TestConsistentListRightAfterFill(t *testing.T) {
 	_, _, client := newStoreWith(t, store.Config{Logger: quiet}, nil)
 	ctx := context.Background()
 	for i := range 50 {
-		s, err := store.New(store.Config{Client: client, Scheme: registry.Scheme, CompactionInterval: -1, Logger: quiet, Prefix: fmt.Sprintf("/quiet-%d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		k := s.Kind("leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
-			func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { s.Run(runCtx); close(done) }()
+		_, k, stop := runStore(t, store.Config{Client: client, Logger: quiet, Prefix: fmt.Sprintf("/quiet-%d", i)}, nil)
 		// The revision moves on under another prefix while the cache fills
 		// (before or after its list from etcd), and the list waits for the
 		// fill, as bootstrap's does at a start.
 		if _, err := client.Put(ctx, fmt.Sprintf("/elsewhere/%d", i), "x"); err != nil {
 			t.Fatal(err)
 		}
-		_, err = k.List(ctx, store.ListOptions{})
-		cancel()
-		<-done
+		_, err := k.List(ctx, store.ListOptions{})
+		stop()
 		if err != nil {
 			t.Fatalf("store %d: consistent list right after the fill: %v", i, err)
 		}
