@@ -2,11 +2,12 @@ package apiserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -25,8 +26,9 @@ import (
 //
 // Reads bypass authentication, authorization, audit and the in-flight
 // limits: they are the server's own. Writes still go through the API.
-// Label and field selectors are not supported. The resource must have
-// storage of its own (not a view of another resource's).
+// Label and field selectors work as in the API (an invalid one is a 400),
+// filtering the cache's objects. The resource must have storage of its own
+// (not a view of another resource's).
 func (s *Server) ListerWatcher(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
 	r, ok := registry.Lookup(gvr.GroupVersion(), gvr.Resource)
 	if !ok {
@@ -49,8 +51,6 @@ type listWatch struct {
 	namespace string
 }
 
-var errSelectors = errors.New("in-process list and watch take no label or field selector")
-
 // The deprecated forms, for cache.ListerWatcher.
 func (lw *listWatch) List(opts metav1.ListOptions) (runtime.Object, error) {
 	return lw.ListWithContext(context.Background(), opts)
@@ -68,8 +68,9 @@ func (lw *listWatch) IsWatchListSemanticsUnSupported() bool { return true }
 // ListWithContext returns every object of the namespace from the cache,
 // however opts pages (a list from memory is one consistent snapshot).
 func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	if opts.LabelSelector != "" || opts.FieldSelector != "" {
-		return nil, apierrors.NewBadRequest(errSelectors.Error())
+	pred, err := lw.filter(opts)
+	if err != nil {
+		return nil, err
 	}
 	rv := opts.ResourceVersion
 	match := opts.ResourceVersionMatch
@@ -78,7 +79,7 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 		// wants the newest it can have at least as new as that.
 		match = metav1.ResourceVersionMatchNotOlderThan
 	}
-	res, err := lw.k.List(ctx, store.ListOptions{Namespace: lw.namespace, ResourceVersion: rv, Match: match})
+	res, err := lw.k.List(ctx, store.ListOptions{Namespace: lw.namespace, ResourceVersion: rv, Match: match, Filter: pred})
 	if err != nil {
 		return nil, lw.apiError(err)
 	}
@@ -87,13 +88,14 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 
 // WatchWithContext watches the cache from opts.ResourceVersion.
 func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if opts.LabelSelector != "" || opts.FieldSelector != "" {
-		return nil, apierrors.NewBadRequest(errSelectors.Error())
+	pred, err := lw.filter(opts)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w, err := lw.k.Watch(ctx, store.WatchOptions{
 		Namespace: lw.namespace, ResourceVersion: opts.ResourceVersion, SendInitialEvents: opts.SendInitialEvents,
-		Bookmarks: opts.AllowWatchBookmarks,
+		Bookmarks: opts.AllowWatchBookmarks, Filter: pred,
 		// In-process readers keep up or are restarted from the ring; a
 		// deeper buffer than a remote watch's rides out a GC pause at
 		// thousands of writes a second, and costs a pointer an event.
@@ -113,6 +115,20 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 }
 
 const inProcessWatchBuffer = 8192
+
+// filter parses opts' selectors as the API does, into the predicate the
+// store applies (nil when there are none).
+func (lw *listWatch) filter(opts metav1.ListOptions) (func(runtime.Object) bool, error) {
+	ls, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	fs, err := fields.ParseSelector(opts.FieldSelector)
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	return filter(lw.r, ls, fs)
+}
 
 func (lw *listWatch) apiError(err error) error {
 	st := statusFor(err, lw.r.GroupResource(), "")

@@ -123,11 +123,11 @@ func TestListerWatcherErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	lw := cache.ToListerWatcherWithContext(plain)
-	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{LabelSelector: "a=b"}); !apierrors.IsBadRequest(err) {
-		t.Errorf("list with a selector: %v, want 400", err)
+	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{LabelSelector: "a in (b"}); !apierrors.IsBadRequest(err) {
+		t.Errorf("list with a malformed label selector: %v, want 400", err)
 	}
-	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{FieldSelector: "metadata.name=old"}); !apierrors.IsBadRequest(err) {
-		t.Errorf("watch with a selector: %v, want 400", err)
+	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{FieldSelector: "spec.holderIdentity=h1"}); !apierrors.IsBadRequest(err) {
+		t.Errorf("watch on a field leases cannot be selected by: %v, want 400", err)
 	}
 	// A reflector that resumes from a compacted revision must relist.
 	if w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatInt(created, 10)}); !apierrors.IsResourceExpired(err) {
@@ -145,6 +145,71 @@ func TestListerWatcherErrors(t *testing.T) {
 	for range w.ResultChan() {
 		t.Error("no event expected after the latest revision")
 	}
+}
+
+// TestListerWatcherSelectors: label and field selectors filter the
+// in-process list and watch as they do the API's, and a watch sees an
+// object enter and leave its view as ADDED and DELETED.
+func TestListerWatcherSelectors(t *testing.T) {
+	ctx := testContext(t)
+	s := apiservertest.Start(t, apiservertest.Options{})
+	cs := s.Client(t, protobuf)
+	createNamespace(t, cs, "sel-in")
+	createNamespace(t, cs, "sel-out")
+	labelled := func(l *coordinationv1.Lease) *coordinationv1.Lease {
+		l.Labels = map[string]string{"app": "x"}
+		return l
+	}
+	in, out := cs.CoordinationV1().Leases("sel-in"), cs.CoordinationV1().Leases("sel-out")
+	a, err := in.Create(ctx, labelled(newLease("a", "h1")), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := out.Create(ctx, labelled(newLease("b", "h1")), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := in.Create(ctx, newLease("c", "h1"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	plain, err := s.API.ListerWatcher(leasesGVR, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := cache.ToListerWatcherWithContext(plain)
+	opts := metav1.ListOptions{LabelSelector: "app=x", FieldSelector: "metadata.namespace!=sel-out"}
+	list, err := lw.ListWithContext(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 1 || items[0].(*coordinationv1.Lease).Name != "a" {
+		t.Fatalf("selected list: %v, want only sel-in/a", items)
+	}
+
+	opts.ResourceVersion = list.(metav1.ListInterface).GetResourceVersion()
+	w, err := lw.WatchWithContext(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	b.Spec.HolderIdentity = ptr.To("h2") // outside by namespace: not seen
+	if _, err := out.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Update(ctx, labelled(c), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.Labels = nil
+	if _, err := in.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, "selected watch", w, []string{"ADDED c", "DELETED a"})
 }
 
 func listItems(t *testing.T, lw cache.Lister) []runtime.Object {

@@ -310,9 +310,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 
 // builtinControllers are the controllers leasehold serve runs while it
 // leads, each with the identity Kubernetes gives its counterpart. reads
-// feeds the informers of the two that watch every node and lease (the node
-// lifecycle controller and the garbage collector) from the watch cache;
-// every controller writes through the API. Those two export their metrics
+// feeds the informers of the three that watch leases (the node lifecycle
+// controller, the garbage collector and the leader election coordinator)
+// from the watch cache; every controller writes through the API. Those two export their metrics
 // through metrics while they run.
 func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string) (cache.ListerWatcher, error), metrics *leaderMetrics) []manager.Controller {
 	return []manager.Controller{{
@@ -362,7 +362,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 			if err != nil {
 				return err
 			}
-			c, err := coordinator.New(coordinator.Config{Client: client, Logger: slog.Default().With("controller", "leader-election")})
+			c, err := coordinator.New(coordinator.Config{Client: client, Reads: reads, Logger: slog.Default().With("controller", "leader-election")})
 			if err != nil {
 				return err
 			}

@@ -8,7 +8,7 @@
 //
 // The coordinator watches every LeaseCandidate and every Lease (except in
 // kube-node-lease, whose node heartbeats are never coordinated) through
-// informers. Event handlers only record what was seen and when, on the
+// informers, fed in leasehold serve by the watch cache in process. Event handlers only record what was seen and when, on the
 // coordinator's clock: when a Lease's spec last changed, when a candidate
 // was first seen, last seen to renew (its spec.renewTime changed) and last
 // pinged. One goroutine, woken by those handlers or by a timer, runs the
@@ -38,6 +38,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -49,7 +50,10 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	coordinationv1informers "k8s.io/client-go/informers/coordination/v1"
 	coordinationv1beta1informers "k8s.io/client-go/informers/coordination/v1beta1"
 	"k8s.io/client-go/kubernetes"
@@ -98,6 +102,13 @@ type Config struct {
 	Clock clock.WithTicker
 	// Logger receives the coordinator's logs. Default: discard.
 	Logger *slog.Logger
+	// Reads, when set, feeds the informers on leases and lease candidates
+	// from the API server's watch cache in process
+	// (apiserver.Server.ListerWatcher) instead of through Client: every
+	// Lease outside kube-node-lease is then neither encoded nor decoded
+	// for the coordinator, nor copied into its informer. Writes always go
+	// through Client.
+	Reads func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error)
 }
 
 // Coordinator runs coordinated leader elections. Create it with New.
@@ -157,6 +168,48 @@ func New(cfg Config) (*Coordinator, error) {
 	}, nil
 }
 
+// notNodeLeases selects the leases the coordinator watches.
+const notNodeLeases = "metadata.namespace!=" + nodeLeaseNamespace
+
+// informers returns the informers on lease candidates and on the leases
+// outside kube-node-lease, fed by Config.Reads or else by Config.Client.
+// The objects they hold must not be modified: with Reads they are the
+// watch cache's own, and every write starts from a copy.
+func (c *Coordinator) informers() (candidates, leases cache.SharedIndexInformer, err error) {
+	if c.cfg.Reads == nil {
+		candidates = coordinationv1beta1informers.NewLeaseCandidateInformer(c.cfg.Client, metav1.NamespaceAll, 0, cache.Indexers{})
+		leases = coordinationv1informers.NewFilteredLeaseInformer(c.cfg.Client, metav1.NamespaceAll, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+			o.FieldSelector = notNodeLeases
+		})
+		return candidates, leases, nil
+	}
+	candLW, err := c.cfg.Reads(coordinationv1beta1.SchemeGroupVersion.WithResource("leasecandidates"), metav1.NamespaceAll)
+	if err != nil {
+		return nil, nil, fmt.Errorf("coordinator: %w", err)
+	}
+	all, err := c.cfg.Reads(coordinationv1.SchemeGroupVersion.WithResource("leases"), metav1.NamespaceAll)
+	if err != nil {
+		return nil, nil, fmt.Errorf("coordinator: %w", err)
+	}
+	withCtx := cache.ToListerWatcherWithContext(all)
+	selected := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = notNodeLeases
+			return withCtx.ListWithContext(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = notNodeLeases
+			return withCtx.WatchWithContext(ctx, o)
+		},
+	}
+	// The selecting wrapper keeps what the reflector asks of the reader:
+	// whether it serves watch-list streams.
+	leaseLW := cache.ToListWatcherWithWatchListSemantics(selected, all)
+	candidates = cache.NewSharedIndexInformer(candLW, &coordinationv1beta1.LeaseCandidate{}, 0, cache.Indexers{})
+	leases = cache.NewSharedIndexInformer(leaseLW, &coordinationv1.Lease{}, 0, cache.Indexers{})
+	return candidates, leases, nil
+}
+
 // Run coordinates elections until ctx ends, then returns nil.
 func (c *Coordinator) Run(ctx context.Context) error {
 	c.mu.Lock()
@@ -166,10 +219,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	candInf := coordinationv1beta1informers.NewLeaseCandidateInformer(c.cfg.Client, metav1.NamespaceAll, 0, cache.Indexers{})
-	leaseInf := coordinationv1informers.NewFilteredLeaseInformer(c.cfg.Client, metav1.NamespaceAll, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
-		o.FieldSelector = "metadata.namespace!=" + nodeLeaseNamespace
-	})
+	candInf, leaseInf, err := c.informers()
+	if err != nil {
+		return err
+	}
 	candReg, err := candInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(obj any, initial bool) { c.candidateSeen(obj, initial) },
 		UpdateFunc: func(_, obj any) { c.candidateSeen(obj, false) },

@@ -136,7 +136,15 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	}
 }
 
+// TestCoordinatedElection runs the coordinator with its informers fed
+// through the API client, and fed by the server's watch cache in process
+// as in leasehold serve.
 func TestCoordinatedElection(t *testing.T) {
+	t.Run("client", func(t *testing.T) { testCoordinatedElection(t, false) })
+	t.Run("in-process", func(t *testing.T) { testCoordinatedElection(t, true) })
+}
+
+func testCoordinatedElection(t *testing.T, inProcess bool) {
 	srv := apiservertest.Start(t, apiservertest.Options{})
 	cs := srv.Client(t, "")
 	ctx := t.Context()
@@ -158,9 +166,13 @@ func TestCoordinatedElection(t *testing.T) {
 		l, err := cs.CoordinationV1beta1().LeaseCandidates(ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(l.Items) == 2
 	})
-	co, err := coordinator.New(coordinator.Config{
+	cfg := coordinator.Config{
 		Client: cs, ElectionDuration: 500 * time.Millisecond, LeaseDuration: 2 * time.Second, CandidateTimeout: 3 * time.Second,
-	})
+	}
+	if inProcess {
+		cfg.Reads = srv.API.ListerWatcher
+	}
+	co, err := coordinator.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
