@@ -70,6 +70,16 @@ const UserName = "system:serviceaccount:kube-system:generic-garbage-collector"
 // UserAgent is the User-Agent of its requests.
 const UserAgent = "leasehold-garbage-collector"
 
+// Ignored are the resources the collector never watches, as in
+// Kubernetes (its collector's default ignored resources): Events, which
+// are numerous and short-lived, expire by their TTL and own nothing. At
+// 100 000 nodes, the RegisteredNode Events of one leader term alone would
+// be 100 000 more objects in the graph. An Event's ownerReferences are
+// therefore not acted on.
+var Ignored = map[schema.GroupResource]struct{}{
+	{Resource: "events"}: {},
+}
+
 // Config configures a GarbageCollector. Zero values mean defaults.
 type Config struct {
 	// REST reaches the API server with the collector's credentials.
@@ -77,8 +87,8 @@ type Config struct {
 	// 50 (burst 100).
 	REST *rest.Config
 	// Resources are the resources to collect and to resolve owner kinds
-	// against; default registry.All(). Virtual resources, and resources
-	// served from another's storage, are not watched.
+	// against; default registry.All(). Virtual resources, resources served
+	// from another's storage, and Ignored ones are not watched.
 	Resources []*registry.Resource
 	// Workers is the number of objects processed at once; default 4.
 	Workers int
@@ -159,6 +169,9 @@ func New(cfg Config) (*GarbageCollector, error) {
 		}
 		if _, dup := gc.byKind[r.GroupVersionKind()]; !dup {
 			gc.byKind[r.GroupVersionKind()] = r
+		}
+		if _, skip := Ignored[r.GroupResource()]; skip {
+			continue
 		}
 		verbs := r.AllVerbs()
 		if r.Storage == nil && slices.Contains(verbs, "list") && slices.Contains(verbs, "watch") && slices.Contains(verbs, "delete") {

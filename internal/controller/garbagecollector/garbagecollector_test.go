@@ -431,6 +431,30 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// TestWatched: the collector watches every stored resource but Events, as
+// Kubernetes' does, and still resolves owners of every kind.
+func TestWatched(t *testing.T) {
+	gc, err := New(Config{REST: &rest.Config{Host: "https://127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var watched []string
+	for _, r := range gc.watched {
+		watched = append(watched, r.GroupResource().String())
+	}
+	for _, want := range []string{"leases.coordination.k8s.io", "nodes", "namespaces"} {
+		if !slices.Contains(watched, want) {
+			t.Errorf("watched %v, want %s among them", watched, want)
+		}
+	}
+	if slices.Contains(watched, "events") || slices.Contains(watched, "events.events.k8s.io") {
+		t.Errorf("watched %v, want no events", watched)
+	}
+	if _, ok := gc.byKind[corev1.SchemeGroupVersion.WithKind("Event")]; !ok {
+		t.Error("the Event kind should still resolve as an owner kind")
+	}
+}
+
 func TestCollectors(t *testing.T) {
 	gc, err := New(Config{REST: &rest.Config{Host: "https://127.0.0.1:1"}})
 	if err != nil {
