@@ -66,7 +66,8 @@ var _ auth.RBACSource = storeRBAC{}
 
 func (x storeRBAC) cached(r *registry.Resource, namespace, name string) (runtime.Object, error) {
 	k := x.s.kinds[r]
-	obj, err := k.Cached(k.Key(namespace, name))
+	// RBAC kinds always have a watch cache: this never reads etcd.
+	obj, err := k.Cached(context.Background(), k.Key(namespace, name))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apierrors.NewNotFound(r.GroupResource(), name)
 	}

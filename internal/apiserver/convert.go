@@ -15,7 +15,7 @@ import (
 type objectStore interface {
 	Key(namespace, name string) string
 	Get(ctx context.Context, key string) (runtime.Object, error)
-	Cached(key string) (runtime.Object, error)
+	Cached(ctx context.Context, key string) (runtime.Object, error)
 	Create(ctx context.Context, key string, obj runtime.Object, dryRun bool) (runtime.Object, error)
 	Update(ctx context.Context, key string, opts store.UpdateOptions, fn store.UpdateFunc) (runtime.Object, error)
 	Delete(ctx context.Context, key string, dryRun bool, check store.DeleteFunc) (runtime.Object, error)
@@ -50,7 +50,9 @@ func (c converted) Get(ctx context.Context, key string) (runtime.Object, error) 
 	return c.from(c.Kind.Get(ctx, key))
 }
 
-func (c converted) Cached(key string) (runtime.Object, error) { return c.from(c.Kind.Cached(key)) }
+func (c converted) Cached(ctx context.Context, key string) (runtime.Object, error) {
+	return c.from(c.Kind.Cached(ctx, key))
+}
 
 func (c converted) Create(ctx context.Context, key string, obj runtime.Object, dryRun bool) (runtime.Object, error) {
 	s, err := c.to(obj)

@@ -141,7 +141,7 @@ func (s *Server) get(req *request) error {
 	var obj runtime.Object
 	var err error
 	if opts.ResourceVersion == "0" {
-		obj, err = req.kind.Cached(key)
+		obj, err = req.kind.Cached(req.ctx, key)
 	} else {
 		obj, err = req.kind.Get(req.ctx, key)
 	}
@@ -412,7 +412,7 @@ func (s *Server) namespaceAccepts(req *request) error {
 	}
 	nsKind := s.kinds[registry.Namespaces]
 	key := nsKind.Key("", req.info.namespace)
-	obj, err := nsKind.Cached(key)
+	obj, err := nsKind.Cached(req.ctx, key)
 	if err != nil {
 		// Just created, perhaps, and not yet in the cache.
 		if obj, err = nsKind.Get(req.ctx, key); err != nil {
@@ -574,7 +574,7 @@ func (s *Server) update(req *request) error {
 	key := req.kind.Key(req.info.namespace, req.info.name)
 	created := false
 	out, err := req.kind.Update(req.ctx, key, store.UpdateOptions{
-		Guess:       s.guess(req.kind, key, m.GetResourceVersion()),
+		Guess:       s.guess(req.ctx, req.kind, key, m.GetResourceVersion()),
 		AllowCreate: req.res.AllowCreateOnUpdate && req.info.subresource == "",
 		DryRun:      wo.dryRun,
 	}, func(cur runtime.Object) (runtime.Object, error) {
@@ -606,11 +606,11 @@ func (s *Server) update(req *request) error {
 
 // guess returns the cached object when it is at the revision the client
 // based its write on, sparing a read from etcd on the hot path.
-func (s *Server) guess(k objectStore, key, rv string) runtime.Object {
+func (s *Server) guess(ctx context.Context, k objectStore, key, rv string) runtime.Object {
 	if rv == "" {
 		return nil
 	}
-	obj, err := k.Cached(key)
+	obj, err := k.Cached(ctx, key)
 	if err != nil {
 		return nil
 	}

@@ -149,6 +149,10 @@ func New(cfg Config) (*Server, error) {
 			k := cfg.Store.Kind(r.StoragePrefix(), r.GroupVersionKind(), r.Namespaced, r.New, r.NewList)
 			if r == registry.Events {
 				k.SetTTL(cfg.EventTTL)
+				// As kube-apiserver by default: Events are many, written
+				// once and read rarely, and a cache of them would hold
+				// every one in memory and decode every one at each start.
+				k.DisableWatchCache()
 			}
 			s.kinds[r] = k
 		}

@@ -22,7 +22,7 @@ type Kind struct {
 	newObj     func() runtime.Object
 	newList    func() runtime.Object
 	encoder    runtime.Encoder
-	cache      *cache
+	cache      *cache     // nil: served from etcd alone (DisableWatchCache)
 	ttl        *ttlLeases // nil: objects live until deleted
 }
 
@@ -94,9 +94,21 @@ func (k *Kind) GetAtRevision(ctx context.Context, key string, rev int64) (runtim
 }
 
 // Cached returns the object as the watch cache has it (possibly a little
-// behind etcd), or ErrNotFound. Callers must not modify it.
-func (k *Kind) Cached(key string) (runtime.Object, error) {
+// behind etcd), or ErrNotFound. Callers must not modify it. A kind without
+// a watch cache reads etcd.
+func (k *Kind) Cached(ctx context.Context, key string) (runtime.Object, error) {
+	if k.cache == nil {
+		return k.Get(ctx, key)
+	}
 	return k.cache.get(key)
+}
+
+// DisableWatchCache serves the kind from etcd alone, as kube-apiserver
+// serves Events by default: lists read etcd, watches are etcd watches of
+// their own, and nothing of the kind is held in memory or read at start.
+// Call it before Run.
+func (k *Kind) DisableWatchCache() {
+	k.cache = nil
 }
 
 // Create stores obj at key if the key does not exist and returns it with its

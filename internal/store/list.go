@@ -85,6 +85,9 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 		}
 		return k.listEtcd(ctx, opts, t.Revision, start)
 	}
+	if k.cache == nil {
+		return k.listUncached(ctx, opts)
+	}
 	switch rv := opts.ResourceVersion; {
 	case rv == "":
 		if opts.Limit > 0 {
@@ -107,6 +110,32 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 		}
 		return k.cache.list(ctx, opts, n)
 	}
+}
+
+// listUncached serves a list of a kind without a watch cache from etcd,
+// as kube-apiserver does: at the exact revision asked for (resourceVersion
+// N with resourceVersionMatch Exact, or N with a limit), else at the
+// latest, which must not be older than N.
+func (k *Kind) listUncached(ctx context.Context, opts ListOptions) (*ListResult, error) {
+	var minRV int64
+	if rv := opts.ResourceVersion; rv != "" && rv != "0" {
+		n, err := strconv.ParseInt(rv, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("invalid resourceVersion %q", rv)
+		}
+		if opts.Match == metav1.ResourceVersionMatchExact || (opts.Match == "" && opts.Limit > 0) {
+			return k.listEtcd(ctx, opts, n, k.Prefix(opts.Namespace))
+		}
+		minRV = n
+	}
+	res, err := k.listEtcd(ctx, opts, 0, k.Prefix(opts.Namespace))
+	if err != nil {
+		return nil, err
+	}
+	if res.ResourceVersion < minRV {
+		return nil, ErrTooLargeResourceVersion
+	}
+	return res, nil
 }
 
 // listEtcd reads one page from etcd at revision rev (0: latest), starting at

@@ -145,7 +145,12 @@ func (s *Store) Kind(resource string, gvk schema.GroupVersionKind, namespaced bo
 // Run starts the watch caches and the compactor and blocks until ctx ends.
 func (s *Store) Run(ctx context.Context) error {
 	done := make(chan struct{})
+	n := 1 // the batcher
 	for _, k := range s.kinds {
+		if k.cache == nil {
+			continue
+		}
+		n++
 		go func() {
 			k.cache.run(ctx, s.cfg.BookmarkInterval)
 			done <- struct{}{}
@@ -162,7 +167,6 @@ func (s *Store) Run(ctx context.Context) error {
 		done <- struct{}{}
 	}()
 	<-ctx.Done()
-	n := len(s.kinds) + 1
 	if s.cfg.CompactionInterval > 0 {
 		n++
 	}
@@ -175,6 +179,9 @@ func (s *Store) Run(ctx context.Context) error {
 // WaitReady blocks until every kind's watch cache has its initial state.
 func (s *Store) WaitReady(ctx context.Context) error {
 	for _, k := range s.kinds {
+		if k.cache == nil {
+			continue
+		}
 		select {
 		case <-k.cache.ready:
 		case <-ctx.Done():
@@ -187,6 +194,9 @@ func (s *Store) WaitReady(ctx context.Context) error {
 // Ready reports whether every cache is filled and etcd answers.
 func (s *Store) Check(ctx context.Context) error {
 	for _, k := range s.kinds {
+		if k.cache == nil {
+			continue
+		}
 		select {
 		case <-k.cache.ready:
 		default:

@@ -55,7 +55,7 @@ func TestTTLExpires(t *testing.T) {
 				t.Fatal("watch closed")
 			}
 			if e.Type == watch.Deleted {
-				if _, err := k.Cached(key); err != store.ErrNotFound {
+				if _, err := k.Cached(ctx, key); err != store.ErrNotFound {
 					t.Fatalf("after the DELETE the cache still has it: %v", err)
 				}
 				return

@@ -83,6 +83,9 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 		}
 		minRV = n
 	}
+	if c == nil {
+		return k.watchUncached(ctx, w, opts.Namespace, initial, minRV)
+	}
 	if initial {
 		if err := c.waitFor(ctx, minRV); err != nil {
 			return nil, err
@@ -226,8 +229,43 @@ func (k *Kind) Bookmark(rev int64) *Event {
 	return &Event{Type: watch.Bookmark, Object: obj, RV: rev}
 }
 
+// watchUncached serves a watch of a kind without a watch cache from etcd:
+// with initial events, the objects of a list at the latest revision (which
+// must not be older than minRV), then the changes after it; without, the
+// changes after minRV (after the current revision when minRV is 0).
+func (k *Kind) watchUncached(ctx context.Context, w *watcher, namespace string, initial bool, minRV int64) (*Watch, error) {
+	from := minRV
+	var events []*Event
+	if initial {
+		res, err := k.listEtcd(ctx, ListOptions{Namespace: namespace, Filter: w.filter}, 0, w.prefix)
+		if err != nil {
+			return nil, err
+		}
+		if res.ResourceVersion < minRV {
+			return nil, ErrTooLargeResourceVersion
+		}
+		for _, obj := range res.Items {
+			events = append(events, &Event{Type: watch.Added, Object: obj, RV: resourceVersion(obj)})
+		}
+		from = res.ResourceVersion
+	} else if from == 0 {
+		cur, err := k.s.CurrentRevision(ctx)
+		if err != nil {
+			return nil, err
+		}
+		from = cur
+	}
+	out, err := k.watchEtcd(ctx, w, from)
+	if err != nil {
+		return nil, err
+	}
+	out.Initial, out.InitialRV = events, from
+	return out, nil
+}
+
 // watchEtcd serves a watch from a revision older than the cache's window
-// straight from etcd, or fails with ErrCompacted when etcd no longer has it.
+// (or of a kind without a cache) straight from etcd, or fails with
+// ErrCompacted when etcd no longer has it.
 func (k *Kind) watchEtcd(ctx context.Context, w *watcher, from int64) (*Watch, error) {
 	if _, err := k.s.client.Get(ctx, w.prefix, clientv3.WithRev(from), clientv3.WithLimit(1), clientv3.WithKeysOnly()); err != nil {
 		return nil, mapEtcdError(err)
