@@ -70,6 +70,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 )
 
@@ -132,14 +133,19 @@ type Controller struct {
 	grace  time.Duration
 	clock  clock.WithTicker
 	log    *slog.Logger
-	// droppedEvents counts the events the bounded sink dropped.
+	// droppedEvents counts the events dropped by the admission limit or
+	// the bounded sink.
 	droppedEvents atomic.Uint64
 	events        events.EventRecorder // Config.Recorder
 	metrics       metrics
 	running       atomic.Bool
 
-	// recorder is the one Run uses; only its goroutine touches it.
-	recorder events.EventRecorder
+	// recorder is the one Run uses, and eventLimit, when set, admits
+	// events to it (drops counts those it refuses); set by Run before it
+	// starts its goroutines.
+	recorder   events.EventRecorder
+	eventLimit flowcontrol.PassiveRateLimiter
+	drops      *eventDrops
 
 	mu     sync.Mutex
 	health map[string]*health
@@ -256,9 +262,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer started.Wait()
 	defer cancel()
 
-	c.recorder = c.events
+	c.recorder, c.eventLimit = c.events, nil
 	if c.recorder == nil {
-		sink := newBoundedSink(&events.EventSinkImpl{Interface: c.client.EventsV1()}, maxPendingEvents, &c.droppedEvents, c.log, c.clock)
+		c.drops = &eventDrops{n: &c.droppedEvents, log: c.log, clock: c.clock}
+		c.eventLimit = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(eventQPS, eventBurst, c.clock)
+		sink := newBoundedSink(&events.EventSinkImpl{Interface: c.client.EventsV1()}, maxPendingEvents, c.drops)
 		b := events.NewBroadcaster(sink)
 		defer b.Shutdown()
 		if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
@@ -611,6 +619,10 @@ func scratchCopy(n *corev1.Node) *corev1.Node {
 // node's name as its uid, which is how kubectl describe node finds the
 // events of a node.
 func (c *Controller) event(name, reason, action, note string, args ...any) {
+	if c.eventLimit != nil && !c.eventLimit.TryAccept() {
+		c.drops.drop("events recorded faster than they can be written", reason, name)
+		return
+	}
 	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name, UID: types.UID(name)}
 	c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, reason, action, note, args...)
 }

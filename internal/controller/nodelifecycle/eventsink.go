@@ -2,6 +2,7 @@ package nodelifecycle
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -19,20 +20,43 @@ import (
 // dropped and counted.
 const maxPendingEvents = 256
 
-// boundedSink is an events.EventSink that writes at most cap(slots) events
-// at once and drops the rest, counting them and warning at most once a
-// minute.
-type boundedSink struct {
-	events.EventSink
-	slots   chan struct{}
-	dropped *atomic.Uint64
-	log     *slog.Logger
-	clock   clock.PassiveClock
-	warned  atomic.Int64 // unix nanoseconds of the last warning
+// Events are admitted at most eventQPS a second on average, in bursts of up
+// to eventBurst, before they reach client-go's broadcaster: it keeps every
+// event it is handed for six minutes (to fold repeats into a series), even
+// one the bounded sink then drops. At a term's start, RegisteredNode for
+// each of 100 000 nodes would hold about 90 MiB there. The rate is about
+// what the sink gets written through the controller's client.
+const (
+	eventQPS   = 100
+	eventBurst = 1000
+)
+
+// eventDrops counts dropped events and warns of them at most once a minute.
+type eventDrops struct {
+	n      *atomic.Uint64
+	log    *slog.Logger
+	clock  clock.PassiveClock
+	warned atomic.Int64 // unix nanoseconds of the last warning
 }
 
-func newBoundedSink(inner events.EventSink, size int, dropped *atomic.Uint64, log *slog.Logger, clk clock.PassiveClock) *boundedSink {
-	return &boundedSink{EventSink: inner, slots: make(chan struct{}, size), dropped: dropped, log: log, clock: clk}
+func (d *eventDrops) drop(why, reason, regarding string) {
+	n := d.n.Add(1)
+	now := d.clock.Now().UnixNano()
+	if last := d.warned.Load(); now-last >= int64(time.Minute) && d.warned.CompareAndSwap(last, now) {
+		d.log.Warn(why+"; dropping events", "droppedTotal", n, "reason", reason, "regarding", regarding)
+	}
+}
+
+// boundedSink is an events.EventSink that writes at most cap(slots) events
+// at once and drops the rest.
+type boundedSink struct {
+	events.EventSink
+	slots chan struct{}
+	drops *eventDrops
+}
+
+func newBoundedSink(inner events.EventSink, size int, drops *eventDrops) *boundedSink {
+	return &boundedSink{EventSink: inner, slots: make(chan struct{}, size), drops: drops}
 }
 
 // Create writes ev if a slot is free. A dropped event is reported as
@@ -68,12 +92,7 @@ func (s *boundedSink) acquire(ev *eventsv1.Event) bool {
 		return true
 	default:
 	}
-	n := s.dropped.Add(1)
-	now := s.clock.Now().UnixNano()
-	if last := s.warned.Load(); now-last >= int64(time.Minute) && s.warned.CompareAndSwap(last, now) {
-		s.log.Warn("too many events waiting to be written; dropping events",
-			"pending", cap(s.slots), "droppedTotal", n, "reason", ev.Reason, "regarding", ev.Regarding.Name)
-	}
+	s.drops.drop(fmt.Sprintf("more than %d events waiting to be written", cap(s.slots)), ev.Reason, ev.Regarding.Name)
 	return false
 }
 

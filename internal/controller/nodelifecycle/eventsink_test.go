@@ -2,12 +2,14 @@ package nodelifecycle
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/client-go/util/flowcontrol"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -42,7 +44,7 @@ func TestBoundedSinkDropsBeyondItsSize(t *testing.T) {
 	inner := &blockingSink{entered: make(chan struct{}, 8), release: make(chan struct{})}
 	var dropped atomic.Uint64
 	clk := testingclock.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := newBoundedSink(inner, 2, &dropped, slog.New(slog.DiscardHandler), clk)
+	s := newBoundedSink(inner, 2, &eventDrops{n: &dropped, log: slog.New(slog.DiscardHandler), clock: clk})
 	ctx := context.Background()
 
 	done := make(chan struct{})
@@ -83,4 +85,34 @@ func TestBoundedSinkDropsBeyondItsSize(t *testing.T) {
 	if got := inner.writes.Load(); got != 3 {
 		t.Errorf("inner writes after release = %d, want 3", got)
 	}
+}
+
+// TestEventLimit: beyond a burst, events are dropped and counted before
+// they reach the recorder (and client-go's cache of recent events behind
+// it), until time refills the bucket.
+func TestEventLimit(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	rec := &recorder{}
+	c := &Controller{recorder: rec, clock: clk, log: testLogger(t)}
+	c.drops = &eventDrops{n: &c.droppedEvents, log: c.log, clock: clk}
+	c.eventLimit = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(eventQPS, eventBurst, clk)
+	record := func(n int) {
+		for i := range n {
+			c.event(fmt.Sprint("node-", i), EventRegisteredNode, "Register", "Node %s is monitored", "x")
+		}
+	}
+	check := func(when string, recorded int, dropped uint64) {
+		t.Helper()
+		if got := len(rec.all()); got != recorded {
+			t.Errorf("%s: %d events recorded, want %d", when, got, recorded)
+		}
+		if got := c.droppedEvents.Load(); got != dropped {
+			t.Errorf("%s: %d events dropped, want %d", when, got, dropped)
+		}
+	}
+	record(eventBurst + 500)
+	check("after a burst", eventBurst, 500)
+	clk.Step(time.Second)
+	record(2 * eventQPS)
+	check("a second later", eventBurst+eventQPS, 500+eventQPS)
 }

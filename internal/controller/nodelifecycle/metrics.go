@@ -1,6 +1,8 @@
 package nodelifecycle
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -58,7 +60,7 @@ func newMetrics() metrics {
 func (c *Controller) Collectors() []prometheus.Collector {
 	dropped := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: "leasehold", Subsystem: "node_lifecycle", Name: "events_dropped_total",
-		Help: "Events not written because too many were waiting to be written already.",
+		Help: fmt.Sprintf("Events not written because they came faster than the controller writes them (more than %d at once or %d a second), or too many were waiting to be written already.", eventBurst, eventQPS),
 	}, func() float64 { return float64(c.droppedEvents.Load()) })
 	return []prometheus.Collector{c.metrics.nodes, c.metrics.transitions, c.metrics.writeErrors, dropped}
 }
