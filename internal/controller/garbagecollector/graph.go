@@ -1,6 +1,7 @@
 package garbagecollector
 
 import (
+	"iter"
 	"slices"
 	"sync"
 
@@ -24,7 +25,7 @@ type node struct {
 	ref        objectRef
 	virtual    bool
 	owners     []metav1.OwnerReference
-	dependents map[types.UID]*node // nil until the first dependent
+	dependents dependentSet
 	// deleting: deletionTimestamp is set; foreground and orphan: it also
 	// carries the foregroundDeletion or orphan finalizer.
 	deleting   bool
@@ -40,6 +41,81 @@ func (n *node) ownerRef(uid types.UID) (metav1.OwnerReference, bool) {
 		}
 	}
 	return metav1.OwnerReference{}, false
+}
+
+// fewDependents is how many dependents an owner keeps in a slice before
+// it moves them to a map.
+const fewDependents = 8
+
+// dependentSet holds an owner's dependents: a few in a slice, as most
+// owners (a Node with its Lease) have one, and more in a map. A map of one
+// costs about 250 bytes: 25 MB at 100 000 nodes.
+type dependentSet struct {
+	few  []*node
+	many map[types.UID]*node // once set, holds them all
+}
+
+// add adds n, or replaces the dependent with n's uid.
+func (s *dependentSet) add(n *node) {
+	if s.many != nil {
+		s.many[n.ref.uid] = n
+		return
+	}
+	for i, d := range s.few {
+		if d.ref.uid == n.ref.uid {
+			s.few[i] = n
+			return
+		}
+	}
+	if len(s.few) < fewDependents {
+		s.few = append(s.few, n)
+		return
+	}
+	s.many = make(map[types.UID]*node, len(s.few)+1)
+	for _, d := range s.few {
+		s.many[d.ref.uid] = d
+	}
+	s.many[n.ref.uid] = n
+	s.few = nil
+}
+
+func (s *dependentSet) remove(uid types.UID) {
+	if s.many != nil {
+		delete(s.many, uid)
+		return
+	}
+	for i, d := range s.few {
+		if d.ref.uid == uid {
+			s.few = slices.Delete(s.few, i, i+1)
+			return
+		}
+	}
+}
+
+func (s *dependentSet) len() int {
+	if s.many != nil {
+		return len(s.many)
+	}
+	return len(s.few)
+}
+
+// all yields every dependent, in no particular order.
+func (s *dependentSet) all() iter.Seq[*node] {
+	return func(yield func(*node) bool) {
+		if s.many != nil {
+			for _, d := range s.many {
+				if !yield(d) {
+					return
+				}
+			}
+			return
+		}
+		for _, d := range s.few {
+			if !yield(d) {
+				return
+			}
+		}
+	}
 }
 
 // graph maps every observed object, by uid, to its owners and dependents.
@@ -70,7 +146,10 @@ func (g *graph) observe(res *registry.Resource, obj metav1.Object) {
 	defer g.mu.Unlock()
 	uid := obj.GetUID()
 	ref := objectRef{res: res, namespace: obj.GetNamespace(), name: obj.GetName(), uid: uid}
-	owners := slices.Clone(obj.GetOwnerReferences())
+	// Informers' objects are never modified (client-go's rule, and the
+	// watch cache's objects are shared by all its readers): the graph
+	// keeps their references without a copy.
+	owners := obj.GetOwnerReferences()
 	n, ok := g.nodes[uid]
 	switch {
 	case !ok:
@@ -82,7 +161,7 @@ func (g *graph) observe(res *registry.Resource, obj metav1.Object) {
 		// The owner some dependents named has arrived. Dependents whose
 		// reference does not match what it really is are checked live.
 		n.virtual, n.ref = false, ref
-		for _, d := range n.dependents {
+		for d := range n.dependents.all() {
 			if r, ok := d.ownerRef(uid); ok && !refMatches(r, d, n) {
 				g.enqueueDelete(d.ref.uid)
 			}
@@ -125,7 +204,7 @@ func (g *graph) observe(res *registry.Resource, obj metav1.Object) {
 	}
 	if n.foreground && !wasForeground {
 		g.enqueueDelete(uid)
-		for _, d := range n.dependents {
+		for d := range n.dependents.all() {
 			g.enqueueDelete(d.ref.uid)
 		}
 	}
@@ -144,14 +223,14 @@ func (g *graph) forget(uid types.UID) {
 		g.unlinkOwner(n, o.UID)
 	}
 	delete(g.nodes, uid)
-	if len(n.dependents) == 0 {
+	if n.dependents.len() == 0 {
 		return
 	}
 	// The dependents' references now name an owner that is gone: keep a
 	// placeholder so that they stay linked until they drop the reference.
 	v := &node{ref: objectRef{uid: uid}, virtual: true, dependents: n.dependents}
 	g.nodes[uid] = v
-	for _, d := range n.dependents {
+	for d := range n.dependents.all() {
 		g.enqueueDelete(d.ref.uid)
 	}
 }
@@ -167,10 +246,7 @@ func (g *graph) linkOwners(n *node, owners []metav1.OwnerReference) {
 			owner = &node{ref: objectRef{uid: r.UID}, virtual: true}
 			g.nodes[r.UID] = owner
 		}
-		if owner.dependents == nil {
-			owner.dependents = map[types.UID]*node{}
-		}
-		owner.dependents[n.ref.uid] = n
+		owner.dependents.add(n)
 		if owner.virtual || owner.foreground || !refMatches(r, n, owner) {
 			check = true
 		}
@@ -188,9 +264,9 @@ func (g *graph) unlinkOwner(n *node, uid types.UID) {
 	if !ok {
 		return
 	}
-	delete(owner.dependents, n.ref.uid)
+	owner.dependents.remove(n.ref.uid)
 	switch {
-	case owner.virtual && len(owner.dependents) == 0:
+	case owner.virtual && owner.dependents.len() == 0:
 		delete(g.nodes, uid)
 	case owner.foreground:
 		g.enqueueDelete(uid)
@@ -232,7 +308,7 @@ func (g *graph) view(uid types.UID) (view, bool) {
 			break
 		}
 	}
-	for _, d := range n.dependents {
+	for d := range n.dependents.all() {
 		v.dependents = append(v.dependents, d.ref)
 		if r, ok := d.ownerRef(uid); ok && blocks(r) && !n.virtual && refMatches(r, d, n) {
 			v.blocking = append(v.blocking, d.ref)

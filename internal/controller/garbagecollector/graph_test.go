@@ -1,6 +1,7 @@
 package garbagecollector
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -301,5 +302,50 @@ func TestAbsentOwners(t *testing.T) {
 	a.add(k("c")) // over the bound: starts afresh
 	if a.has(k("a")) || !a.has(k("c")) {
 		t.Error("set did not start afresh at its bound")
+	}
+}
+
+// TestDependentSet: the set keeps each uid once, in a slice up to
+// fewDependents and in a map beyond, and removes from either.
+func TestDependentSet(t *testing.T) {
+	n := func(uid string) *node { return &node{ref: objectRef{uid: types.UID(uid)}} }
+	uids := func(s *dependentSet) []string {
+		var out []string
+		for d := range s.all() {
+			out = append(out, string(d.ref.uid))
+		}
+		slices.Sort(out)
+		return out
+	}
+	var s dependentSet
+	var want []string
+	for i := range fewDependents + 3 {
+		uid := fmt.Sprintf("d%02d", i)
+		s.add(n(uid))
+		s.add(n(uid)) // again: replaced, not added twice
+		want = append(want, uid)
+		if got := uids(&s); !slices.Equal(got, want) || s.len() != len(want) {
+			t.Fatalf("after adding %s: %v (len %d), want %v", uid, got, s.len(), want)
+		}
+		if inMap := s.many != nil; inMap != (len(want) > fewDependents) {
+			t.Fatalf("with %d dependents, in a map: %v", len(want), inMap)
+		}
+	}
+	s.remove("d03")
+	s.remove("absent")
+	want = slices.DeleteFunc(want, func(u string) bool { return u == "d03" })
+	if got := uids(&s); !slices.Equal(got, want) {
+		t.Errorf("after removals: %v, want %v", got, want)
+	}
+
+	var small dependentSet
+	small.add(n("a"))
+	small.add(n("b"))
+	small.remove("a")
+	if got := uids(&small); !slices.Equal(got, []string{"b"}) || small.many != nil {
+		t.Errorf("small set after removing a: %v (map %v), want [b] in a slice", got, small.many != nil)
+	}
+	for range small.all() {
+		break // stopping early is allowed
 	}
 }
