@@ -237,7 +237,7 @@ func filter(res *registry.Resource, ls labels.Selector, fs fields.Selector) (fun
 		if !emptyLabels && !ls.Matches(labels.Set(m.GetLabels())) {
 			return false
 		}
-		return emptyFields || fs.Matches(res.ObjectFields(m.GetName(), m.GetNamespace(), obj))
+		return emptyFields || fs.Matches(res.Fields(m.GetName(), m.GetNamespace(), obj))
 	}, nil
 }
 

@@ -147,6 +147,48 @@ func (r *Resource) ObjectFields(name, namespace string, obj runtime.Object) fiel
 	return set
 }
 
+// Fields returns the selectable fields of obj for a field selector to
+// match, as ObjectFields but without building the set: metadata.name and
+// metadata.namespace are answered directly, and the resource's own fields
+// are computed only when the selector asks for one. A watch with a field
+// selector matches every change of the kind, renewals included.
+func (r *Resource) Fields(name, namespace string, obj runtime.Object) fields.Fields {
+	return &objectFields{r: r, name: name, namespace: namespace, obj: obj}
+}
+
+type objectFields struct {
+	r               *Resource
+	name, namespace string
+	obj             runtime.Object
+	own             map[string]string // r.SelectableFields(obj), once asked for
+}
+
+func (f *objectFields) lookup(field string) (string, bool) {
+	switch {
+	case field == "metadata.name":
+		return f.name, true
+	case field == "metadata.namespace" && f.r.Namespaced:
+		return f.namespace, true
+	case f.r.SelectableFields == nil:
+		return "", false
+	}
+	if f.own == nil {
+		f.own = f.r.SelectableFields(f.obj)
+	}
+	v, ok := f.own[field]
+	return v, ok
+}
+
+func (f *objectFields) Has(field string) bool {
+	_, ok := f.lookup(field)
+	return ok
+}
+
+func (f *objectFields) Get(field string) string {
+	v, _ := f.lookup(field)
+	return v
+}
+
 // All returns the served resources, in discovery order.
 func All() []*Resource { return resources }
 
