@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,4 +214,84 @@ func dropped() float64 {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestRotatingFileRemoved: a log file removed from under the writer (by
+// hand) does not end the log: the next rotation starts a new file.
+func TestRotatingFileRemoved(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rf, err := OpenRotating(RotateConfig{Path: path, MaxBytes: 100, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Close()
+	line := append(bytes.Repeat([]byte("x"), 59), '\n')
+	if _, err := rf.Write(line); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := rf.Write(line); err != nil {
+			t.Fatalf("write %d after the file was removed: %v", i, err)
+		}
+		clk.Step(time.Minute)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 60 {
+		t.Errorf("live file after the removal: %v, %v; want a new one with the last line", fi, err)
+	}
+	if err := rf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rf.Write(line); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("write after Close: %v, want os.ErrClosed", err)
+	}
+}
+
+// failOnce fails its first write, telling failed, then writes to out.
+type failOnce struct {
+	failed chan struct{}
+	mu     sync.Mutex
+	out    bytes.Buffer
+}
+
+func (f *failOnce) Write(p []byte) (int, error) {
+	select {
+	case <-f.failed:
+	default:
+		close(f.failed)
+		return 0, errors.New("disk full")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.out.Write(p)
+}
+
+// TestLoggerRecovers: after the output fails once, later events are
+// written again (a bufio.Writer would otherwise keep the error forever).
+func TestLoggerRecovers(t *testing.T) {
+	out := &failOnce{failed: make(chan struct{})}
+	l, err := New(Config{Out: out, BufferSize: 4, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(id string) *Event {
+		return &Event{Level: LevelMetadata, AuditID: types.UID(id), Stage: StageResponseComplete, Verb: "get"}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	l.Log(ev("lost"))
+	<-out.failed // its flush failed
+	l.Log(ev("kept"))
+	cancel()
+	<-done
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if got := out.out.String(); !strings.Contains(got, `"auditID":"kept"`) || strings.Contains(got, "lost") {
+		t.Errorf("written after the failure: %q, want only the event logged after it", got)
+	}
 }

@@ -92,10 +92,15 @@ func (l *Logger) Run(ctx context.Context) error {
 	w := bufio.NewWriterSize(l.cfg.Out, 64<<10)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
+	// A bufio.Writer keeps its first write error and fails every write
+	// after it: after an error the buffer is dropped and started afresh,
+	// so that one failure (a full disk, a rotation that failed) does not
+	// end the audit log.
 	write := func(ev *Event) {
 		if err := enc.Encode(ev); err != nil {
 			eventsDropped.Inc()
 			l.cfg.Logger.Error("writing audit event", "err", err)
+			w.Reset(l.cfg.Out)
 			return
 		}
 		eventsTotal.Inc()
@@ -103,6 +108,7 @@ func (l *Logger) Run(ctx context.Context) error {
 	flush := func() {
 		if err := w.Flush(); err != nil {
 			l.cfg.Logger.Error("writing audit log", "err", err)
+			w.Reset(l.cfg.Out)
 		}
 	}
 	defer func() {

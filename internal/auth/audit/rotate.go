@@ -25,8 +25,9 @@ type RotatingFile struct {
 	maxBackups int
 	clock      clock.PassiveClock
 
-	f    *os.File
-	size int64
+	f      *os.File // nil after Close, or after a rotation that failed
+	size   int64
+	closed bool
 }
 
 // RotateConfig configures a RotatingFile; zero values disable each limit.
@@ -75,8 +76,15 @@ func (r *RotatingFile) open() error {
 // Write appends p, rotating first when p would overflow the file. A write
 // larger than MaxBytes goes alone into a fresh file.
 func (r *RotatingFile) Write(p []byte) (int, error) {
-	if r.f == nil {
+	if r.closed {
 		return 0, os.ErrClosed
+	}
+	if r.f == nil {
+		// A rotation failed after closing the file: append to the file
+		// at the path again (rotating later), rather than write nothing.
+		if err := r.open(); err != nil {
+			return 0, err
+		}
 	}
 	if r.maxBytes > 0 && r.size > 0 && r.size+int64(len(p)) > r.maxBytes {
 		if err := r.rotate(); err != nil {
@@ -108,7 +116,9 @@ func (r *RotatingFile) rotate() error {
 			}
 		}
 	}
-	if err := os.Rename(r.path, backup); err != nil {
+	// A file removed from under the logger (by hand, or by another
+	// rotation) has nothing to keep: a new one is started.
+	if err := os.Rename(r.path, backup); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	if err := r.open(); err != nil {
@@ -170,6 +180,7 @@ func (r *RotatingFile) Sync() error {
 
 // Close closes the file.
 func (r *RotatingFile) Close() error {
+	r.closed = true
 	if r.f == nil {
 		return nil
 	}
