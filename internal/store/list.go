@@ -85,12 +85,9 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 		}
 		return k.listEtcd(ctx, opts, t.Revision, start)
 	}
-	if k.cache == nil {
-		return k.listUncached(ctx, opts)
-	}
 	switch rv := opts.ResourceVersion; {
 	case rv == "":
-		if opts.Limit > 0 {
+		if opts.Limit > 0 || k.cache == nil {
 			return k.listEtcd(ctx, opts, 0, k.Prefix(opts.Namespace))
 		}
 		cur, err := k.s.CurrentRevision(ctx)
@@ -99,7 +96,7 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 		}
 		return k.cache.list(ctx, opts, cur)
 	case rv == "0":
-		return k.cache.list(ctx, opts, 0)
+		return k.listNotOlderThan(ctx, opts, 0)
 	default:
 		n, err := strconv.ParseInt(rv, 10, 64)
 		if err != nil || n < 0 {
@@ -108,25 +105,16 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 		if opts.Match == metav1.ResourceVersionMatchExact || (opts.Match == "" && opts.Limit > 0) {
 			return k.listEtcd(ctx, opts, n, k.Prefix(opts.Namespace))
 		}
-		return k.cache.list(ctx, opts, n)
+		return k.listNotOlderThan(ctx, opts, n)
 	}
 }
 
-// listUncached serves a list of a kind without a watch cache from etcd,
-// as kube-apiserver does: at the exact revision asked for (resourceVersion
-// N with resourceVersionMatch Exact, or N with a limit), else at the
-// latest, which must not be older than N.
-func (k *Kind) listUncached(ctx context.Context, opts ListOptions) (*ListResult, error) {
-	var minRV int64
-	if rv := opts.ResourceVersion; rv != "" && rv != "0" {
-		n, err := strconv.ParseInt(rv, 10, 64)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("invalid resourceVersion %q", rv)
-		}
-		if opts.Match == metav1.ResourceVersionMatchExact || (opts.Match == "" && opts.Limit > 0) {
-			return k.listEtcd(ctx, opts, n, k.Prefix(opts.Namespace))
-		}
-		minRV = n
+// listNotOlderThan serves a list at a revision no older than minRV: from
+// the watch cache, or, for a kind without one, from etcd at the latest
+// revision, as kube-apiserver does.
+func (k *Kind) listNotOlderThan(ctx context.Context, opts ListOptions, minRV int64) (*ListResult, error) {
+	if k.cache != nil {
+		return k.cache.list(ctx, opts, minRV)
 	}
 	res, err := k.listEtcd(ctx, opts, 0, k.Prefix(opts.Namespace))
 	if err != nil {
