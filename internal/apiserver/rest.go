@@ -222,9 +222,9 @@ func filter(res *registry.Resource, ls labels.Selector, fs fields.Selector) (fun
 		return nil, nil
 	}
 	if !emptyFields {
-		known := res.ObjectFields("", "", res.New())
+		known := res.Fields("", "", res.New())
 		for _, req := range fs.Requirements() {
-			if _, ok := known[req.Field]; !ok {
+			if !known.Has(req.Field) {
 				return nil, badRequest("field label not supported: %s", req.Field)
 			}
 		}

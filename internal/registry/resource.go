@@ -132,26 +132,11 @@ func (r *Resource) StoragePrefix() string {
 	return r.Name
 }
 
-// ObjectFields returns the selectable fields of obj: metadata.name,
-// metadata.namespace and the resource's own.
-func (r *Resource) ObjectFields(name, namespace string, obj runtime.Object) fields.Set {
-	set := fields.Set{"metadata.name": name}
-	if r.Namespaced {
-		set["metadata.namespace"] = namespace
-	}
-	if r.SelectableFields != nil {
-		for k, v := range r.SelectableFields(obj) {
-			set[k] = v
-		}
-	}
-	return set
-}
-
-// Fields returns the selectable fields of obj for a field selector to
-// match, as ObjectFields but without building the set: metadata.name and
-// metadata.namespace are answered directly, and the resource's own fields
-// are computed only when the selector asks for one. A watch with a field
-// selector matches every change of the kind, renewals included.
+// Fields returns the selectable fields of obj, for a field selector to
+// match: metadata.name, metadata.namespace (of a namespaced resource) and
+// the resource's own. The first two are answered directly, the resource's
+// own computed only when a selector asks for one of them: a watch with a
+// field selector matches every change of the kind, renewals included.
 func (r *Resource) Fields(name, namespace string, obj runtime.Object) fields.Fields {
 	return &objectFields{r: r, name: name, namespace: namespace, obj: obj}
 }
