@@ -2,7 +2,6 @@ package nodelifecycle
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -92,7 +91,7 @@ func (s *boundedSink) acquire(ev *eventsv1.Event) bool {
 		return true
 	default:
 	}
-	s.drops.drop(fmt.Sprintf("more than %d events waiting to be written", cap(s.slots)), ev.Reason, ev.Regarding.Name)
+	s.drops.drop("too many events waiting to be written", ev.Reason, ev.Regarding.Name)
 	return false
 }
 
