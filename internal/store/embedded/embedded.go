@@ -27,7 +27,6 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
-	"k8s.io/utils/clock"
 )
 
 // Config says where and how to run the member. Zero values mean defaults.
@@ -150,8 +149,8 @@ func Start(cfg Config) (*Etcd, error) {
 	// Progress notifications let watchers learn the current revision while
 	// nothing changes, so bookmarks and consistent reads stay cheap.
 	ec.WatchProgressNotifyInterval = 5 * time.Second
-	zs := &zapSlog{log: cfg.Logger.With("component", "etcd"), closing: new(atomic.Bool), repeats: newRepeats(clock.RealClock{})}
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zs))
+	zs := &zapSlog{log: cfg.Logger.With("component", "etcd"), closing: new(atomic.Bool)}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(sampled(zs)))
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
