@@ -312,7 +312,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 // leads, each with the identity Kubernetes gives its counterpart. reads
 // feeds the informers of the three that watch leases (the node lifecycle
 // controller, the garbage collector and the leader election coordinator)
-// from the watch cache; every controller writes through the API. Those two export their metrics
+// from the watch cache; every controller writes through the API. The node
+// lifecycle controller and the garbage collector export their metrics
 // through metrics while they run.
 func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string) (cache.ListerWatcher, error), metrics *leaderMetrics) []manager.Controller {
 	return []manager.Controller{{
