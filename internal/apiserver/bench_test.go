@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
@@ -68,9 +69,10 @@ type leaseUpdater struct {
 	buf   bytes.Buffer
 }
 
-func newLeaseUpdater(b *testing.B, s *apiservertest.Server, codec benchCodec, name string) *leaseUpdater {
+func newLeaseUpdater(b *testing.B, s *apiservertest.Server, codec benchCodec, name string, owners ...metav1.OwnerReference) *leaseUpdater {
 	l := newLease(name, "bench-holder")
 	l.Namespace = "default"
+	l.OwnerReferences = owners
 	created, err := s.Client(b, protobuf).CoordinationV1().Leases("default").Create(context.Background(), l, metav1.CreateOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -170,6 +172,32 @@ func BenchmarkLeaseUpdate(b *testing.B) {
 			}
 		})
 		reportOpsPerSecond(b, n.Load())
+	})
+	// A fleet's node leases, renewed in turn: each is owned by its node, so
+	// its managedFields name a UID of its own, as in kube-node-lease.
+	b.Run("protobuf-fleet", func(b *testing.B) {
+		const leases = 2000
+		codec := newBenchCodec(b, protobuf)
+		fleet := make([]*leaseUpdater, leases)
+		for i := range fleet {
+			name := fmt.Sprintf("fleet-%d", benchNames.Add(1))
+			fleet[i] = newLeaseUpdater(b, s, codec, name, metav1.OwnerReference{
+				APIVersion: "v1", Kind: "Node", Name: name, UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i))})
+			// The first renewal makes this updater the owner of renewTime;
+			// the ones measured are the steady state after it.
+			if err := fleet[i].renew(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportAllocs()
+		var n int64
+		for b.Loop() {
+			if err := fleet[n%leases].renew(); err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		reportOpsPerSecond(b, n)
 	})
 }
 

@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"k8s.io/client-go/applyconfigurations"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/leasehold/leasehold/internal/registry"
 )
@@ -31,8 +34,9 @@ func TestHeartbeatManagedFields(t *testing.T) {
 
 	// The agent creates the lease; an operator labels it.
 	created := fm.UpdateNoErrors(&coordinationv1.Lease{}, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "n", Namespace: "kube-node-lease"},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("n"), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now},
+		ObjectMeta: metav1.ObjectMeta{Name: "n", Namespace: "kube-node-lease", OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "v1", Kind: "Node", Name: "n", UID: "3c1f0a52-9d1e-4a53-8c4b-2f7e0d6b9a10"}}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("n"), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now},
 	}, "agent").(*coordinationv1.Lease)
 	labelled := created.DeepCopy()
 	labelled.Labels = map[string]string{"team": "a"}
@@ -86,4 +90,73 @@ func withoutTimes(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEnt
 		out[i] = e
 	}
 	return out
+}
+
+// TestFieldsHas checks fieldsHas on documents the field manager writes
+// and on the shapes it must refuse.
+func TestFieldsHas(t *testing.T) {
+	lease := `{"f:metadata":{"f:ownerReferences":{".":{},"k:{\"uid\":\"0f5c\"}":{}}},` +
+		`"f:spec":{"f:holderIdentity":{},"f:leaseDurationSeconds":{},"f:renewTime":{}}}`
+	tests := []struct {
+		doc  string
+		path []string
+		want bool
+	}{
+		{lease, []string{"f:spec", "f:renewTime"}, true},
+		{lease, []string{"f:spec", "f:acquireTime"}, false},
+		{lease, []string{"f:spec"}, false}, // only its fields are members
+		{lease, []string{"f:metadata", "f:ownerReferences"}, true},
+		{lease, []string{"f:status", "f:renewTime"}, false},
+		{`{}`, []string{"f:spec", "f:renewTime"}, false},
+		{` { "f:spec" : { "." : { } , "f:renewTime" : { } } } `, []string{"f:spec"}, true},
+		{`{"f:spec":{"f:renewTime":{"f:x":{}}}}`, []string{"f:spec", "f:renewTime"}, false},
+		{`{"f:sp\u0065c":{"f:renewTime":{}}}`, []string{"f:spec", "f:renewTime"}, true},
+	}
+	for _, tt := range tests {
+		got, err := fieldsHas([]byte(tt.doc), tt.path)
+		if err != nil || got != tt.want {
+			t.Errorf("fieldsHas(%s, %q) = %v, %v; want %v", tt.doc, tt.path, got, err, tt.want)
+		}
+	}
+	for _, doc := range []string{``, `{`, `{"f:spec"}`, `{"f:spec":1}`, `{"f:spec":{}}x`, `{"f:spec":{},}`, `{"f:spec\":{}}`, `{"0:":{} "f:spec":{}}`,
+		strings.Repeat(`{"f:a":`, maxFieldsDepth+2) + `{}` + strings.Repeat(`}`, maxFieldsDepth+2)} {
+		if _, err := fieldsHas([]byte(doc), []string{"f:spec", "f:renewTime"}); err == nil {
+			t.Errorf("fieldsHas(%.40s) took a malformed document", doc)
+		}
+	}
+}
+
+// FuzzFieldsHas checks fieldsHas against structured-merge-diff: on a
+// document fieldpath.Set.FromJSON reads, an answer of fieldsHas is the
+// parsed set's, and on the document the set writes back (what the field
+// manager stores) fieldsHas always answers.
+func FuzzFieldsHas(f *testing.F) {
+	f.Add([]byte(`{"f:metadata":{"f:ownerReferences":{".":{},"k:{\"uid\":\"0f5c\"}":{}}},"f:spec":{"f:renewTime":{}}}`), "spec", "renewTime")
+	f.Add([]byte(`{"f:spec":{".":{},"f:renewTime":{"f:x":{}}}}`), "spec", "")
+	f.Add([]byte(`{"f:a":{"i:1":{}},"v:2":{},"f:b":{"f:c":{}}}`), "b", "c")
+	f.Add([]byte(`{"f:b":{"0:":{}},"f:b":{"f:c":{}}}`), "b", "c")
+	f.Fuzz(func(t *testing.T, doc []byte, a, b string) {
+		var set fieldpath.Set
+		if set.FromJSON(bytes.NewReader(doc)) != nil {
+			return
+		}
+		written, err := set.ToJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range [][]string{{"f:" + a}, {"f:" + a, "f:" + b}} {
+			path := make(fieldpath.Path, len(p))
+			for i, f := range p {
+				name := f[len("f:"):]
+				path[i] = fieldpath.PathElement{FieldName: &name}
+			}
+			want := set.Has(path)
+			if got, err := fieldsHas(doc, p); err == nil && got != want {
+				t.Fatalf("fieldsHas(%s, %q) = %v; the parsed set says %v", doc, p, got, want)
+			}
+			if got, err := fieldsHas(written, p); err != nil || got != want {
+				t.Fatalf("fieldsHas(%s, %q) = %v, %v; the set says %v", written, p, got, err, want)
+			}
+		}
+	})
 }

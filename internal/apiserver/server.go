@@ -86,8 +86,6 @@ type Server struct {
 	// inflight bounds concurrent requests (filters.go).
 	inflight *inflight
 	fields   map[fieldManagerKey]*managedfields.FieldManager
-	// fieldSets caches parsed managedFields for the heartbeat fast path.
-	fieldSets fieldSetCache
 
 	// shutdown ends open watches when the server stops.
 	shutdown     chan struct{}
