@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -37,15 +36,14 @@ func benchmarkMonitorPass(b *testing.B, nodes int) {
 		b.Fatal(err)
 	}
 	c.recorder = c.events
-	lister := corelisters.NewNodeLister(indexer)
 	ctx := context.Background()
-	c.monitor(ctx, lister) // registers every node
+	c.monitor(ctx, indexer) // registers every node
 	for _, h := range c.health {
 		h.renewed = true // as after the first renewal of each lease
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		c.monitor(ctx, lister)
+		c.monitor(ctx, indexer)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(nodes), "ns/node")
 }

@@ -61,13 +61,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
@@ -311,9 +309,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("node lifecycle controller started", "monitorPeriod", c.period, "gracePeriod", c.grace)
 	ticker := c.clock.NewTicker(c.period)
 	defer ticker.Stop()
-	lister := corelisters.NewNodeLister(nodeInformer.GetIndexer())
 	for {
-		c.monitor(ctx, lister)
+		c.monitor(ctx, nodeInformer.GetStore())
 		select {
 		case <-ctx.Done():
 			c.log.Info("node lifecycle controller stopped")
@@ -430,19 +427,16 @@ func (c *Controller) forgetLease(name string) {
 	})
 }
 
-// monitor is one pass over all nodes.
-func (c *Controller) monitor(ctx context.Context, lister corelisters.NodeLister) {
+// monitor is one pass over all nodes. It reads the informer's store
+// directly: a lister would copy its list of every node once more into a
+// growing slice, every pass.
+func (c *Controller) monitor(ctx context.Context, nodes cache.Store) {
 	now := c.clock.Now()
-	nodes, err := lister.List(labels.Everything())
-	if err != nil { // a cache lister does not fail
-		c.log.Error("listing nodes", "err", err)
-		return
-	}
 	var pass int
 	c.locked(func() { pass = c.passes + 1 })
 	count := map[string]int{}
-	for _, n := range nodes {
-		count[stateOf(c.monitorNode(ctx, n, now, pass))]++
+	for _, obj := range nodes.List() {
+		count[stateOf(c.monitorNode(ctx, obj.(*corev1.Node), now, pass))]++
 	}
 
 	var removed []string
