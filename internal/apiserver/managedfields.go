@@ -19,13 +19,13 @@ import (
 //
 // Conditions, each of which sends the update down the full path:
 //   - the resource can list the fields an update changes (ChangedFields);
-//   - the request is for the main resource, not a subresource;
+//   - the request is for the main resource or its status;
 //   - the client sent back the managed fields it read, or none;
 //   - every changed field is owned by this manager's Update entry for this
-//     API version, and by no other entry;
+//     API version and subresource, and by no other entry;
 //   - no field went from set to unset (the resource's hook checks that).
 func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, manager string) bool {
-	if req.res.ChangedFields == nil || req.info.subresource != "" {
+	if req.res.ChangedFields == nil || req.info.subresource != "" && req.info.subresource != "status" {
 		return false
 	}
 	nm, cm := objectMeta(obj), objectMeta(cur)
@@ -46,7 +46,7 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 			continue
 		}
 		self := e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationUpdate &&
-			e.Subresource == "" && e.APIVersion == apiVersion
+			e.Subresource == req.info.subresource && e.APIVersion == apiVersion
 		for _, p := range paths {
 			owned, err := fieldsHas(e.FieldsV1.Raw, p)
 			if err != nil || self && !owned || !self && owned {
@@ -69,8 +69,9 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 }
 
 // fieldsHas reports whether raw, a FieldsV1 document (a set of field paths
-// as structured-merge-diff writes it), has path, a path of field names such
-// as ["f:spec", "f:renewTime"], as a member. It reads only the objects on
+// as structured-merge-diff writes it), has path as a member. path's
+// elements are spelled as the set writes them: ["f:spec", "f:renewTime"],
+// or ["f:status", "f:conditions", `k:{"type":"Ready"}`, "f:lastHeartbeatTime"]. It reads only the objects on
 // the way to path, without building the set: at fleet scale every Lease's
 // document is unique (it names its owner's UID), so parsing it whole was a
 // tenth of what a renewal allocated, and a cache of parsed sets never hit.

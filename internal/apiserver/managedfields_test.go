@@ -7,7 +7,9 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
@@ -159,4 +161,101 @@ func FuzzFieldsHas(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestNodeStatusHeartbeat checks the fast path on an agent's periodic node
+// status post: where it applies it gives the status field manager's
+// managed fields (timestamps aside), and it declines everything else.
+func TestNodeStatusHeartbeat(t *testing.T) {
+	fieldManager := func(sub string) *managedfields.FieldManager {
+		fm, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(registry.Scheme),
+			registry.Scheme, registry.Scheme, registry.Scheme, registry.Nodes.GroupVersionKind(), registry.Nodes.GroupVersion, sub, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fm
+	}
+	main, status := fieldManager(""), fieldManager("status")
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := &Server{clock: clk}
+	at := func(d time.Duration) metav1.Time { return metav1.NewTime(clk.Now().Add(d)) }
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"kubernetes.io/hostname": "n"}},
+		Status: corev1.NodeStatus{
+			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+			Conditions: []corev1.NodeCondition{
+				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Ready", LastHeartbeatTime: at(0), LastTransitionTime: at(0)},
+				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, LastHeartbeatTime: at(0), LastTransitionTime: at(0)},
+			},
+		},
+	}
+	created := main.UpdateNoErrors(&corev1.Node{}, node, "agent").(*corev1.Node)
+	beat := func(n *corev1.Node, d time.Duration) {
+		for i := range n.Status.Conditions {
+			n.Status.Conditions[i].LastHeartbeatTime = at(d)
+		}
+	}
+	posted := created.DeepCopy()
+	beat(posted, time.Minute)
+	// The first post moves the heartbeats to the agent's status entry.
+	base := status.UpdateNoErrors(created, posted, "agent").(*corev1.Node)
+
+	tests := []struct {
+		name        string
+		subresource string
+		manager     string
+		change      func(n *corev1.Node)
+		fast        bool
+	}{
+		{"status post by the agent", "status", "agent", func(n *corev1.Node) { beat(n, 6*time.Minute) }, true},
+		{"one heartbeat", "status", "agent", func(n *corev1.Node) { n.Status.Conditions[0].LastHeartbeatTime = at(6 * time.Minute) }, true},
+		{"nothing changes", "status", "agent", func(*corev1.Node) {}, true},
+		{"status post by another manager", "status", "other", func(n *corev1.Node) { beat(n, 6*time.Minute) }, false},
+		// (The server keeps the stored status on such a write; this checks
+		// the bookkeeping only.)
+		{"heartbeat through the main resource, owned there", "", "agent", func(n *corev1.Node) { beat(n, 6*time.Minute) }, true},
+		{"heartbeat through the main resource, owned by the status", "", "agent", func(n *corev1.Node) { beat(n, 7*time.Minute) }, false},
+		{"Ready changes", "status", "agent", func(n *corev1.Node) {
+			beat(n, 6*time.Minute)
+			n.Status.Conditions[0].Status = corev1.ConditionFalse
+		}, false},
+		{"capacity changes", "status", "agent", func(n *corev1.Node) {
+			beat(n, 6*time.Minute)
+			n.Status.Capacity[corev1.ResourceCPU] = resource.MustParse("4")
+		}, false},
+		{"a condition is added", "status", "agent", func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse})
+		}, false},
+		{"a heartbeat is unset", "status", "agent", func(n *corev1.Node) { n.Status.Conditions[1].LastHeartbeatTime = metav1.Time{} }, false},
+		{"label change", "status", "agent", func(n *corev1.Node) { n.Labels = map[string]string{"team": "b"} }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := &request{res: registry.Nodes, info: requestInfo{subresource: tt.subresource}}
+			cur, fm := base, status
+			if tt.subresource == "" {
+				fm = main
+				if strings.HasSuffix(tt.name, "owned there") {
+					cur = created // the heartbeats are still the creation's
+				}
+			}
+			proposed := cur.DeepCopy()
+			tt.change(proposed)
+			fast := proposed.DeepCopy()
+			got := s.heartbeatManagedFields(req, fast, cur, tt.manager)
+			if got != tt.fast {
+				t.Fatalf("fast path taken: got %v, want %v", got, tt.fast)
+			}
+			if !got {
+				if !equality.Semantic.DeepEqual(fast, proposed) {
+					t.Fatalf("declined, but changed the object")
+				}
+				return
+			}
+			full := fm.UpdateNoErrors(cur, proposed.DeepCopy(), tt.manager).(*corev1.Node)
+			if w, g := withoutTimes(full.ManagedFields), withoutTimes(fast.ManagedFields); !equality.Semantic.DeepEqual(w, g) {
+				t.Fatalf("managedFields differ:\n fast %+v\n full %+v", g, w)
+			}
+		})
+	}
 }

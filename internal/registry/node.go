@@ -8,10 +8,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // Nodes is v1 Node: the machines of the fleet. The agent creates each Node
@@ -33,6 +35,7 @@ var Nodes = &Resource{
 	PrepareForStatusUpdate: func(obj, old runtime.Object) {
 		obj.(*corev1.Node).Spec = old.(*corev1.Node).Spec
 	},
+	ChangedFields:       nodeChangedFields,
 	Validate:            func(obj runtime.Object) field.ErrorList { return validateNode(obj.(*corev1.Node)) },
 	ValidateUpdate:      func(obj, _ runtime.Object) field.ErrorList { return validateNode(obj.(*corev1.Node)) },
 	AllowCreateOnUpdate: false,
@@ -172,4 +175,38 @@ func validateNode(n *corev1.Node) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// nodeChangedFields recognises an agent's periodic status post, which
+// differs from the stored Node in its conditions' lastHeartbeatTime only
+// (every 5 minutes per node, as often as the renewals of a fleet whose
+// leases renew every 5 minutes). It lists the changed heartbeats; anything
+// else declines.
+func nodeChangedFields(obj, old runtime.Object) ([][]string, bool) {
+	n, o := obj.(*corev1.Node), old.(*corev1.Node)
+	if !SameMetadata(&n.ObjectMeta, &o.ObjectMeta) || len(n.Status.Conditions) != len(o.Status.Conditions) {
+		return nil, false
+	}
+	var paths [][]string
+	for i := range n.Status.Conditions {
+		c, oc := &n.Status.Conditions[i], &o.Status.Conditions[i]
+		if c.Type != oc.Type || c.Status != oc.Status || c.Reason != oc.Reason || c.Message != oc.Message ||
+			!c.LastTransitionTime.Equal(&oc.LastTransitionTime) {
+			return nil, false
+		}
+		if c.LastHeartbeatTime.Equal(&oc.LastHeartbeatTime) {
+			continue
+		}
+		key, err := fieldpath.SerializePathElement(fieldpath.PathElement{Key: fieldpath.KeyByFields("type", string(c.Type))})
+		if c.LastHeartbeatTime.IsZero() || err != nil { // unset: the full computation
+			return nil, false
+		}
+		paths = append(paths, []string{"f:status", "f:conditions", key, "f:lastHeartbeatTime"})
+	}
+	ns, os := n.Status, o.Status
+	ns.Conditions, os.Conditions = nil, nil
+	if !equality.Semantic.DeepEqual(&n.Spec, &o.Spec) || !equality.Semantic.DeepEqual(&ns, &os) {
+		return nil, false
+	}
+	return paths, true
 }
