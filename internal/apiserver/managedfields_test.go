@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -66,22 +67,30 @@ func TestHeartbeatManagedFields(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			proposed := base.DeepCopy()
 			tt.change(proposed)
-			fast := proposed.DeepCopy()
-			got := s.heartbeatManagedFields(req, fast, base, tt.manager)
-			if got != tt.fast {
-				t.Fatalf("fast path taken: got %v, want %v", got, tt.fast)
-			}
-			if !got {
-				if !equality.Semantic.DeepEqual(fast, proposed) {
-					t.Fatalf("declined, but changed the object")
-				}
-				return
-			}
-			full := fm.UpdateNoErrors(base, proposed.DeepCopy(), tt.manager).(*coordinationv1.Lease)
-			if w, g := withoutTimes(full.ManagedFields), withoutTimes(fast.ManagedFields); !equality.Semantic.DeepEqual(w, g) {
-				t.Fatalf("managedFields differ:\n fast %+v\n full %+v", g, w)
-			}
+			checkHeartbeat(t, s, req, fm, base, proposed, tt.manager, tt.fast)
 		})
+	}
+}
+
+// checkHeartbeat runs the fast path for an update of cur to proposed. It
+// must be taken as want says; taken, it must give the managed fields fm
+// computes (timestamps aside), and declined, leave the object as it was.
+func checkHeartbeat(t *testing.T, s *Server, req *request, fm *managedfields.FieldManager, cur, proposed runtime.Object, manager string, want bool) {
+	t.Helper()
+	fast := proposed.DeepCopyObject()
+	got := s.heartbeatManagedFields(req, fast, cur, manager)
+	if got != want {
+		t.Fatalf("fast path taken: got %v, want %v", got, want)
+	}
+	if !got {
+		if !equality.Semantic.DeepEqual(fast, proposed) {
+			t.Fatalf("declined, but changed the object")
+		}
+		return
+	}
+	full := fm.UpdateNoErrors(cur, proposed.DeepCopyObject(), manager)
+	if w, g := withoutTimes(objectMeta(full).ManagedFields), withoutTimes(objectMeta(fast).ManagedFields); !equality.Semantic.DeepEqual(w, g) {
+		t.Fatalf("managedFields differ:\n fast %+v\n full %+v", g, w)
 	}
 }
 
@@ -241,21 +250,7 @@ func TestNodeStatusHeartbeat(t *testing.T) {
 			}
 			proposed := cur.DeepCopy()
 			tt.change(proposed)
-			fast := proposed.DeepCopy()
-			got := s.heartbeatManagedFields(req, fast, cur, tt.manager)
-			if got != tt.fast {
-				t.Fatalf("fast path taken: got %v, want %v", got, tt.fast)
-			}
-			if !got {
-				if !equality.Semantic.DeepEqual(fast, proposed) {
-					t.Fatalf("declined, but changed the object")
-				}
-				return
-			}
-			full := fm.UpdateNoErrors(cur, proposed.DeepCopy(), tt.manager).(*corev1.Node)
-			if w, g := withoutTimes(full.ManagedFields), withoutTimes(fast.ManagedFields); !equality.Semantic.DeepEqual(w, g) {
-				t.Fatalf("managedFields differ:\n fast %+v\n full %+v", g, w)
-			}
+			checkHeartbeat(t, s, req, fm, cur, proposed, tt.manager, tt.fast)
 		})
 	}
 }
