@@ -121,7 +121,10 @@ func TestFieldsHas(t *testing.T) {
 		{`{}`, []string{"f:spec", "f:renewTime"}, false},
 		{` { "f:spec" : { "." : { } , "f:renewTime" : { } } } `, []string{"f:spec"}, true},
 		{`{"f:spec":{"f:renewTime":{"f:x":{}}}}`, []string{"f:spec", "f:renewTime"}, false},
+		{`{"f:spec":{"f:renewTime":{"x:unknown":{}}}}`, []string{"f:spec", "f:renewTime"}, true},
 		{`{"f:sp\u0065c":{"f:renewTime":{}}}`, []string{"f:spec", "f:renewTime"}, true},
+		{`{"f:status":{"f:conditions":{"k:{\"type\":\"Ready\"}":{"f:lastHeartbeatTime":{}}}}}`,
+			[]string{"f:status", "f:conditions", `k:{"type":"Ready"}`, "f:lastHeartbeatTime"}, true},
 	}
 	for _, tt := range tests {
 		got, err := fieldsHas([]byte(tt.doc), tt.path)
@@ -129,18 +132,15 @@ func TestFieldsHas(t *testing.T) {
 			t.Errorf("fieldsHas(%s, %q) = %v, %v; want %v", tt.doc, tt.path, got, err, tt.want)
 		}
 	}
-	for _, doc := range []string{``, `{`, `{"f:spec"}`, `{"f:spec":1}`, `{"f:spec":{}}x`, `{"f:spec":{},}`, `{"f:spec\":{}}`, `{"0:":{} "f:spec":{}}`,
-		strings.Repeat(`{"f:a":`, maxFieldsDepth+2) + `{}` + strings.Repeat(`}`, maxFieldsDepth+2)} {
+	for _, doc := range []string{``, `{`, `{"f:spec"}`, `{"f:spec":{}}x`, `{"f:spec\":{}}`, `{"0:":{} "f:spec":{}}`} {
 		if _, err := fieldsHas([]byte(doc), []string{"f:spec", "f:renewTime"}); err == nil {
 			t.Errorf("fieldsHas(%.40s) took a malformed document", doc)
 		}
 	}
 }
 
-// FuzzFieldsHas checks fieldsHas against structured-merge-diff: on a
-// document fieldpath.Set.FromJSON reads, an answer of fieldsHas is the
-// parsed set's, and on the document the set writes back (what the field
-// manager stores) fieldsHas always answers.
+// FuzzFieldsHas checks fieldsHas against structured-merge-diff: on every
+// document fieldpath.Set.FromJSON accepts, it answers as the parsed set.
 func FuzzFieldsHas(f *testing.F) {
 	f.Add([]byte(`{"f:metadata":{"f:ownerReferences":{".":{},"k:{\"uid\":\"0f5c\"}":{}}},"f:spec":{"f:renewTime":{}}}`), "spec", "renewTime")
 	f.Add([]byte(`{"f:spec":{".":{},"f:renewTime":{"f:x":{}}}}`), "spec", "")
@@ -151,22 +151,14 @@ func FuzzFieldsHas(f *testing.F) {
 		if set.FromJSON(bytes.NewReader(doc)) != nil {
 			return
 		}
-		written, err := set.ToJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
 		for _, p := range [][]string{{"f:" + a}, {"f:" + a, "f:" + b}} {
 			path := make(fieldpath.Path, len(p))
 			for i, f := range p {
 				name := f[len("f:"):]
 				path[i] = fieldpath.PathElement{FieldName: &name}
 			}
-			want := set.Has(path)
-			if got, err := fieldsHas(doc, p); err == nil && got != want {
-				t.Fatalf("fieldsHas(%s, %q) = %v; the parsed set says %v", doc, p, got, want)
-			}
-			if got, err := fieldsHas(written, p); err != nil || got != want {
-				t.Fatalf("fieldsHas(%s, %q) = %v, %v; the set says %v", written, p, got, err, want)
+			if got, err := fieldsHas(doc, p); err != nil || got != set.Has(path) {
+				t.Fatalf("fieldsHas(%s, %q) = %v, %v; the parsed set says %v", doc, p, got, err, set.Has(path))
 			}
 		}
 	})
