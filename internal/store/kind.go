@@ -18,6 +18,7 @@ type Kind struct {
 	resource   string
 	prefix     string // <root>/<resource>/
 	gvk        schema.GroupVersionKind
+	apiVersion string // gvk's
 	namespaced bool
 	newObj     func() runtime.Object
 	newList    func() runtime.Object
@@ -57,8 +58,10 @@ func (k *Kind) encode(obj runtime.Object) ([]byte, error) {
 }
 
 func (k *Kind) decode(kv *mvccpb.KeyValue) (runtime.Object, error) {
-	obj := k.newObj()
-	out, _, err := k.s.proto.Decode(kv.Value, nil, obj)
+	out, ok, err := k.decodeInPlace(kv.Value)
+	if !ok {
+		out, _, err = k.s.proto.Decode(kv.Value, nil, k.newObj())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", kv.Key, err)
 	}

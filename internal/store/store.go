@@ -132,6 +132,7 @@ func (s *Store) Kind(resource string, gvk schema.GroupVersionKind, namespaced bo
 		resource:   resource,
 		prefix:     s.cfg.Prefix + "/" + resource + "/",
 		gvk:        gvk,
+		apiVersion: gvk.GroupVersion().String(),
 		namespaced: namespaced,
 		newObj:     newObj,
 		newList:    newList,
