@@ -436,6 +436,11 @@ func (c *Controller) monitor(ctx context.Context, nodes cache.Store) {
 	c.locked(func() { pass = c.passes + 1 })
 	count := map[string]int{}
 	for _, obj := range nodes.List() {
+		if ctx.Err() != nil {
+			// Stopping: the rest of the pass would only fail, node by
+			// node, and a partial pass must not count nodes as deleted.
+			return
+		}
 		count[stateOf(c.monitorNode(ctx, obj.(*corev1.Node), now, pass))]++
 	}
 

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
@@ -790,4 +791,39 @@ func TestRunAgain(t *testing.T) {
 	e.step(period)
 	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
 	e.wantEvents("web-1", EventRegisteredNode, EventRegisteredNode, EventNodeNotReady)
+}
+
+// TestMonitorPassStopsWithItsContext: a pass whose context ends (the
+// controller stops) writes nothing more, counts as no pass and forgets no
+// node, rather than trying, failing and logging each remaining node.
+func TestMonitorPassStopsWithItsContext(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	var nodes []runtime.Object
+	for i := range 3 {
+		n := readyNode(fmt.Sprintf("node-%d", i))
+		nodes = append(nodes, n)
+		if err := indexer.Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := fake.NewClientset(nodes...)
+	clk := clocktesting.NewFakeClock(t0)
+	c, err := New(Config{Client: client, Clock: clk, GracePeriod: grace, Recorder: &recorder{}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.recorder = c.events // as Run sets it
+	c.monitor(context.Background(), indexer) // registers the nodes
+	client.ClearActions()
+	clk.Step(2 * grace) // every node is due to be marked Unknown
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.monitor(ctx, indexer)
+	if a := client.Actions(); len(a) != 0 {
+		t.Fatalf("a pass after its context ended made %d requests, the first %s %s", len(a), a[0].GetVerb(), a[0].GetResource().Resource)
+	}
+	if c.passes != 1 || len(c.health) != 3 {
+		t.Fatalf("after a stopped pass: %d passes, %d nodes known; want 1 and 3", c.passes, len(c.health))
+	}
 }
