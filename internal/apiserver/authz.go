@@ -66,7 +66,8 @@ var _ auth.RBACSource = storeRBAC{}
 
 func (x storeRBAC) cached(r *registry.Resource, namespace, name string) (runtime.Object, error) {
 	k := x.s.kinds[r]
-	// RBAC kinds always have a watch cache: this never reads etcd.
+	// RBAC kinds always have a watch cache, filled before the server
+	// serves (Bootstrap): this never reads etcd.
 	obj, err := k.Cached(context.Background(), k.Key(namespace, name))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apierrors.NewNotFound(r.GroupResource(), name)

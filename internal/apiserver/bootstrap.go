@@ -16,7 +16,7 @@ import (
 // Bootstrap creates what a new cluster has from its first start: the
 // namespaces default, kube-system, kube-public and kube-node-lease, and the
 // bootstrap RBAC roles and bindings (bootstrap_rbac.go), and returns once
-// the watch caches hold them. It is safe to call on every start and from
+// the watch caches of namespaces and RBAC kinds are filled and hold them. It is safe to call on every start and from
 // several servers at once.
 func (s *Server) Bootstrap(ctx context.Context) error {
 	k := s.kinds[registry.Namespaces]
@@ -35,11 +35,18 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 		return err
 	}
 	// The authorizer and namespace checks read the watch cache, which
-	// follows etcd a moment behind: serve nothing before it holds what
-	// bootstrap just wrote, or the first requests could be refused. A
-	// consistent list waits for the cache to reach etcd's current revision.
-	for _, r := range []*registry.Resource{registry.Namespaces, registry.ClusterRoles, registry.ClusterRoleBindings} {
-		if _, err := s.kinds[r].List(ctx, store.ListOptions{}); err != nil {
+	// follows etcd a moment behind: serve nothing before it is filled and
+	// holds what bootstrap just wrote, or the first requests could be
+	// refused. A consistent list from a filled cache waits for it to reach
+	// etcd's current revision. The other kinds' caches may still be
+	// filling when the server starts to serve; their reads go to etcd
+	// until then.
+	for _, r := range []*registry.Resource{registry.Namespaces, registry.ClusterRoles, registry.ClusterRoleBindings, registry.Roles, registry.RoleBindings} {
+		k := s.kinds[r]
+		if err := k.WaitFilled(ctx); err != nil {
+			return fmt.Errorf("bootstrap: waiting for the %s cache: %w", r.Name, err)
+		}
+		if _, err := k.List(ctx, store.ListOptions{}); err != nil {
 			return fmt.Errorf("bootstrap: waiting for the %s cache: %w", r.Name, err)
 		}
 	}

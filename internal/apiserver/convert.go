@@ -21,6 +21,7 @@ type objectStore interface {
 	Delete(ctx context.Context, key string, dryRun bool, check store.DeleteFunc) (runtime.Object, error)
 	List(ctx context.Context, opts store.ListOptions) (*store.ListResult, error)
 	Watch(ctx context.Context, opts store.WatchOptions) (*store.Watch, error)
+	WaitFilled(ctx context.Context) error
 }
 
 var _ objectStore = (*store.Kind)(nil)

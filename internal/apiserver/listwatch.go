@@ -79,6 +79,11 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 		// wants the newest it can have at least as new as that.
 		match = metav1.ResourceVersionMatchNotOlderThan
 	}
+	// The informer keeps what the list returns: wait for the cache's own
+	// objects rather than decode a second copy of each from etcd.
+	if err := lw.k.WaitFilled(ctx); err != nil {
+		return nil, lw.apiError(err)
+	}
 	res, err := lw.k.List(ctx, store.ListOptions{Namespace: lw.namespace, ResourceVersion: rv, Match: match, Filter: pred})
 	if err != nil {
 		return nil, lw.apiError(err)

@@ -231,24 +231,24 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	restoreGC := bulkLoadGC()
 	go func() { storeDone <- st.Run(storeCtx) }()
 	defer func() { stopStore(); <-storeDone }()
-	// Bootstrap writes to etcd alone and then waits for the caches to hold
-	// what it wrote, so it runs while they fill.
-	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	bootstrapped := make(chan error, 1)
-	go func() { bootstrapped <- api.Bootstrap(readyCtx) }()
-	err = st.WaitReady(readyCtx)
-	if err == nil {
-		if err = <-bootstrapped; err != nil {
-			err = fmt.Errorf("bootstrap: %w", err)
-		}
-	} else {
-		err = fmt.Errorf("waiting for storage: %w", err)
-	}
+	// Bootstrap writes to etcd and waits for the caches the authorizer and
+	// the namespace checks read. The server then serves while the other
+	// caches fill: until a kind's cache is filled its reads go to etcd (as
+	// kube-apiserver's do while a watch cache initializes) and its watches
+	// wait.
+	bootCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = api.Bootstrap(bootCtx)
 	cancel()
-	restoreGC()
 	if err != nil {
-		return err
+		restoreGC()
+		return fmt.Errorf("bootstrap: %w", err)
 	}
+	go func() {
+		if st.WaitReady(storeCtx) == nil {
+			log.Info("watch caches filled", "sinceStart", clk.Since(began).Round(time.Millisecond))
+		}
+		restoreGC()
+	}()
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {

@@ -48,6 +48,9 @@ type cache struct {
 	rvChanged   chan struct{} // closed and replaced whenever rv advances
 
 	fields fieldSets // used by run's goroutine alone
+
+	// fillGate, when set (by tests), holds the first fill until it closes.
+	fillGate <-chan struct{}
 }
 
 // Event is one change of an object, shared by every watcher that receives
@@ -151,6 +154,13 @@ func (c *cache) run(ctx context.Context, bookmarkInterval time.Duration) {
 
 // reload replaces the state with a fresh list from etcd.
 func (c *cache) reload(ctx context.Context, first bool) error {
+	if first && c.fillGate != nil {
+		select {
+		case <-c.fillGate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	began := c.clock.Now()
 	// Each page is decoded while etcd reads the next.
 	ctx, cancel := context.WithCancel(ctx)
@@ -387,6 +397,17 @@ func (c *cache) waitFor(ctx context.Context, rev int64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+}
+
+// isFilled tells whether the cache holds the kind's state: its first fill
+// is done.
+func (c *cache) isFilled() bool {
+	select {
+	case <-c.ready:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -100,10 +100,36 @@ func (k *Kind) GetAtRevision(ctx context.Context, key string, rev int64) (runtim
 // behind etcd), or ErrNotFound. Callers must not modify it. A kind without
 // a watch cache reads etcd.
 func (k *Kind) Cached(ctx context.Context, key string) (runtime.Object, error) {
-	if k.cache == nil {
-		return k.Get(ctx, key)
+	if c := k.filledCache(); c != nil {
+		return c.get(key)
 	}
-	return k.cache.get(key)
+	return k.Get(ctx, key)
+}
+
+// filledCache returns the kind's watch cache once it holds the kind's
+// state, or nil: reads of a kind whose cache is still filling go to etcd,
+// as kube-apiserver delegates reads while a watch cache initializes, so the
+// server answers them from the moment etcd does.
+func (k *Kind) filledCache() *cache {
+	if c := k.cache; c != nil && c.isFilled() {
+		return c
+	}
+	return nil
+}
+
+// WaitFilled blocks until the kind's watch cache holds its state (at once
+// for a kind without one). Readers that keep what the cache hands out, as
+// the server's own informers do, wait for it rather than read etcd.
+func (k *Kind) WaitFilled(ctx context.Context) error {
+	if k.cache == nil {
+		return nil
+	}
+	select {
+	case <-k.cache.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // DisableWatchCache serves the kind from etcd alone, as kube-apiserver

@@ -87,14 +87,15 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 	}
 	switch rv := opts.ResourceVersion; {
 	case rv == "":
-		if opts.Limit > 0 || k.cache == nil {
+		c := k.filledCache()
+		if opts.Limit > 0 || c == nil {
 			return k.listEtcd(ctx, opts, 0, k.Prefix(opts.Namespace))
 		}
 		cur, err := k.s.CurrentRevision(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return k.cache.list(ctx, opts, cur)
+		return c.list(ctx, opts, cur)
 	case rv == "0":
 		return k.listNotOlderThan(ctx, opts, 0)
 	default:
@@ -110,11 +111,11 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 }
 
 // listNotOlderThan serves a list at a revision no older than minRV: from
-// the watch cache, or, for a kind without one, from etcd at the latest
-// revision, as kube-apiserver does.
+// the watch cache, or, for a kind without one or whose cache is still
+// filling, from etcd at the latest revision, as kube-apiserver does.
 func (k *Kind) listNotOlderThan(ctx context.Context, opts ListOptions, minRV int64) (*ListResult, error) {
-	if k.cache != nil {
-		return k.cache.list(ctx, opts, minRV)
+	if c := k.filledCache(); c != nil {
+		return c.list(ctx, opts, minRV)
 	}
 	res, err := k.listEtcd(ctx, opts, 0, k.Prefix(opts.Namespace))
 	if err != nil {

@@ -7,8 +7,10 @@
 // A Kind is the storage of one resource. Writes go to etcd; the watch cache
 // (cache.go) follows each kind's key range with one etcd watch and serves
 // watches, and lists that do not need a fresh quorum read, from memory, so
-// many watchers cost one etcd watch. Objects handed out by the cache are
-// shared and must not be modified; callers deep-copy before changing them.
+// many watchers cost one etcd watch. Until a cache has its first fill, the
+// kind's reads go to etcd and its watches wait. Objects handed out by the
+// cache are shared and must not be modified; callers deep-copy before
+// changing them.
 //
 // Objects are stored as Kubernetes protobuf (the "k8s\x00" envelope), the
 // encoding kube-apiserver uses, so the data is readable with the same tools.
@@ -17,7 +19,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -180,30 +181,16 @@ func (s *Store) Run(ctx context.Context) error {
 // WaitReady blocks until every kind's watch cache has its initial state.
 func (s *Store) WaitReady(ctx context.Context) error {
 	for _, k := range s.kinds {
-		if k.cache == nil {
-			continue
-		}
-		select {
-		case <-k.cache.ready:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := k.WaitFilled(ctx); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// Ready reports whether every cache is filled and etcd answers.
+// Check reports whether etcd answers. The caches need not be filled: a
+// kind whose cache is still filling is read from etcd.
 func (s *Store) Check(ctx context.Context) error {
-	for _, k := range s.kinds {
-		if k.cache == nil {
-			continue
-		}
-		select {
-		case <-k.cache.ready:
-		default:
-			return fmt.Errorf("watch cache of %s not ready", k.resource)
-		}
-	}
 	_, err := s.CurrentRevision(ctx)
 	return err
 }

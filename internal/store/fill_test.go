@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/leasehold/leasehold/internal/registry"
+	"github.com/leasehold/leasehold/internal/store/embedded"
+)
+
+// TestServedWhileFilling: a kind whose cache has not had its first fill is
+// read from etcd (gets and lists of every kind of resourceVersion), its
+// watches wait for the fill, and once filled the cache serves it.
+func TestServedWhileFilling(t *testing.T) {
+	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	s, err := New(Config{Client: e.Client(), Scheme: registry.Scheme, CompactionInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := s.Kind("leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
+		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
+	gate := make(chan struct{})
+	k.cache.fillGate = gate
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	l := sampleLease()
+	l.ManagedFields = nil
+	key := k.Key(l.Namespace, l.Name)
+	if _, err := k.Create(ctx, key, l, false); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := k.Cached(ctx, key)
+	if err != nil || got.(*coordinationv1.Lease).Name != l.Name {
+		t.Fatalf("Cached while filling: %v, %v", got, err)
+	}
+	for _, rv := range []string{"", "0", "1"} {
+		res, err := k.List(ctx, ListOptions{ResourceVersion: rv})
+		if err != nil || len(res.Items) != 1 {
+			t.Fatalf("list at resourceVersion %q while filling: %v, %v", rv, res, err)
+		}
+	}
+	// A canceled context shows what waits: an answer other than its error
+	// would have been given without waiting for the fill.
+	canceled, cancelNow := context.WithCancel(ctx)
+	cancelNow()
+	if err := k.WaitFilled(canceled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitFilled before the fill: %v", err)
+	}
+	if w, err := k.Watch(canceled, WatchOptions{ResourceVersion: "0"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("watch before the fill: %v, %v", w, err)
+	}
+
+	close(gate)
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, err := k.Watch(ctx, WatchOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatalf("watch after the fill: %v", err)
+	}
+	if len(w.Initial) != 1 || w.Initial[0].Object.(*coordinationv1.Lease).Name != l.Name {
+		t.Fatalf("initial events of the watch after the fill: %v", w.Initial)
+	}
+	w.Stop()
+	if c := k.filledCache(); c == nil {
+		t.Fatal("no cache after the fill")
+	}
+	got2, err := k.Cached(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := k.Cached(ctx, key); again != got2 {
+		t.Fatal("Cached after the fill does not hand out the cache's object")
+	}
+}
