@@ -205,6 +205,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 		}
 	}
 	c.setRVLocked(rev)
+	cacheInitializations.WithLabelValues(c.k.resource).Inc()
 	c.log.Info("watch cache filled", "objects", len(items), "revision", rev, "took", c.clock.Since(began).Round(time.Millisecond))
 	return nil
 }

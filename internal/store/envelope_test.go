@@ -46,7 +46,7 @@ func sampleLease() *coordinationv1.Lease {
 func sampleNode() *corev1.Node {
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "bbcdcf80-bd8b-4db1-8f08-a9f4e1a5fecb", Labels: map[string]string{"kubernetes.io/hostname": "node-1"}},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}},
 	}
 }
 

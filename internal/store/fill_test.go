@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -26,7 +27,7 @@ func TestServedWhileFilling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := s.Kind("leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
+	k := s.Kind("fillingleases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
 		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
 	gate := make(chan struct{})
 	k.cache.fillGate = gate
@@ -63,9 +64,16 @@ func TestServedWhileFilling(t *testing.T) {
 		t.Fatalf("watch before the fill: %v, %v", w, err)
 	}
 
+	if n := initializations(t, "fillingleases"); n != 0 {
+		t.Fatalf("%v initializations before the fill", n)
+	}
+
 	close(gate)
 	if err := s.WaitReady(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if n := initializations(t, "fillingleases"); n != 1 {
+		t.Fatalf("%v initializations after the fill, want 1", n)
 	}
 	w, err := k.Watch(ctx, WatchOptions{ResourceVersion: "0"})
 	if err != nil {
@@ -85,4 +93,13 @@ func TestServedWhileFilling(t *testing.T) {
 	if again, _ := k.Cached(ctx, key); again != got2 {
 		t.Fatal("Cached after the fill does not hand out the cache's object")
 	}
+}
+
+func initializations(t *testing.T, resource string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := cacheInitializations.WithLabelValues(resource).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -25,6 +25,13 @@ var (
 		Name: "leasehold_watch_cache_terminated_watchers_total",
 		Help: "Watches closed because the client did not keep up, by resource.",
 	}, []string{"resource"})
+	// As kube-apiserver's apiserver_watch_cache_initializations_total: 0
+	// while a cache has its first fill to do, so a watcher of a start can
+	// tell when the caches are filled.
+	cacheInitializations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leasehold_watch_cache_initializations_total",
+		Help: "Fills of the watch cache from an etcd list, the first and every one after a compaction, by resource.",
+	}, []string{"resource"})
 	batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "leasehold_storage_batch_size",
 		Help:    "Writes committed together in one etcd transaction (group commit).",
@@ -34,7 +41,7 @@ var (
 
 // Collectors are the store's Prometheus metrics, for the server to register.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestDuration, watchers, cacheEvents, watchersTerminated, batchSize}
+	return []prometheus.Collector{requestDuration, watchers, cacheEvents, watchersTerminated, cacheInitializations, batchSize}
 }
 
 func observe(op, resource string, start time.Time, clk clock.PassiveClock) {

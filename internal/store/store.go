@@ -153,6 +153,7 @@ func (s *Store) Run(ctx context.Context) error {
 			continue
 		}
 		n++
+		cacheInitializations.WithLabelValues(k.resource) // 0 until filled
 		go func() {
 			k.cache.run(ctx, s.cfg.BookmarkInterval)
 			done <- struct{}{}

@@ -812,7 +812,7 @@ func TestMonitorPassStopsWithItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.recorder = c.events // as Run sets it
+	c.recorder = c.events                    // as Run sets it
 	c.monitor(context.Background(), indexer) // registers the nodes
 	client.ClearActions()
 	clk.Step(2 * grace) // every node is due to be marked Unknown
