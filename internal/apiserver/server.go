@@ -145,6 +145,9 @@ func New(cfg Config) (*Server, error) {
 			s.kinds[r] = converted{Kind: base, r: r}
 		} else {
 			k := cfg.Store.Kind(r.StoragePrefix(), r.GroupVersionKind(), r.Namespaced, r.New, r.NewList)
+			if r.SharedStrings != nil {
+				k.ShareStrings(r.SharedStrings)
+			}
 			if r == registry.Events {
 				k.SetTTL(cfg.EventTTL)
 				// As kube-apiserver by default: Events are many, written

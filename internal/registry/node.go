@@ -36,6 +36,7 @@ var Nodes = &Resource{
 		obj.(*corev1.Node).Spec = old.(*corev1.Node).Spec
 	},
 	ChangedFields:       nodeChangedFields,
+	SharedStrings:       nodeSharedStrings,
 	Validate:            func(obj runtime.Object) field.ErrorList { return validateNode(obj.(*corev1.Node)) },
 	ValidateUpdate:      func(obj, _ runtime.Object) field.ErrorList { return validateNode(obj.(*corev1.Node)) },
 	AllowCreateOnUpdate: false,
@@ -209,4 +210,33 @@ func nodeChangedFields(obj, old runtime.Object) ([][]string, bool) {
 		return nil, false
 	}
 	return paths, true
+}
+
+// nodeSharedStrings names what a fleet's Nodes mostly have in common: the
+// conditions' types, statuses, reasons and messages, the addresses' types,
+// taints, and the OS, kernel and versions (not the machine, system and
+// boot IDs, which are each machine's own). About 40 MB at 100 000 nodes.
+func nodeSharedStrings(obj runtime.Object, str func(*string)) {
+	n := obj.(*corev1.Node)
+	for i := range n.Status.Conditions {
+		c := &n.Status.Conditions[i]
+		str((*string)(&c.Type))
+		str((*string)(&c.Status))
+		str(&c.Reason)
+		str(&c.Message)
+	}
+	for i := range n.Status.Addresses {
+		str((*string)(&n.Status.Addresses[i].Type))
+	}
+	for i := range n.Spec.Taints {
+		t := &n.Spec.Taints[i]
+		str(&t.Key)
+		str(&t.Value)
+		str((*string)(&t.Effect))
+	}
+	info := &n.Status.NodeInfo
+	for _, p := range []*string{&info.KernelVersion, &info.OSImage, &info.ContainerRuntimeVersion,
+		&info.KubeletVersion, &info.KubeProxyVersion, &info.OperatingSystem, &info.Architecture} {
+		str(p)
+	}
 }

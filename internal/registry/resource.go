@@ -89,6 +89,11 @@ type Resource struct {
 	// a heartbeat skip that computation (see apiserver's managedfields.go).
 	ChangedFields func(obj, old runtime.Object) (paths [][]string, ok bool)
 
+	// SharedStrings, when set, calls str with a pointer to each string of
+	// obj that most objects of the kind have in common, so that the watch
+	// cache can point them at one shared copy (store.StringSharing).
+	SharedStrings func(obj runtime.Object, str func(*string))
+
 	// AllowCreateOnUpdate lets PUT create a missing object.
 	AllowCreateOnUpdate bool
 	// AllowUnconditionalUpdate lets PUT without a resourceVersion overwrite.

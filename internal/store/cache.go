@@ -10,7 +10,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
@@ -47,7 +46,7 @@ type cache struct {
 	watchers    map[*watcher]struct{}
 	rvChanged   chan struct{} // closed and replaced whenever rv advances
 
-	fields fieldSets // used by run's goroutine alone
+	share *sharer // used by run's goroutine alone
 
 	// fillGate, when set (by tests), holds the first fill until it closes.
 	fillGate <-chan struct{}
@@ -99,7 +98,7 @@ func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache 
 		watching:  make(chan struct{}),
 		items:     map[string]runtime.Object{},
 		ring:      make([]*Event, size),
-		fields:    fieldSets{},
+		share:     newSharer(),
 		watchers:  map[*watcher]struct{}{},
 		rvChanged: make(chan struct{}),
 	}
@@ -186,7 +185,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 				c.log.Error("watch cache: skipping undecodable object", "key", string(kv.Key), "err", err)
 				continue
 			}
-			c.fields.share(obj)
+			c.share.share(obj)
 			items[string(kv.Key)] = obj
 		}
 	}
@@ -294,7 +293,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 				c.log.Error("watch cache: skipping undecodable object", "key", string(ev.Kv.Key), "err", err)
 				continue
 			}
-			c.fields.share(obj)
+			c.share.share(obj)
 			decoded[i] = obj
 		}
 	}
@@ -452,36 +451,6 @@ func (c *cache) sortedKeysLocked() []string {
 		sort.Strings(c.keys)
 	}
 	return c.keys
-}
-
-// fieldSets lets cached objects whose managedFields field sets are the same,
-// byte for byte, share one copy: every Node an agent registers carries the
-// same 600 bytes, 60 MB at 100 000 nodes. It is bounded: once it holds
-// maxFieldSets distinct sets (as a cache of Leases soon does, each set
-// naming its owner's UID) it only reuses the ones it has.
-type fieldSets map[string][]byte
-
-const maxFieldSets = 1024
-
-// share points obj's field sets at the copies already held. obj must not
-// be shared yet: cached objects are never modified, so sharing is safe
-// from then on.
-func (fs fieldSets) share(obj runtime.Object) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return
-	}
-	for _, e := range m.GetManagedFields() {
-		f := e.FieldsV1
-		if f == nil {
-			continue
-		}
-		if b, ok := fs[string(f.Raw)]; ok {
-			f.Raw = b
-		} else if len(fs) < maxFieldSets {
-			fs[string(f.Raw)] = f.Raw
-		}
-	}
 }
 
 // watchContext is the context of the caches' etcd watches. They share one

@@ -7,6 +7,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 )
 
 func withFieldSet(raw string) *coordinationv1.Lease {
@@ -24,7 +26,7 @@ func fieldSetData(l *coordinationv1.Lease) *byte {
 // copy, different ones keep theirs, and the table stops growing at its
 // bound while it still shares what it holds.
 func TestFieldSetsShared(t *testing.T) {
-	fs := fieldSets{}
+	fs := newSharer()
 	a, b, c := withFieldSet(`{"f:spec":{}}`), withFieldSet(`{"f:spec":{}}`), withFieldSet(`{"f:metadata":{}}`)
 	for _, l := range []*coordinationv1.Lease{a, b, c} {
 		fs.share(l)
@@ -38,12 +40,59 @@ func TestFieldSetsShared(t *testing.T) {
 	for i := range 2 * maxFieldSets {
 		fs.share(withFieldSet(fmt.Sprintf(`{"f:%d":{}}`, i)))
 	}
-	if len(fs) != maxFieldSets {
-		t.Errorf("table holds %d field sets, want at most %d", len(fs), maxFieldSets)
+	if len(fs.fields) != maxFieldSets {
+		t.Errorf("table holds %d field sets, want at most %d", len(fs.fields), maxFieldSets)
 	}
 	d := withFieldSet(`{"f:spec":{}}`)
 	fs.share(d)
 	if fieldSetData(d) != fieldSetData(a) {
+		t.Error("a full table no longer shares what it holds")
+	}
+}
+
+// TestStringsShared: equal strings of managedFields and owner references,
+// and those the kind names, end up sharing one copy; others keep theirs;
+// the table stops growing at its bound.
+func TestStringsShared(t *testing.T) {
+	s := newSharer()
+	s.kind = func(obj runtime.Object, str func(*string)) {
+		str(obj.(*coordinationv1.Lease).Spec.HolderIdentity)
+	}
+	lease := func(holder string) *coordinationv1.Lease {
+		l := withFieldSet(`{"f:spec":{}}`)
+		// Built from bytes, as a decoder builds them: equal, not shared.
+		l.ManagedFields[0].Manager = string([]byte("leasehold-agent"))
+		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: string([]byte("v1")), Kind: string([]byte("Node")), Name: string([]byte(holder))}}
+		l.Spec.HolderIdentity = ptr.To(string([]byte(holder)))
+		return l
+	}
+	a, b, c := lease("node-1"), lease("node-1"), lease("node-2")
+	for _, l := range []*coordinationv1.Lease{a, b, c} {
+		s.share(l)
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	if !same(a.ManagedFields[0].Manager, c.ManagedFields[0].Manager) || !same(a.OwnerReferences[0].Kind, c.OwnerReferences[0].Kind) ||
+		!same(a.OwnerReferences[0].APIVersion, c.OwnerReferences[0].APIVersion) {
+		t.Error("equal managers or owner kinds are not shared")
+	}
+	if !same(*a.Spec.HolderIdentity, *b.Spec.HolderIdentity) {
+		t.Error("a string the kind names is not shared")
+	}
+	if same(a.OwnerReferences[0].Name, b.OwnerReferences[0].Name) {
+		t.Error("a string nobody named was shared")
+	}
+	if *c.Spec.HolderIdentity != "node-2" || same(*a.Spec.HolderIdentity, *c.Spec.HolderIdentity) {
+		t.Error("a different string was replaced")
+	}
+	for i := range 2 * maxSharedStrings {
+		s.share(lease(fmt.Sprintf("node-%d", i+3)))
+	}
+	if len(s.strings) != maxSharedStrings {
+		t.Errorf("table holds %d strings, want at most %d", len(s.strings), maxSharedStrings)
+	}
+	d := lease("node-1")
+	s.share(d)
+	if !same(*d.Spec.HolderIdentity, *a.Spec.HolderIdentity) {
 		t.Error("a full table no longer shares what it holds")
 	}
 }

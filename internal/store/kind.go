@@ -132,6 +132,14 @@ func (k *Kind) WaitFilled(ctx context.Context) error {
 	}
 }
 
+// ShareStrings has the watch cache point the strings f names at copies
+// shared by all the objects it holds (see sharer). Call it before Run.
+func (k *Kind) ShareStrings(f StringSharing) {
+	if k.cache != nil {
+		k.cache.share.kind = f
+	}
+}
+
 // DisableWatchCache serves the kind from etcd alone, as kube-apiserver
 // serves Events by default: lists read etcd, watches are etcd watches of
 // their own, and nothing of the kind is held in memory or read at start.
