@@ -16,8 +16,8 @@ import (
 // Bootstrap creates what a new cluster has from its first start: the
 // namespaces default, kube-system, kube-public and kube-node-lease, and the
 // bootstrap RBAC roles and bindings (bootstrap_rbac.go), and returns once
-// the watch caches of namespaces and RBAC kinds are filled and hold them. It is safe to call on every start and from
-// several servers at once.
+// the watch caches of namespaces and RBAC kinds are filled and hold them.
+// It is safe to call on every start and from several servers at once.
 func (s *Server) Bootstrap(ctx context.Context) error {
 	k := s.kinds[registry.Namespaces]
 	for _, name := range registry.InitialNamespaces {

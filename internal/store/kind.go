@@ -98,7 +98,7 @@ func (k *Kind) GetAtRevision(ctx context.Context, key string, rev int64) (runtim
 
 // Cached returns the object as the watch cache has it (possibly a little
 // behind etcd), or ErrNotFound. Callers must not modify it. A kind without
-// a watch cache reads etcd.
+// a watch cache, or whose cache is still filling, reads etcd.
 func (k *Kind) Cached(ctx context.Context, key string) (runtime.Object, error) {
 	if c := k.filledCache(); c != nil {
 		return c.get(key)
