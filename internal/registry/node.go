@@ -215,7 +215,9 @@ func nodeChangedFields(obj, old runtime.Object) ([][]string, bool) {
 // nodeSharedStrings names what a fleet's Nodes mostly have in common: the
 // conditions' types, statuses, reasons and messages, the addresses' types,
 // taints, and the OS, kernel and versions (not the machine, system and
-// boot IDs, which are each machine's own). About 40 MB at 100 000 nodes.
+// boot IDs, which are each machine's own). With the managedFields and owner
+// strings the store shares for every kind, 18 MB of the heap at 100 000
+// nodes and leases.
 func nodeSharedStrings(obj runtime.Object, str func(*string)) {
 	n := obj.(*corev1.Node)
 	for i := range n.Status.Conditions {

@@ -11,9 +11,10 @@
 // informers, fed in leasehold serve by the watch cache in process. Event
 // handlers only record what was seen and when, on the coordinator's clock:
 // when a Lease's spec last changed, when a candidate was first seen, last
-// seen to renew (its spec.renewTime changed) and last pinged. One goroutine, woken by those handlers or by a timer, runs the
-// election policy (step, a pure function) for every Lease name that has
-// candidates, and carries out its plan: pings, Lease writes
+// seen to renew (its spec.renewTime changed) and last pinged. One
+// goroutine, woken by those handlers or by a timer, runs the election
+// policy (step, a pure function) for every Lease name that has candidates,
+// and carries out its plan: pings, Lease writes
 // (compare-and-swap on the resourceVersion observed), deletions of stale
 // candidates. Times written in objects by other machines are never compared
 // with the coordinator's clock, so clock skew does no harm.

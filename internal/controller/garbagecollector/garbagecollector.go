@@ -2,7 +2,8 @@
 // objects whose owners are gone, as Kubernetes' does, for every stored
 // resource but Events (Ignored). An object names its owners in
 // metadata.ownerReferences (apiVersion, kind, name, uid); when the last of
-// them is deleted, the object is deleted too. The propagation policy of the owner's deletion decides how:
+// them is deleted, the object is deleted too. The propagation policy of the
+// owner's deletion decides how:
 //
 //   - Background (the default): the API server deletes the owner at once and
 //     the collector deletes the dependents afterwards.
