@@ -391,6 +391,57 @@ func TestRenewalsKeepNodeReady(t *testing.T) {
 	}
 }
 
+// TestPassVisitsWhatNeedsIt: the first pass visits every node; after it, a
+// pass visits only a node the informer changed and a node whose lease went
+// silent, never the Ready nodes that keep renewing.
+func TestPassVisitsWhatNeedsIt(t *testing.T) {
+	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0), readyNode("web-2"), nodeLease("web-2", t0),
+		readyNode("web-3"), nodeLease("web-3", t0))
+	wantVisits := func(when string, want int) {
+		t.Helper()
+		e.c.mu.Lock()
+		got := e.c.visits
+		e.c.mu.Unlock()
+		if got != want {
+			t.Fatalf("%s: the pass visited %d nodes, want %d", when, got, want)
+		}
+	}
+	wantVisits("first pass", 3)
+	for _, name := range []string{"web-1", "web-2", "web-3"} {
+		e.renew(name, t0.Add(period))
+	}
+	e.step(period)
+	wantVisits("all renewing", 0)
+
+	n := e.node("web-2")
+	n.Labels = map[string]string{"role": "db"}
+	e.c.mu.Lock()
+	seen := e.c.nodeEvents
+	e.c.mu.Unlock()
+	if _, err := e.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the informer to see web-2 changed", func(c *Controller) bool { return c.nodeEvents > seen })
+	e.renew("web-1", t0.Add(2*period))
+	e.renew("web-2", t0.Add(2*period))
+	e.step(period)
+	wantVisits("web-2 changed", 1)
+
+	// web-3's lease was last seen changing at t0: it expires in the pass at
+	// t0+grace+period, and web-1 and web-2 keep renewing.
+	for i := 3; i <= int(grace/period)+1; i++ {
+		e.renew("web-1", t0.Add(time.Duration(i)*period))
+		e.renew("web-2", t0.Add(time.Duration(i)*period))
+		e.step(period)
+		if i <= int(grace/period) {
+			wantVisits(fmt.Sprintf("pass at t0+%ds", i), 0)
+		}
+	}
+	wantVisits("web-3 expired", 1)
+	e.wantReady("web-3", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.wantReady("web-1", corev1.ConditionTrue, agentReason)
+}
+
 // TestResume lets a node expire, then renews its lease again.
 func TestResume(t *testing.T) {
 	node := readyNode("web-1")
@@ -812,7 +863,8 @@ func TestMonitorPassStopsWithItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.recorder = c.events                    // as Run sets it
+	c.recorder = c.events // as Run sets it
+	touchAll(c, indexer)
 	c.monitor(context.Background(), indexer) // registers the nodes
 	client.ClearActions()
 	clk.Step(2 * grace) // every node is due to be marked Unknown
