@@ -50,6 +50,8 @@ test: test-tools build vet
 # (`make bench BENCH_NODES="1000 10000 50000 100000"` for the full curve):
 #   BENCH_NODES     fleet sizes                   (default "1000 10000")
 #   BENCH_DURATION  measurement per fleet size    (default 60s)
+#   BENCH_RATE      renewals/s of every fleet     (default unset: each
+#                   node every 10 s; set, N alone changes between sizes)
 #   BENCH_WATCHERS  watchers of the watch run     (default 1000)
 #   BENCH_OUT       JSON results and server logs  (default bench-results)
 #   BENCH_PLOT      the scaling curve, SVG        (default docs/scaling.svg)

@@ -6,7 +6,8 @@
 #   throughput   100 clients updating leases as fast as they can, beside a
 #                bare embedded etcd doing one put per update
 #   for each N in $BENCH_NODES, on a fresh server:
-#     fleet      N virtual agents renewing every 10 s
+#     fleet      N virtual agents renewing every 10 s (or, with
+#                $BENCH_RATE, at the same total rate whatever N)
 #     list       full lists of the N leases in kube-node-lease
 #     restart    SIGTERM, start again on the same data: time to the first
 #                200 from /readyz, and until every watch cache is filled
@@ -26,6 +27,13 @@
 #   BENCH_LEASE_DURATION       the fleet's leaseDurationSeconds (default 40s;
 #                              longer than BENCH_INTERVAL, and the server's
 #                              --node-monitor-grace-period longer still)
+#   BENCH_RATE                 renewals per second of every fleet, whatever
+#                              its size: N nodes renew every N/BENCH_RATE
+#                              seconds, with leases four times that (at
+#                              least 40 s) and the server's grace period a
+#                              minute longer. It overrides BENCH_INTERVAL
+#                              and BENCH_LEASE_DURATION, and shows how cost
+#                              grows with N alone (default unset)
 #   BENCH_SCENARIOS            which of throughput, fleet and watch to run
 #                              (default all three; fleet includes list and
 #                              restart)
@@ -58,6 +66,9 @@ BENCH_WATCH_DURATION=${BENCH_WATCH_DURATION:-30s}
 BENCH_LIST_DURATION=${BENCH_LIST_DURATION:-5s}
 BENCH_RESTARTS=${BENCH_RESTARTS:-3}
 BENCH_SERVE_FLAGS=${BENCH_SERVE_FLAGS:-}
+BENCH_RATE=${BENCH_RATE:-}
+# FLEET_SERVE_FLAGS are the flags a fleet of BENCH_RATE adds for its servers.
+FLEET_SERVE_FLAGS=""
 if [[ -z ${BENCH_TITLE:-} ]]; then
 	cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1)
 	BENCH_TITLE="leasehold fleet scaling: ${cpu:-$(uname -m)}, $(nproc) cores"
@@ -105,9 +116,9 @@ now_ns() { date +%s%N; }
 start_server() {
 	local dir=$1 port=$2 out=$3
 	SERVER_STARTED=$(now_ns)
-	# shellcheck disable=SC2086 # BENCH_SERVE_FLAGS is a list of flags
+	# shellcheck disable=SC2086 # both are lists of flags
 	"$LEASEHOLD" serve --data-dir "$dir" --listen "127.0.0.1:$port" --log-level warn \
-		$BENCH_SERVE_FLAGS >>"$out" 2>&1 &
+		$BENCH_SERVE_FLAGS $FLEET_SERVE_FLAGS >>"$out" 2>&1 &
 	SERVER_PID=$!
 }
 
@@ -204,9 +215,18 @@ fi
 
 for n in $BENCH_NODES; do
 	wanted fleet || break
-	log "fleet: $n nodes renewing every $BENCH_INTERVAL, for $BENCH_DURATION"
+	interval=$BENCH_INTERVAL lease=$BENCH_LEASE_DURATION
+	if [[ -n $BENCH_RATE ]]; then
+		# Milliseconds, so that any N and rate give a whole interval.
+		ms=$((n * 1000 / BENCH_RATE))
+		interval="${ms}ms"
+		lease=$((4 * ms / 1000 > 40 ? 4 * ms / 1000 : 40))
+		FLEET_SERVE_FLAGS="--node-monitor-grace-period $((lease + 60))s"
+		lease="${lease}s"
+	fi
+	log "fleet: $n nodes renewing every $interval, for $BENCH_DURATION"
 	fresh_server "fleet-$n"
-	bench fleet "$BENCH_OUT/fleet-$n.json" --nodes "$n" --interval "$BENCH_INTERVAL" --lease-duration "$BENCH_LEASE_DURATION" --duration "$BENCH_DURATION"
+	bench fleet "$BENCH_OUT/fleet-$n.json" --nodes "$n" --interval "$interval" --lease-duration "$lease" --duration "$BENCH_DURATION"
 
 	log "list: the $n leases of kube-node-lease, unpaginated, for $BENCH_LIST_DURATION"
 	bench list "$BENCH_OUT/list-$n.json" --duration "$BENCH_LIST_DURATION" --chunk-size 0
@@ -232,6 +252,7 @@ for n in $BENCH_NODES; do
 	echo "results: $BENCH_OUT/restart-$n.json" >&2
 	stop_server
 	rm -rf "$DATA_DIR"
+	FLEET_SERVE_FLAGS=""
 done
 
 if wanted watch; then
