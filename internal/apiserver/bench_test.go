@@ -116,7 +116,14 @@ func (u *leaseUpdater) do(method string, body []byte) (*httptest.ResponseRecorde
 		req.Body, req.ContentLength = readCloser{bytes.NewReader(body)}, int64(len(body))
 	}
 	rec := httptest.NewRecorder()
-	u.h.ServeHTTP(rec, req)
+	// As net/http's HTTP/2 server does, serve each request on a goroutine
+	// of its own, which starts with a small stack.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		u.h.ServeHTTP(rec, req)
+	}()
+	<-done
 	if rec.Code != http.StatusOK {
 		return nil, fmt.Errorf("%s %s: HTTP %d: %s", method, u.url.Path, rec.Code, truncate(rec.Body.Bytes()))
 	}

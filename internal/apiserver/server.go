@@ -193,6 +193,7 @@ func (s *Server) Handler() http.Handler {
 var publicPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true, "/version": true}
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	growStack() // one stack growth here rather than two deeper down
 	start := s.clock.Now()
 	rw := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 	info := parseRequest(r)
