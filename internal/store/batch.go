@@ -6,6 +6,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leasehold/leasehold/internal/stack"
 )
 
 // batcher is group commit: concurrent, independent compare-and-swap writes
@@ -142,6 +144,7 @@ func (b *batcher) run(ctx context.Context) {
 		}
 		go func() {
 			defer func() { <-slots }()
+			stack.Grow() // etcd's in-process call runs deep
 			b.commit(batch)
 		}()
 	}
