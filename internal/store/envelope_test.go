@@ -161,3 +161,84 @@ func FuzzDecodeInPlace(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeKeepsSerializerBytes: a stored value is the serializer's own
+// buffer, and the same bytes it writes to any writer, with the
+// resourceVersion left out and the object left as it was.
+func TestEncodeKeepsSerializerBytes(t *testing.T) {
+	leases, nodes := envelopeKinds(t)
+	for _, tc := range []struct {
+		k   *Kind
+		obj runtime.Object
+	}{{leases, sampleLease()}, {nodes, sampleNode()}} {
+		setResourceVersion(tc.obj, 42)
+		before := tc.obj.DeepCopyObject()
+		got := mustEncode(t, tc.k, tc.obj)
+		if !reflect.DeepEqual(tc.obj, before) {
+			t.Errorf("%s: encode changed the object", tc.k.resource)
+		}
+		plain := tc.obj.DeepCopyObject()
+		clearResourceVersion(plain)
+		var want bytes.Buffer
+		enc := runtime.WithVersionEncoder{Version: tc.k.gvk.GroupVersion(), Encoder: tc.k.s.proto, ObjectTyper: registry.Scheme}
+		if err := enc.Encode(plain, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("%s: encode gave\n%q\nthe serializer writes\n%q", tc.k.resource, got, want.Bytes())
+		}
+		if cap(got) != len(got) {
+			t.Errorf("%s: value has spare capacity %d > %d: an append to it could reach past the value", tc.k.resource, cap(got), len(got))
+		}
+	}
+}
+
+// TestEncodedValueCopiesOtherWrites: writes that are not the allocated
+// buffer, written whole and first, are copied in order.
+func TestEncodedValueCopiesOtherWrites(t *testing.T) {
+	var v encodedValue
+	buf := v.Allocate(8)
+	copy(buf, "abcdefgh")
+	v.Write(buf[:3])
+	v.Write([]byte("XY"))
+	buf[0] = 'z' // the copy no longer follows the buffer
+	if got := string(v.bytes()); got != "abcXY" {
+		t.Errorf("after a kept write and another: %q, want %q", got, "abcXY")
+	}
+	var w encodedValue
+	w.Allocate(4)
+	w.Write([]byte("elsewhere"))
+	if got := string(w.bytes()); got != "elsewhere" {
+		t.Errorf("a write of another slice: %q", got)
+	}
+	var e encodedValue
+	if got := e.bytes(); len(got) != 0 {
+		t.Errorf("nothing written: %q", got)
+	}
+}
+
+// BenchmarkEncode encodes a node lease as the store writes it to etcd
+// ("kept"), and as the serializer writes it to a bytes.Buffer ("copied",
+// what the store did before).
+func BenchmarkEncode(b *testing.B) {
+	leases, _ := envelopeKinds(b)
+	l := sampleLease()
+	b.Run("kept", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := leases.encode(l); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("copied", func(b *testing.B) {
+		enc := runtime.WithVersionEncoder{Version: leases.gvk.GroupVersion(), Encoder: leases.s.proto, ObjectTyper: registry.Scheme}
+		b.ReportAllocs()
+		for b.Loop() {
+			var buf bytes.Buffer
+			if err := enc.Encode(l, &buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -22,7 +22,6 @@ type Kind struct {
 	namespaced bool
 	newObj     func() runtime.Object
 	newList    func() runtime.Object
-	encoder    runtime.Encoder
 	cache      *cache     // nil: served from etcd alone (DisableWatchCache)
 	ttl        *ttlLeases // nil: objects live until deleted
 }
@@ -49,12 +48,59 @@ func (k *Kind) encode(obj runtime.Object) ([]byte, error) {
 	// truth, set again on every read.
 	rv := resourceVersion(obj)
 	clearResourceVersion(obj)
-	var buf bytes.Buffer
-	err := k.encoder.Encode(obj, &buf)
+	// Stored objects carry the kind's own apiVersion and kind, as
+	// decodeInPlace expects.
+	kind := obj.GetObjectKind()
+	gvk := kind.GroupVersionKind()
+	kind.SetGroupVersionKind(k.gvk)
+	var v encodedValue
+	err := k.s.proto.EncodeWithAllocator(obj, &v, &v)
+	kind.SetGroupVersionKind(gvk)
 	if rv != 0 {
 		setResourceVersion(obj, rv)
 	}
-	return buf.Bytes(), err
+	return v.bytes(), err
+}
+
+// encodedValue is both the allocator the protobuf serializer marshals an
+// object into and the writer it then writes the result to. The serializer
+// sizes the object, marshals it into one buffer from its allocator, and
+// writes that buffer once: the value is then that buffer, where a
+// bytes.Buffer would have allocated a second one and copied it.
+type encodedValue struct {
+	buf    []byte // the last buffer handed out by Allocate
+	n      int    // how much of buf was written, when it was written whole
+	copied []byte // what was written, when it was anything else
+}
+
+// Allocate implements runtime.MemoryAllocator.
+func (v *encodedValue) Allocate(size uint64) []byte {
+	v.buf = make([]byte, size)
+	return v.buf
+}
+
+// Write keeps p without copying it when p is the start of buf, written
+// first; anything else is copied.
+func (v *encodedValue) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if v.n == 0 && v.copied == nil && len(p) <= len(v.buf) && &p[0] == &v.buf[0] {
+		v.n = len(p)
+		return len(p), nil
+	}
+	if v.copied == nil {
+		v.copied = append([]byte(nil), v.buf[:v.n]...)
+	}
+	v.copied = append(v.copied, p...)
+	return len(p), nil
+}
+
+func (v *encodedValue) bytes() []byte {
+	if v.copied != nil {
+		return v.copied
+	}
+	return v.buf[:v.n:v.n]
 }
 
 func (k *Kind) decode(kv *mvccpb.KeyValue) (runtime.Object, error) {

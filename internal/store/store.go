@@ -137,7 +137,6 @@ func (s *Store) Kind(resource string, gvk schema.GroupVersionKind, namespaced bo
 		namespaced: namespaced,
 		newObj:     newObj,
 		newList:    newList,
-		encoder:    runtime.WithVersionEncoder{Version: gvk.GroupVersion(), Encoder: s.proto, ObjectTyper: s.cfg.Scheme},
 	}
 	k.cache = newCache(k, s.cfg.WatchCacheSize, s.cfg.Clock, s.cfg.Logger.With("resource", resource))
 	s.kinds = append(s.kinds, k)
