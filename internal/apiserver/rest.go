@@ -269,7 +269,18 @@ func (s *Server) list(req *request) error {
 
 // readBody reads a request body within the size limit.
 func (s *Server) readBody(req *request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(req.w, req.r.Body, s.cfg.MaxBodyBytes))
+	r := http.MaxBytesReader(req.w, req.r.Body, s.cfg.MaxBodyBytes)
+	var body []byte
+	var err error
+	if n := req.r.ContentLength; n > 0 && n <= s.cfg.MaxBodyBytes {
+		// The body is exactly that long (net/http ends it there, and fails
+		// a stream whose data disagrees): one allocation, where io.ReadAll
+		// starts at 512 bytes and grows.
+		body = make([]byte, n)
+		_, err = io.ReadFull(r, body)
+	} else {
+		body, err = io.ReadAll(r)
+	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
