@@ -69,6 +69,11 @@ type Config struct {
 	// --max-txn-ops of 128. A larger value needs etcd's limit raised above
 	// it (the embedded etcd's is, to 1024).
 	MaxBatch int
+	// CommitDelay is how long group commit holds a batch open for more
+	// writes to share its etcd commit, counted from when its oldest write
+	// was queued; 0 (the default) sends a batch as soon as the one before
+	// it is done. Every write is still answered only once it is committed.
+	CommitDelay time.Duration
 	// BookmarkInterval is how often watchers that asked for bookmarks get
 	// one; default 10 s.
 	BookmarkInterval time.Duration
@@ -120,7 +125,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Store{cfg: cfg, client: cfg.Client, proto: protobuf.NewSerializer(cfg.Scheme, cfg.Scheme)}
-	s.batch = newBatcher(cfg.Client, cfg.MaxBatch)
+	s.batch = newBatcher(cfg.Client, cfg.MaxBatch, cfg.CommitDelay, cfg.Clock)
 	return s, nil
 }
 

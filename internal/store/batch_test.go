@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/leasehold/leasehold/internal/store/embedded"
+)
+
+// startBatcher runs a batcher on a fresh embedded etcd until the test ends.
+func startBatcher(t *testing.T, maxBatch int, delay time.Duration, clk *testingclock.FakeClock) *batcher {
+	t.Helper()
+	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	b := newBatcher(e.Client(), maxBatch, delay, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return b
+}
+
+// create queues a write of key, if it does not exist, as do does, and
+// returns where its result will arrive.
+func create(b *batcher, key string) <-chan txnResult {
+	req := &txnRequest{
+		queued: b.clock.Now(), ctx: context.Background(), key: key,
+		cmp:  clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		then: clientv3.OpPut(key, "v"), done: make(chan txnResult, 1),
+	}
+	b.queue <- req
+	return req.done
+}
+
+func result(t *testing.T, key string, c <-chan txnResult) txnResult {
+	t.Helper()
+	r := <-c
+	if r.err != nil || !r.succeeded {
+		t.Fatalf("%s: %+v", key, r)
+	}
+	return r
+}
+
+// TestCommitDelayGathers: with a commit delay, the writes queued while a
+// batch's oldest write waits share its transaction (one revision), and the
+// batch goes when the delay has passed on the batcher's clock.
+func TestCommitDelayGathers(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	b := startBatcher(t, 100, time.Second, clk)
+	first := create(b, "/a")
+	// The batcher takes /a and waits on the clock, which stands still.
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the batcher did not wait for more writes")
+		}
+		runtime.Gosched()
+	}
+	var rest []<-chan txnResult
+	for i := range 5 {
+		rest = append(rest, create(b, fmt.Sprintf("/b%d", i)))
+	}
+	clk.Step(time.Second)
+	rev := result(t, "/a", first).rev
+	for i, c := range rest {
+		if r := result(t, fmt.Sprintf("/b%d", i), c); r.rev != rev {
+			t.Errorf("/b%d committed at revision %d, /a at %d: not one transaction", i, r.rev, rev)
+		}
+	}
+}
+
+// TestCommitDelayFullBatchGoes: a batch that fills does not wait out the
+// delay.
+func TestCommitDelayFullBatchGoes(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	b := startBatcher(t, 3, time.Hour, clk)
+	var res []<-chan txnResult
+	for i := range 3 {
+		res = append(res, create(b, fmt.Sprintf("/k%d", i)))
+	}
+	rev := result(t, "/k0", res[0]).rev
+	for i, c := range res[1:] {
+		if r := result(t, fmt.Sprintf("/k%d", i+1), c); r.rev != rev {
+			t.Errorf("/k%d at revision %d, /k0 at %d", i+1, r.rev, rev)
+		}
+	}
+}
+
+// TestNoCommitDelayGoesAtOnce: without a delay a lone write does not wait
+// for the clock.
+func TestNoCommitDelayGoesAtOnce(t *testing.T) {
+	b := startBatcher(t, 100, 0, testingclock.NewFakeClock(time.Now()))
+	result(t, "/x", create(b, "/x"))
+}

@@ -1,0 +1,62 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// TestCommitDelay: with --etcd-commit-delay, writes that arrive together
+// share one etcd transaction (one resourceVersion), each is answered once
+// committed, and each survives a restart.
+func TestCommitDelay(t *testing.T) {
+	s := newServer(t, "--etcd-commit-delay", "500ms")
+	cs := s.clientset(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 5
+	rvs := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			l, err := cs.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gathered-%d", i)},
+				Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("e2e")},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Errorf("create %d: %v", i, err)
+				return
+			}
+			rvs[i] = l.ResourceVersion
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for i, rv := range rvs {
+		if rv != rvs[0] {
+			t.Errorf("lease %d was written at resourceVersion %s, lease 0 at %s: not one transaction", i, rv, rvs[0])
+		}
+	}
+	if err := s.stop(); err != nil {
+		t.Fatalf("stopping the server: %v", err)
+	}
+	s = s.restart(t)
+	cs = s.clientset(t)
+	for i := range n {
+		l, err := cs.CoordinationV1().Leases("default").Get(ctx, fmt.Sprintf("gathered-%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("after a restart, lease %d: %v", i, err)
+		}
+		if l.ResourceVersion != rvs[i] {
+			t.Errorf("after a restart, lease %d is at %s, written at %s", i, l.ResourceVersion, rvs[i])
+		}
+	}
+}
