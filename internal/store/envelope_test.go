@@ -211,6 +211,16 @@ func TestEncodedValueCopiesOtherWrites(t *testing.T) {
 	if got := string(w.bytes()); got != "elsewhere" {
 		t.Errorf("a write of another slice: %q", got)
 	}
+	var a encodedValue
+	first := a.Allocate(3)
+	copy(first, "one")
+	a.Write(first)
+	second := a.Allocate(3)
+	copy(second, "two")
+	a.Write(second)
+	if got := string(a.bytes()); got != "onetwo" {
+		t.Errorf("two buffers, each written whole: %q", got)
+	}
 	var e encodedValue
 	if got := e.bytes(); len(got) != 0 {
 		t.Errorf("nothing written: %q", got)

@@ -73,8 +73,13 @@ type encodedValue struct {
 	copied []byte // what was written, when it was anything else
 }
 
-// Allocate implements runtime.MemoryAllocator.
+// Allocate implements runtime.MemoryAllocator. A buffer kept by Write is
+// copied before the next one is handed out, should a serializer allocate
+// again.
 func (v *encodedValue) Allocate(size uint64) []byte {
+	if v.n > 0 && v.copied == nil {
+		v.copied = append([]byte(nil), v.buf[:v.n]...)
+	}
 	v.buf = make([]byte, size)
 	return v.buf
 }
