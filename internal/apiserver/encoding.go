@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"reflect"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/leasehold/leasehold/internal/registry"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 var (
@@ -144,7 +144,7 @@ func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersio
 		return ser.Encode(l, w)
 	}
 	enc := runtime.WithVersionEncoder{Version: gv, Encoder: ser, ObjectTyper: registry.Scheme}
-	return enc.Encode(shallowCopy(obj), w)
+	return enc.Encode(store.ShallowCopy(obj), w)
 }
 
 // itemList is a list whose items are the objects a store list returned
@@ -233,17 +233,6 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e
 	w.Header().Set("Content-Type", e.mediaType)
 	w.WriteHeader(code)
 	w.Write(data)
-}
-
-// shallowCopy returns a new top-level struct with the same field values.
-func shallowCopy(obj runtime.Object) runtime.Object {
-	v := reflect.ValueOf(obj)
-	if v.Kind() != reflect.Pointer || v.IsNil() {
-		return obj
-	}
-	c := reflect.New(v.Elem().Type())
-	c.Elem().Set(v.Elem())
-	return c.Interface().(runtime.Object)
 }
 
 // bodyMediaTypes are the request body formats, as 415 answers list them.

@@ -292,7 +292,9 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 			cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 		} else {
 			if origData == nil {
-				if origData, err = k.encode(current.DeepCopyObject()); err != nil {
+				// encode sets the copy's resourceVersion and kind, not
+				// current's, which the watch cache shares.
+				if origData, err = k.encode(ShallowCopy(current)); err != nil {
 					return nil, err
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	goruntime "runtime"
 	"strings"
 	"testing"
@@ -349,5 +350,46 @@ func TestConsistentListRightAfterFill(t *testing.T) {
 		if err != nil {
 			t.Fatalf("store %d: consistent list right after the fill: %v", i, err)
 		}
+	}
+}
+
+// TestUpdateLeavesGuessAlone: Update writes nothing to the object it is
+// given as a guess, which in the server is the watch cache's, read by
+// others at the same time. Under -race (as make test runs) a write while
+// the reader runs fails the test.
+func TestUpdateLeavesGuessAlone(t *testing.T) {
+	_, k := newStore(t)
+	ctx := context.Background()
+	key := k.Key("default", "a")
+	created, err := k.Create(ctx, key, lease("default", "a", "x"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guess := created.(*coordinationv1.Lease)
+	before := guess.DeepCopy()
+	stop, read := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(read)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = guess.ResourceVersion + guess.APIVersion + guess.Kind
+			}
+		}
+	}()
+	_, err = k.Update(ctx, key, store.UpdateOptions{Guess: guess}, func(cur runtime.Object) (runtime.Object, error) {
+		l := cur.(*coordinationv1.Lease).DeepCopy()
+		l.Spec.HolderIdentity = ptr.To("y")
+		return l, nil
+	})
+	close(stop)
+	<-read
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(guess, before) {
+		t.Errorf("the guess changed:\n%+v\nwas\n%+v", guess, before)
 	}
 }
