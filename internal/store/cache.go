@@ -244,7 +244,10 @@ func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time) error {
 	c.mu.RUnlock()
 	wctx, cancel := context.WithCancel(watchContext(ctx))
 	defer cancel()
-	wch := c.k.s.client.Watch(wctx, c.k.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	// No WithPrevKV: the object before each change is in c.items already,
+	// and asking for it would make etcd read every previous revision back
+	// from its database and send it along.
+	wch := c.k.s.client.Watch(wctx, c.k.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
 	select {
 	case <-c.watching:
 	default:
