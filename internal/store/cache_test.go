@@ -96,3 +96,48 @@ func TestStringsShared(t *testing.T) {
 		t.Error("a full table no longer shares what it holds")
 	}
 }
+
+// TestLabelsShared: label keys and common values end up sharing one copy;
+// values unique to each object fill a table of their own and leave the
+// table of other strings room for what objects have in common.
+func TestLabelsShared(t *testing.T) {
+	s := newSharer()
+	node := func(host string) *coordinationv1.Lease {
+		// Built from bytes, as a decoder builds them: equal, not shared.
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+			string([]byte("kubernetes.io/arch")):     string([]byte("amd64")),
+			string([]byte("kubernetes.io/hostname")): string([]byte(host)),
+		}}}
+	}
+	key := func(l *coordinationv1.Lease, k string) string {
+		for kk := range l.Labels {
+			if kk == k {
+				return kk
+			}
+		}
+		t.Fatalf("label %s is gone", k)
+		return ""
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	a, b := node("host-a"), node("host-b")
+	s.share(a)
+	s.share(b)
+	if !same(key(a, "kubernetes.io/arch"), key(b, "kubernetes.io/arch")) || !same(key(a, "kubernetes.io/hostname"), key(b, "kubernetes.io/hostname")) {
+		t.Error("equal label keys are not shared")
+	}
+	if !same(a.Labels["kubernetes.io/arch"], b.Labels["kubernetes.io/arch"]) {
+		t.Error("equal label values are not shared")
+	}
+	if a.Labels["kubernetes.io/hostname"] != "host-a" || b.Labels["kubernetes.io/hostname"] != "host-b" || len(a.Labels) != 2 {
+		t.Errorf("labels changed: %v, %v", a.Labels, b.Labels)
+	}
+	for i := range 2 * maxSharedStrings {
+		s.share(node(fmt.Sprintf("host-%d", i)))
+	}
+	if len(s.labelValues) != maxSharedStrings {
+		t.Errorf("label value table holds %d strings, want at most %d", len(s.labelValues), maxSharedStrings)
+	}
+	if len(s.strings) != 2 {
+		t.Errorf("hostnames reached the table of other strings: it holds %d", len(s.strings))
+	}
+}
