@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/utils/clock"
 
@@ -69,13 +68,13 @@ type txnRequest struct {
 	done   chan txnResult
 }
 
-// txnResult is one write's outcome: whether its compare held, the revision
-// of the transaction, and, when it did not hold, the key's current value
-// (nil if the key does not exist).
+// txnResult is one write's outcome: whether its compare held, and the
+// revision of the transaction. A write whose compare failed reads the key
+// again itself: an else branch reading it in every transaction would be
+// carried by every raft entry and every WAL record for the rare conflict.
 type txnResult struct {
 	succeeded bool
 	rev       int64
-	current   *mvccpb.KeyValue
 	err       error
 }
 
@@ -83,7 +82,7 @@ func newBatcher(c *clientv3.Client, maxBatch int, delay time.Duration, clk clock
 	return &batcher{client: c, queue: make(chan *txnRequest, 4*maxBatch), maxBatch: maxBatch, delay: delay, clock: clk}
 }
 
-// do runs "if cmp then op else get key" through the batcher.
+// do runs "if cmp then op" on key through the batcher.
 func (b *batcher) do(ctx context.Context, key string, cmp clientv3.Cmp, then clientv3.Op) txnResult {
 	req := &txnRequest{ctx: ctx, key: key, cmp: cmp, then: then, done: make(chan txnResult, 1)}
 	if b.delay > 0 {
@@ -219,13 +218,13 @@ func (b *batcher) commit(batch []*txnRequest) {
 	batchSize.Observe(float64(len(live)))
 	if len(live) == 1 {
 		r := live[0]
-		resp, err := b.client.Txn(r.ctx).If(r.cmp).Then(r.then).Else(clientv3.OpGet(r.key)).Commit()
+		resp, err := b.client.Txn(r.ctx).If(r.cmp).Then(r.then).Commit()
 		r.done <- single(resp, err)
 		return
 	}
 	ops := make([]clientv3.Op, len(live))
 	for i, r := range live {
-		ops[i] = clientv3.OpTxn([]clientv3.Cmp{r.cmp}, []clientv3.Op{r.then}, []clientv3.Op{clientv3.OpGet(r.key)})
+		ops[i] = clientv3.OpTxn([]clientv3.Cmp{r.cmp}, []clientv3.Op{r.then}, nil)
 	}
 	resp, err := b.client.Txn(context.Background()).Then(ops...).Commit()
 	if err != nil {
@@ -240,13 +239,7 @@ func (b *batcher) commit(batch []*txnRequest) {
 			r.done <- txnResult{err: errors.New("etcd returned no nested transaction response")}
 			continue
 		}
-		res := txnResult{succeeded: nested.Succeeded, rev: resp.Header.Revision}
-		if !nested.Succeeded {
-			if kvs := nested.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-				res.current = kvs[0]
-			}
-		}
-		r.done <- res
+		r.done <- txnResult{succeeded: nested.Succeeded, rev: resp.Header.Revision}
 	}
 }
 
@@ -254,11 +247,5 @@ func single(resp *clientv3.TxnResponse, err error) txnResult {
 	if err != nil {
 		return txnResult{err: err}
 	}
-	res := txnResult{succeeded: resp.Succeeded, rev: resp.Header.Revision}
-	if !resp.Succeeded {
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			res.current = kvs[0]
-		}
-	}
-	return res
+	return txnResult{succeeded: resp.Succeeded, rev: resp.Header.Revision}
 }

@@ -322,14 +322,10 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 			return updated, nil
 		}
 		// Someone else wrote first: start again from what is there now.
-		origData, fresh = nil, true
-		if res.current == nil {
-			current = nil
-			continue
-		}
-		if current, err = k.decode(res.current); err != nil {
+		if current, err = k.refresh(ctx, key); err != nil {
 			return nil, err
 		}
+		origData, fresh = nil, true
 	}
 }
 
@@ -369,10 +365,8 @@ func (k *Kind) Delete(ctx context.Context, key string, dryRun bool, check Delete
 		if res.succeeded {
 			return current, nil
 		}
-		if res.current == nil {
-			return nil, ErrNotFound
-		}
-		if current, err = k.decode(res.current); err != nil {
+		// Changed or deleted since: check again what is there now.
+		if current, err = k.Get(ctx, key); err != nil {
 			return nil, err
 		}
 	}

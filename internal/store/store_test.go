@@ -8,6 +8,7 @@ import (
 	"reflect"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -392,4 +393,73 @@ func TestUpdateLeavesGuessAlone(t *testing.T) {
 	if !reflect.DeepEqual(guess, before) {
 		t.Errorf("the guess changed:\n%+v\nwas\n%+v", guess, before)
 	}
+}
+
+// TestContendedUpdatesAndDelete: writers of one key from a guess that is
+// stale after the first write each lose compares and retry against what
+// is there now; none of their increments is lost. A delete racing with
+// updates retries the same way and returns the object as it was.
+func TestContendedUpdatesAndDelete(t *testing.T) {
+	_, k := newStore(t)
+	ctx := context.Background()
+	key := k.Key("default", "contended")
+	created, err := k.Create(ctx, key, lease("default", "contended", "h"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	increment := func(cur runtime.Object) (runtime.Object, error) {
+		l := cur.(*coordinationv1.Lease).DeepCopy()
+		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+		return l, nil
+	}
+	const writers, each = 8, 10
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range each {
+				if _, err := k.Update(ctx, key, store.UpdateOptions{Guess: created}, increment); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got, err := k.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := ptr.Deref(got.(*coordinationv1.Lease).Spec.LeaseTransitions, 0); n != writers*each {
+		t.Fatalf("leaseTransitions %d after %d increments", n, writers*each)
+	}
+
+	// Updates go on until the key is gone; the delete's compare fails
+	// while they land between its read and its write.
+	stop := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := k.Update(ctx, key, store.UpdateOptions{}, increment); err != nil {
+				stop <- err
+				return
+			}
+		}
+	}()
+	checks := 0
+	gone, err := k.Delete(ctx, key, false, func(cur runtime.Object) error {
+		checks++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stop; !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("update after the delete: got %v, want ErrNotFound", err)
+	}
+	if n := ptr.Deref(gone.(*coordinationv1.Lease).Spec.LeaseTransitions, 0); n < writers*each {
+		t.Fatalf("the deleted object has leaseTransitions %d, fewer than the %d written before", n, writers*each)
+	}
+	if _, err := k.Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get after delete: got %v, want ErrNotFound", err)
+	}
+	t.Logf("the delete checked %d states", checks)
 }
