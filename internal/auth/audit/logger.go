@@ -3,7 +3,6 @@ package audit
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -90,14 +89,20 @@ func (l *Logger) Log(ev *Event) {
 func (l *Logger) Run(ctx context.Context) error {
 	defer close(l.done)
 	w := bufio.NewWriterSize(l.cfg.Out, 64<<10)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
+	var line []byte
 	// A bufio.Writer keeps its first write error and fails every write
 	// after it: after an error the buffer is dropped and started afresh,
 	// so that one failure (a full disk, a rotation that failed) does not
 	// end the audit log.
 	write := func(ev *Event) {
-		if err := enc.Encode(ev); err != nil {
+		var err error
+		if line, err = ev.appendJSON(line[:0]); err != nil {
+			eventsDropped.Inc()
+			l.cfg.Logger.Error("encoding audit event", "err", err)
+			return
+		}
+		line = append(line, '\n')
+		if _, err = w.Write(line); err != nil {
 			eventsDropped.Inc()
 			l.cfg.Logger.Error("writing audit event", "err", err)
 			w.Reset(l.cfg.Out)
