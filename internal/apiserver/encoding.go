@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -224,16 +225,31 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e
 		}
 		return
 	}
-	data, err := encode(e, obj, gv)
-	if err != nil {
+	buf := responseBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledResponse {
+			buf.Reset()
+			responseBuffers.Put(buf)
+		}
+	}()
+	if err := encodeTo(buf, e, obj, gv); err != nil {
 		s.log.Error("encoding response", "err", err, "path", r.URL.Path)
 		http.Error(w, "encoding response: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", e.mediaType)
 	w.WriteHeader(code)
-	w.Write(data)
+	w.Write(buf.Bytes())
 }
+
+// responseBuffers hold an object's encoding from the encoder to the
+// response's Write, which copies it (into the HTTP/2 stream's buffer, and
+// the audit record's when it keeps bodies): a renewal's answer then grows
+// no buffer of its own. Buffers above maxPooledResponse are left to the
+// collector.
+var responseBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledResponse = 64 << 10
 
 // bodyMediaTypes are the request body formats, as 415 answers list them.
 const bodyMediaTypes = mediaJSON + ", " + mediaYAML + ", " + mediaProtobuf
