@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,5 +39,38 @@ func TestLeaseRoundTripProtobuf(t *testing.T) {
 	got, err := c.CoordinationV1().Leases("default").Get(ctx, "a", metav1.GetOptions{})
 	if err != nil || *got.Spec.HolderIdentity != "y" {
 		t.Fatalf("get: %v %v", got, err)
+	}
+}
+
+// TestRenewalMetadataValidated: a renewal skips checking metadata it did
+// not change, never metadata it did: a renewal that also sets an invalid
+// label is a 422 and changes nothing.
+func TestRenewalMetadataValidated(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	leases := s.Client(t, "application/vnd.kubernetes.protobuf").CoordinationV1().Leases("default")
+	ctx := context.Background()
+	as := metav1.UpdateOptions{FieldManager: "agent"}
+	l, err := leases.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "renewed"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("x"), RenewTime: ptr.To(metav1.NowMicro())},
+	}, metav1.CreateOptions{FieldManager: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(l.Spec.RenewTime.Add(time.Second)))
+		if l, err = leases.Update(ctx, l, as); err != nil {
+			t.Fatalf("renewal %d: %v", i, err)
+		}
+	}
+	bad := l.DeepCopy()
+	bad.Spec.RenewTime = ptr.To(metav1.NewMicroTime(l.Spec.RenewTime.Add(time.Second)))
+	bad.Labels = map[string]string{"not a key!": "x"}
+	if _, err := leases.Update(ctx, bad, as); !apierrors.IsInvalid(err) {
+		t.Fatalf("renewal with an invalid label: got %v, want Invalid", err)
+	}
+	got, err := leases.Get(ctx, "renewed", metav1.GetOptions{})
+	if err != nil || got.ResourceVersion != l.ResourceVersion || len(got.Labels) != 0 {
+		t.Fatalf("the rejected renewal changed the lease: %v %v", got, err)
 	}
 }

@@ -85,8 +85,10 @@ type Resource struct {
 	// ChangedFields, when set, lists the field paths (as managedFields
 	// spells them, e.g. ["f:spec","f:renewTime"]) that differ between obj
 	// and old, ignoring metadata the server manages. ok is false when it
-	// cannot tell; the server then computes managed fields in full. It lets
-	// a heartbeat skip that computation (see apiserver's managedfields.go).
+	// cannot tell, and whenever the metadata differs (SameMetadata): the
+	// server then computes managed fields in full and validates the
+	// metadata. It lets a heartbeat skip both (see apiserver's
+	// managedfields.go).
 	ChangedFields func(obj, old runtime.Object) (paths [][]string, ok bool)
 
 	// SharedStrings, when set, calls str with a pointer to each string of
