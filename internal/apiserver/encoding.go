@@ -265,6 +265,23 @@ func decodeBody(contentType string, body []byte, into runtime.Object, gvk schema
 	if !ok {
 		return nil, unsupportedMediaType(bodyMediaTypes)
 	}
+	if mt == mediaProtobuf {
+		// Without the serializer's copy of the object out of its envelope;
+		// anything the fast way does not take (or fails on) goes the
+		// serializer's way, which gives the errors.
+		if ok, err := store.DecodeProtobuf(body, gvk, into); ok && err == nil {
+			return into, nil
+		} else if ok {
+			if r, canReset := into.(interface{ Reset() }); canReset {
+				r.Reset()
+			}
+		}
+	}
+	return decodeWith(info, body, into, gvk, strict)
+}
+
+// decodeWith decodes a request body with the serializer of info.
+func decodeWith(info runtime.SerializerInfo, body []byte, into runtime.Object, gvk schema.GroupVersionKind, strict bool) (runtime.Object, error) {
 	dec := runtime.Decoder(info.Serializer)
 	if strict && info.StrictSerializer != nil {
 		dec = info.StrictSerializer

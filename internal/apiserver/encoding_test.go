@@ -2,11 +2,16 @@ package apiserver
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasehold/leasehold/internal/registry"
@@ -53,4 +58,36 @@ func TestItemListProtobuf(t *testing.T) {
 	if l, ok := obj.(*coordinationv1.LeaseList); !ok || len(l.Items) != 2 || l.Items[1].Name != "b" {
 		t.Errorf("JSON gets %T %+v, want the typed list", obj, obj)
 	}
+}
+
+// FuzzDecodeProtobufBody: a protobuf request body decodes to what the
+// serializer alone makes of it, and fails where and as the serializer does.
+func FuzzDecodeProtobufBody(f *testing.F) {
+	info, _ := serializerFor(mediaProtobuf)
+	pb := encoding{info: info, mediaType: mediaProtobuf}
+	seed := func(obj runtime.Object, gv schema.GroupVersion) []byte {
+		data, err := encode(pb, obj, gv)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return data
+	}
+	lease := seed(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"x": "y"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a"), RenewTime: ptr.To(metav1.NewMicroTime(time.Unix(1, 2000)))}}, registry.Leases.GroupVersion)
+	f.Add(lease)
+	f.Add(lease[:len(lease)-3])
+	f.Add(seed(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, registry.Nodes.GroupVersion))
+	f.Add(bytes.Replace(lease, []byte("coordination.k8s.io/v1"), []byte("coordination.k8s.io/v2"), 1))
+	f.Add([]byte("k8s\x00"))
+	gvk := registry.Leases.GroupVersionKind()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gotErr := decodeBody(mediaProtobuf, data, &coordinationv1.Lease{}, gvk, true)
+		want, wantErr := decodeWith(info, data, &coordinationv1.Lease{}, gvk, true)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("error %v, the serializer's %v", gotErr, wantErr)
+		}
+		if wantErr == nil && !apiequality.Semantic.DeepEqual(got, want) {
+			t.Fatalf("decoded %#v, the serializer %#v", got, want)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // protobufPrefix starts every stored object: Kubernetes' protobuf magic.
@@ -58,9 +59,36 @@ func (k *Kind) decodeInPlace(data []byte) (obj runtime.Object, ok bool, err erro
 	return obj, true, nil
 }
 
+// DecodeProtobuf decodes data, an object of gvk in Kubernetes' protobuf
+// envelope, into into, a new object of a generated type, the way
+// decodeInPlace does: for a request body, as for a stored object. ok is
+// false, and into untouched, for any other envelope (another kind, a
+// content encoding, a field twice); err is the generated Unmarshal's, and
+// into then holds part of the object. Either way the caller can fall back
+// to the serializer, after resetting into.
+func DecodeProtobuf(data []byte, gvk schema.GroupVersionKind, into runtime.Object) (ok bool, err error) {
+	raw, ok := unwrap(data, gvk.GroupVersion().String(), gvk.Kind)
+	if !ok {
+		return false, nil
+	}
+	u, ok := into.(unmarshaler)
+	if !ok {
+		return false, nil
+	}
+	if err := u.Unmarshal(raw); err != nil {
+		return true, err
+	}
+	into.GetObjectKind().SetGroupVersionKind(gvk)
+	return true, nil
+}
+
 // unwrap returns the object's bytes inside a "k8s\x00" envelope whose type
 // is k's, without copying them.
-func (k *Kind) unwrap(data []byte) ([]byte, bool) {
+func (k *Kind) unwrap(data []byte) ([]byte, bool) { return unwrap(data, k.apiVersion, k.gvk.Kind) }
+
+// unwrap returns the object's bytes inside a "k8s\x00" envelope naming
+// apiVersion and kind, without copying them.
+func unwrap(data []byte, apiVersion, kind string) ([]byte, bool) {
 	b, ok := bytes.CutPrefix(data, protobufPrefix)
 	if !ok {
 		return nil, false
@@ -75,7 +103,7 @@ func (k *Kind) unwrap(data []byte) ([]byte, bool) {
 		seen[num], b = true, b[n:]
 		switch num {
 		case unknownTypeMeta:
-			if !k.isOwnTypeMeta(v) {
+			if !isTypeMeta(v, apiVersion, kind) {
 				return nil, false
 			}
 		case unknownRaw:
@@ -91,9 +119,9 @@ func (k *Kind) unwrap(data []byte) ([]byte, bool) {
 	return raw, seen[unknownTypeMeta] && seen[unknownRaw]
 }
 
-// isOwnTypeMeta tells whether b, an encoded TypeMeta, names exactly k's
+// isTypeMeta tells whether b, an encoded TypeMeta, names exactly
 // apiVersion and kind.
-func (k *Kind) isOwnTypeMeta(b []byte) bool {
+func isTypeMeta(b []byte, wantAPIVersion, wantKind string) bool {
 	var apiVersion, kind bool
 	for len(b) > 0 {
 		num, v, n := consumeBytesField(b)
@@ -103,12 +131,12 @@ func (k *Kind) isOwnTypeMeta(b []byte) bool {
 		b = b[n:]
 		switch {
 		case num == typeMetaAPIVersion && !apiVersion:
-			apiVersion = string(v) == k.apiVersion
+			apiVersion = string(v) == wantAPIVersion
 			if !apiVersion {
 				return false
 			}
 		case num == typeMetaKind && !kind:
-			kind = string(v) == k.gvk.Kind
+			kind = string(v) == wantKind
 			if !kind {
 				return false
 			}
