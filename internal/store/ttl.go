@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -52,15 +53,19 @@ func (k *Kind) SetTTL(ttl time.Duration) {
 }
 
 // putOp is the put of data at key, with the kind's lease if it has a TTL.
+// The op holds data itself, not a copy: the etcd client copies the value
+// into its request when the op is sent, and data, a fresh encoding, is
+// never written to again.
 func (k *Kind) putOp(ctx context.Context, key string, data []byte) (clientv3.Op, error) {
+	val := unsafe.String(unsafe.SliceData(data), len(data))
 	if k.ttl == nil {
-		return clientv3.OpPut(key, string(data)), nil
+		return clientv3.OpPut(key, val), nil
 	}
 	id, err := k.ttl.lease(ctx)
 	if err != nil {
 		return clientv3.Op{}, err
 	}
-	return clientv3.OpPut(key, string(data), clientv3.WithLease(id)), nil
+	return clientv3.OpPut(key, val, clientv3.WithLease(id)), nil
 }
 
 // lease returns a lease that expires no sooner than ttl from now, granting
