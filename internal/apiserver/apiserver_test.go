@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,5 +73,37 @@ func TestRenewalMetadataValidated(t *testing.T) {
 	got, err := leases.Get(ctx, "renewed", metav1.GetOptions{})
 	if err != nil || got.ResourceVersion != l.ResourceVersion || len(got.Labels) != 0 {
 		t.Fatalf("the rejected renewal changed the lease: %v %v", got, err)
+	}
+}
+
+// TestUnconditionalUpdatesRetry: updates without a resourceVersion that
+// race for one lease each lose compares in the store and are tried again
+// from the body as sent; every one succeeds with what it sent.
+func TestUnconditionalUpdatesRetry(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	leases := s.Client(t, "application/vnd.kubernetes.protobuf").CoordinationV1().Leases("default")
+	ctx := context.Background()
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "raced"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 8, 5
+	errs := make(chan error, writers*each)
+	for w := range writers {
+		go func() {
+			for i := range each {
+				holder := fmt.Sprintf("w%d-%d", w, i)
+				got, err := leases.Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "raced"},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)}}, metav1.UpdateOptions{})
+				if err == nil && ptr.Deref(got.Spec.HolderIdentity, "") != holder {
+					err = fmt.Errorf("update of %s answered holder %v", holder, got.Spec.HolderIdentity)
+				}
+				errs <- err
+			}
+		}()
+	}
+	for range writers * each {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -369,7 +369,7 @@ func (s *Server) create(req *request) error {
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
 		return badRequest("%v", err)
 	}
-	wo, obj, err := s.readObject(req, "CreateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo, obj, _, err := s.readObject(req, "CreateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	if err != nil {
 		return err
 	}
@@ -559,23 +559,34 @@ func statusOnly(sub string) string {
 
 // readObject reads what create and update share: the write options, the
 // body, and the object in it with its namespace checked against the URL.
-func (s *Server) readObject(req *request, optionsKind string, dryRun []string, manager, validation string) (writeOptions, runtime.Object, error) {
+func (s *Server) readObject(req *request, optionsKind string, dryRun []string, manager, validation string) (writeOptions, runtime.Object, []byte, error) {
 	wo, err := parseWriteOptions(req, optionsKind, dryRun, manager, validation)
 	if err != nil {
-		return wo, nil, err
+		return wo, nil, nil, err
 	}
 	if _, err := s.negotiate(req.r); err != nil {
-		return wo, nil, err
+		return wo, nil, nil, err
 	}
 	body, err := s.readBody(req)
 	if err != nil {
-		return wo, nil, err
+		return wo, nil, nil, err
 	}
 	obj, err := s.decodeObject(req, body, wo.fieldValidation)
 	if err != nil {
-		return wo, nil, err
+		return wo, nil, nil, err
 	}
-	return wo, obj, s.checkNamespace(req, obj)
+	return wo, obj, body, s.checkNamespace(req, obj)
+}
+
+// decodeAgain decodes a body that readObject took once more, for a second
+// attempt at a write: without strictness, whose warnings the first decoding
+// gave already, and with the same namespace.
+func (s *Server) decodeAgain(req *request, body []byte) (runtime.Object, error) {
+	obj, err := decodeBody(req.r.Header.Get("Content-Type"), body, req.res.New(), req.res.GroupVersionKind(), false)
+	if err != nil {
+		return nil, err
+	}
+	return obj, s.checkNamespace(req, obj)
 }
 
 func (s *Server) update(req *request) error {
@@ -583,7 +594,7 @@ func (s *Server) update(req *request) error {
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
 		return badRequest("%v", err)
 	}
-	wo, obj, err := s.readObject(req, "UpdateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo, obj, body, err := s.readObject(req, "UpdateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	if err != nil {
 		return err
 	}
@@ -592,13 +603,22 @@ func (s *Server) update(req *request) error {
 		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), req.info.name)
 	}
 	key := req.kind.Key(req.info.namespace, req.info.name)
-	created := false
+	created, attempts := false, 0
 	out, err := req.kind.Update(req.ctx, key, store.UpdateOptions{
 		Guess:       s.guess(req.ctx, req.kind, key, m.GetResourceVersion()),
 		AllowCreate: req.res.AllowCreateOnUpdate && req.info.subresource == "",
 		DryRun:      wo.dryRun,
 	}, func(cur runtime.Object) (runtime.Object, error) {
-		proposed := obj.DeepCopyObject()
+		// The first attempt takes the decoded object as it is and changes
+		// it; another attempt (after a conflict) decodes the body again
+		// rather than every attempt copying it first.
+		proposed := obj
+		if attempts++; attempts > 1 {
+			var err error
+			if proposed, err = s.decodeAgain(req, body); err != nil {
+				return nil, err
+			}
+		}
 		if cur == nil {
 			created = true
 			if err := s.namespaceAccepts(req); err != nil {
