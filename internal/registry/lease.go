@@ -138,6 +138,15 @@ func (r *Resource) nameRule() apivalidation.ValidateNameFunc {
 	return apivalidation.NameIsDNSSubdomain
 }
 
+// leaseSpecPaths are the paths leaseChangedFields reports, in the order it
+// checks them, built once: a renewal reports one on every request. Callers
+// only read them.
+var leaseSpecPaths = [...][]string{
+	{"f:spec", "f:holderIdentity"}, {"f:spec", "f:leaseDurationSeconds"}, {"f:spec", "f:acquireTime"},
+	{"f:spec", "f:renewTime"}, {"f:spec", "f:leaseTransitions"}, {"f:spec", "f:strategy"},
+	{"f:spec", "f:preferredHolder"},
+}
+
 // leaseChangedFields compares two Leases field by field: a renewal differs
 // in spec.renewTime only.
 func leaseChangedFields(obj, old runtime.Object) ([][]string, bool) {
@@ -146,18 +155,18 @@ func leaseChangedFields(obj, old runtime.Object) ([][]string, bool) {
 		return nil, false
 	}
 	var paths [][]string
-	add := func(changed bool, name string) {
+	add := func(changed bool, path []string) {
 		if changed {
-			paths = append(paths, []string{"f:spec", "f:" + name})
+			paths = append(paths, path)
 		}
 	}
-	add(!equalPtr(l.Spec.HolderIdentity, o.Spec.HolderIdentity), "holderIdentity")
-	add(!equalPtr(l.Spec.LeaseDurationSeconds, o.Spec.LeaseDurationSeconds), "leaseDurationSeconds")
-	add(!equalMicroTime(l.Spec.AcquireTime, o.Spec.AcquireTime), "acquireTime")
-	add(!equalMicroTime(l.Spec.RenewTime, o.Spec.RenewTime), "renewTime")
-	add(!equalPtr(l.Spec.LeaseTransitions, o.Spec.LeaseTransitions), "leaseTransitions")
-	add(!equalPtr(l.Spec.Strategy, o.Spec.Strategy), "strategy")
-	add(!equalPtr(l.Spec.PreferredHolder, o.Spec.PreferredHolder), "preferredHolder")
+	add(!equalPtr(l.Spec.HolderIdentity, o.Spec.HolderIdentity), leaseSpecPaths[0])
+	add(!equalPtr(l.Spec.LeaseDurationSeconds, o.Spec.LeaseDurationSeconds), leaseSpecPaths[1])
+	add(!equalMicroTime(l.Spec.AcquireTime, o.Spec.AcquireTime), leaseSpecPaths[2])
+	add(!equalMicroTime(l.Spec.RenewTime, o.Spec.RenewTime), leaseSpecPaths[3])
+	add(!equalPtr(l.Spec.LeaseTransitions, o.Spec.LeaseTransitions), leaseSpecPaths[4])
+	add(!equalPtr(l.Spec.Strategy, o.Spec.Strategy), leaseSpecPaths[5])
+	add(!equalPtr(l.Spec.PreferredHolder, o.Spec.PreferredHolder), leaseSpecPaths[6])
 	// A field going from set to unset changes ownership in ways only the
 	// full computation gets right.
 	for _, p := range paths {

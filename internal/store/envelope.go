@@ -67,7 +67,8 @@ func (k *Kind) decodeInPlace(data []byte) (obj runtime.Object, ok bool, err erro
 // into then holds part of the object. Either way the caller can fall back
 // to the serializer, after resetting into.
 func DecodeProtobuf(data []byte, gvk schema.GroupVersionKind, into runtime.Object) (ok bool, err error) {
-	raw, ok := unwrap(data, gvk.GroupVersion().String(), gvk.Kind)
+	apiVersion := gvk.GroupVersion().String()
+	raw, ok := unwrap(data, apiVersion, gvk.Kind)
 	if !ok {
 		return false, nil
 	}
@@ -78,7 +79,11 @@ func DecodeProtobuf(data []byte, gvk schema.GroupVersionKind, into runtime.Objec
 	if err := u.Unmarshal(raw); err != nil {
 		return true, err
 	}
-	into.GetObjectKind().SetGroupVersionKind(gvk)
+	if tm, isTypeMeta := into.GetObjectKind().(*metav1.TypeMeta); isTypeMeta {
+		tm.APIVersion, tm.Kind = apiVersion, gvk.Kind
+	} else {
+		into.GetObjectKind().SetGroupVersionKind(gvk)
+	}
 	return true, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -49,13 +50,22 @@ func (k *Kind) encode(obj runtime.Object) ([]byte, error) {
 	rv := resourceVersion(obj)
 	clearResourceVersion(obj)
 	// Stored objects carry the kind's own apiVersion and kind, as
-	// decodeInPlace expects.
-	kind := obj.GetObjectKind()
-	gvk := kind.GroupVersionKind()
-	kind.SetGroupVersionKind(k.gvk)
+	// decodeInPlace expects: set as the kind's own strings where the
+	// object has a TypeMeta, not built anew by SetGroupVersionKind.
 	var v encodedValue
-	err := k.s.proto.EncodeWithAllocator(obj, &v, &v)
-	kind.SetGroupVersionKind(gvk)
+	var err error
+	if tm, ok := obj.GetObjectKind().(*metav1.TypeMeta); ok {
+		was := *tm
+		tm.APIVersion, tm.Kind = k.apiVersion, k.gvk.Kind
+		err = k.s.proto.EncodeWithAllocator(obj, &v, &v)
+		*tm = was
+	} else {
+		kind := obj.GetObjectKind()
+		gvk := kind.GroupVersionKind()
+		kind.SetGroupVersionKind(k.gvk)
+		err = k.s.proto.EncodeWithAllocator(obj, &v, &v)
+		kind.SetGroupVersionKind(gvk)
+	}
 	if rv != 0 {
 		setResourceVersion(obj, rv)
 	}
