@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -17,78 +18,44 @@ import (
 // extras, strings with control or non-ASCII bytes) still go through
 // encoding/json, so their escaping is encoding/json's own.
 func (ev *Event) appendJSON(b []byte) ([]byte, error) {
-	var err error
-	b = append(b, '{')
-	comma := false
-	field := func(name string) {
-		b = appendKey(b, comma, name)
-		comma = true
-	}
-	if ev.Kind != "" {
-		field("kind")
-		b = appendString(b, ev.Kind)
-	}
-	if ev.APIVersion != "" {
-		field("apiVersion")
-		b = appendString(b, ev.APIVersion)
-	}
-	field("level")
-	b = appendString(b, string(ev.Level))
-	field("auditID")
-	b = appendString(b, string(ev.AuditID))
-	field("stage")
-	b = appendString(b, string(ev.Stage))
-	field("requestURI")
-	b = appendString(b, ev.RequestURI)
-	field("verb")
-	b = appendString(b, ev.Verb)
-	field("user")
-	if b, err = appendUser(b, &ev.User); err != nil {
-		return nil, err
-	}
+	o := object{b: append(b, '{')}
+	o.str("kind", ev.Kind, true)
+	o.str("apiVersion", ev.APIVersion, true)
+	o.str("level", string(ev.Level), false)
+	o.str("auditID", string(ev.AuditID), false)
+	o.str("stage", string(ev.Stage), false)
+	o.str("requestURI", ev.RequestURI, false)
+	o.str("verb", ev.Verb, false)
+	o.key("user")
+	o.user(&ev.User)
 	if ev.ImpersonatedUser != nil {
-		field("impersonatedUser")
-		if b, err = appendUser(b, ev.ImpersonatedUser); err != nil {
-			return nil, err
-		}
+		o.key("impersonatedUser")
+		o.user(ev.ImpersonatedUser)
 	}
-	if len(ev.SourceIPs) > 0 {
-		field("sourceIPs")
-		b = appendStrings(b, ev.SourceIPs)
-	}
-	if ev.UserAgent != "" {
-		field("userAgent")
-		b = appendString(b, ev.UserAgent)
-	}
+	o.strs("sourceIPs", ev.SourceIPs)
+	o.str("userAgent", ev.UserAgent, true)
 	if r := ev.ObjectRef; r != nil {
-		field("objectRef")
-		b = appendObjectRef(b, r)
+		o.key("objectRef")
+		o.objectRef(r)
 	}
 	if ev.ResponseStatus != nil {
-		field("responseStatus")
-		if b, err = appendStatus(b, ev.ResponseStatus); err != nil {
-			return nil, err
-		}
+		o.key("responseStatus")
+		o.status(ev.ResponseStatus)
 	}
 	if ev.RequestObject != nil {
-		field("requestObject")
-		if b, err = appendMarshalled(b, ev.RequestObject); err != nil {
-			return nil, err
-		}
+		o.key("requestObject")
+		o.marshal(ev.RequestObject)
 	}
 	if ev.ResponseObject != nil {
-		field("responseObject")
-		if b, err = appendMarshalled(b, ev.ResponseObject); err != nil {
-			return nil, err
-		}
+		o.key("responseObject")
+		o.marshal(ev.ResponseObject)
 	}
-	field("requestReceivedTimestamp")
-	b = appendMicroTime(b, ev.RequestReceivedTimestamp)
-	field("stageTimestamp")
-	b = appendMicroTime(b, ev.StageTimestamp)
+	o.key("requestReceivedTimestamp")
+	o.b = appendMicroTime(o.b, ev.RequestReceivedTimestamp)
+	o.key("stageTimestamp")
+	o.b = appendMicroTime(o.b, ev.StageTimestamp)
 	if len(ev.Annotations) > 0 {
-		field("annotations")
-		b = append(b, '{')
+		o.key("annotations")
 		// encoding/json's order; an event has two or three.
 		var small [4]string
 		keys := small[:0]
@@ -96,92 +63,129 @@ func (ev *Event) appendJSON(b []byte) ([]byte, error) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = appendString(b, ev.Annotations[k])
+		a := object{b: append(o.b, '{')}
+		for _, k := range keys {
+			a.sep()
+			a.b = appendString(a.b, k)
+			a.b = append(a.b, ':')
+			a.b = appendString(a.b, ev.Annotations[k])
 		}
-		b = append(b, '}')
+		o.b = append(a.b, '}')
 	}
-	return append(b, '}'), nil
+	if o.err != nil {
+		return nil, o.err
+	}
+	return append(o.b, '}'), nil
 }
 
-func appendUser(b []byte, u *authenticationv1.UserInfo) ([]byte, error) {
-	b = append(b, '{')
-	comma := false
-	field := func(name string) {
-		b = appendKey(b, comma, name)
-		comma = true
+// object writes the fields of one JSON object after its opening brace: a
+// comma before each but the first, and the first error of encoding/json.
+type object struct {
+	b     []byte
+	comma bool
+	err   error
+}
+
+// sep writes the comma before every field but the first.
+func (o *object) sep() {
+	if o.comma {
+		o.b = append(o.b, ',')
 	}
-	if u.Username != "" {
-		field("username")
-		b = appendString(b, u.Username)
+	o.comma = true
+}
+
+// key writes a field's name, one of the Event's own (which need no
+// escaping).
+func (o *object) key(name string) {
+	o.sep()
+	o.b = append(o.b, '"')
+	o.b = append(o.b, name...)
+	o.b = append(o.b, '"', ':')
+}
+
+// str writes a string field, none when empty and omitEmpty.
+func (o *object) str(name, value string, omitEmpty bool) {
+	if value == "" && omitEmpty {
+		return
 	}
-	if u.UID != "" {
-		field("uid")
-		b = appendString(b, u.UID)
+	o.key(name)
+	o.b = appendString(o.b, value)
+}
+
+// strs writes a list of strings, none when empty (omitempty).
+func (o *object) strs(name string, values []string) {
+	if len(values) == 0 {
+		return
 	}
-	if len(u.Groups) > 0 {
-		field("groups")
-		b = appendStrings(b, u.Groups)
+	o.key(name)
+	o.b = append(o.b, '[')
+	for i, s := range values {
+		if i > 0 {
+			o.b = append(o.b, ',')
+		}
+		o.b = appendString(o.b, s)
 	}
+	o.b = append(o.b, ']')
+}
+
+// marshal writes v through encoding/json with HTML escaping off, as the
+// Logger's encoder did for the whole event.
+func (o *object) marshal(v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		if o.err == nil {
+			o.err = err
+		}
+		return
+	}
+	o.b = append(o.b, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...)
+}
+
+func (o *object) user(u *authenticationv1.UserInfo) {
+	f := object{b: append(o.b, '{')}
+	f.str("username", u.Username, true)
+	f.str("uid", u.UID, true)
+	f.strs("groups", u.Groups)
 	if len(u.Extra) > 0 {
-		field("extra")
-		var err error
-		if b, err = appendMarshalled(b, u.Extra); err != nil {
-			return nil, err
-		}
+		f.key("extra")
+		f.marshal(u.Extra)
 	}
-	return append(b, '}'), nil
+	o.b, o.err = append(f.b, '}'), cmp.Or(o.err, f.err)
 }
 
-func appendObjectRef(b []byte, r *ObjectReference) []byte {
-	b = append(b, '{')
-	comma := false
-	for _, f := range [...]struct{ name, value string }{
-		{"resource", r.Resource}, {"namespace", r.Namespace}, {"name", r.Name}, {"uid", string(r.UID)},
-		{"apiGroup", r.APIGroup}, {"apiVersion", r.APIVersion}, {"resourceVersion", r.ResourceVersion},
-		{"subresource", r.Subresource},
-	} {
-		if f.value == "" {
-			continue
-		}
-		b = appendKey(b, comma, f.name)
-		comma = true
-		b = appendString(b, f.value)
-	}
-	return append(b, '}')
+func (o *object) objectRef(r *ObjectReference) {
+	f := object{b: append(o.b, '{')}
+	f.str("resource", r.Resource, true)
+	f.str("namespace", r.Namespace, true)
+	f.str("name", r.Name, true)
+	f.str("uid", string(r.UID), true)
+	f.str("apiGroup", r.APIGroup, true)
+	f.str("apiVersion", r.APIVersion, true)
+	f.str("resourceVersion", r.ResourceVersion, true)
+	f.str("subresource", r.Subresource, true)
+	o.b = append(f.b, '}')
 }
 
-// appendStatus writes the status of a response as the API server records
-// it (a code, and for failures a status, message and reason); any other
-// status goes through encoding/json.
-func appendStatus(b []byte, s *metav1.Status) ([]byte, error) {
+// status writes the status of a response as the API server records it (a
+// code, and for failures a status, message and reason); any other status
+// goes through encoding/json.
+func (o *object) status(s *metav1.Status) {
 	if s.TypeMeta != (metav1.TypeMeta{}) || s.ListMeta.SelfLink != "" || s.ListMeta.ResourceVersion != "" ||
 		s.ListMeta.Continue != "" || s.ListMeta.RemainingItemCount != nil || s.Details != nil {
-		return appendMarshalled(b, s)
+		o.marshal(s)
+		return
 	}
-	b = append(b, `{"metadata":{}`...)
-	if s.Status != "" {
-		b = append(b, `,"status":`...)
-		b = appendString(b, s.Status)
-	}
-	if s.Message != "" {
-		b = append(b, `,"message":`...)
-		b = appendString(b, s.Message)
-	}
-	if s.Reason != "" {
-		b = append(b, `,"reason":`...)
-		b = appendString(b, string(s.Reason))
-	}
+	f := object{b: append(o.b, `{"metadata":{}`...), comma: true}
+	f.str("status", s.Status, true)
+	f.str("message", s.Message, true)
+	f.str("reason", string(s.Reason), true)
 	if s.Code != 0 {
-		b = append(b, `,"code":`...)
-		b = strconv.AppendInt(b, int64(s.Code), 10)
+		f.key("code")
+		f.b = strconv.AppendInt(f.b, int64(s.Code), 10)
 	}
-	return append(b, '}'), nil
+	o.b = append(f.b, '}')
 }
 
 // appendMicroTime writes t as metav1.MicroTime's MarshalJSON does.
@@ -194,27 +198,6 @@ func appendMicroTime(b []byte, t metav1.MicroTime) []byte {
 	return append(b, '"')
 }
 
-// appendKey writes an object's key, after a comma unless it is the first.
-func appendKey(b []byte, comma bool, name string) []byte {
-	if comma {
-		b = append(b, ',')
-	}
-	b = append(b, '"')
-	b = append(b, name...)
-	return append(b, '"', ':')
-}
-
-func appendStrings(b []byte, ss []string) []byte {
-	b = append(b, '[')
-	for i, s := range ss {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s)
-	}
-	return append(b, ']')
-}
-
 // appendString writes s as a JSON string. Printable ASCII needs escaping
 // only for quotes and backslashes; a string with any other byte is left to
 // encoding/json (control characters, invalid UTF-8, U+2028 and U+2029).
@@ -225,8 +208,9 @@ func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c < 0x20 || c > 0x7e:
-			b, _ = appendMarshalled(b[:mark], s) // a string always encodes
-			return b
+			o := object{b: b[:mark]}
+			o.marshal(s) // a string always encodes
+			return o.b
 		case c == '"' || c == '\\':
 			b = append(b, s[start:i]...)
 			b = append(b, '\\', c)
@@ -235,16 +219,4 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
-}
-
-// appendMarshalled writes v through encoding/json with HTML escaping off,
-// as the Logger's encoder did for the whole event.
-func appendMarshalled(b []byte, v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...), nil
 }
