@@ -37,24 +37,9 @@ type unmarshaler interface {
 // anything else is left to the serializer. The generated Unmarshal copies
 // every string and byte slice, so the object does not alias data.
 func (k *Kind) decodeInPlace(data []byte) (obj runtime.Object, ok bool, err error) {
-	raw, ok := k.unwrap(data)
-	if !ok {
-		return nil, false, nil
-	}
 	obj = k.newObj()
-	u, ok := obj.(unmarshaler)
-	if !ok {
-		return nil, false, nil
-	}
-	if err := u.Unmarshal(raw); err != nil {
-		return nil, true, err
-	}
-	// The serializer sets the kind on what it decodes; so does this, with
-	// the kind's own strings rather than a new apiVersion per object.
-	if tm, isTypeMeta := obj.GetObjectKind().(*metav1.TypeMeta); isTypeMeta {
-		tm.APIVersion, tm.Kind = k.apiVersion, k.gvk.Kind
-	} else {
-		obj.GetObjectKind().SetGroupVersionKind(k.gvk)
+	if ok, err = decodeInto(data, k.apiVersion, k.gvk, obj); !ok || err != nil {
+		return nil, ok, err
 	}
 	return obj, true, nil
 }
@@ -67,7 +52,14 @@ func (k *Kind) decodeInPlace(data []byte) (obj runtime.Object, ok bool, err erro
 // into then holds part of the object. Either way the caller can fall back
 // to the serializer, after resetting into.
 func DecodeProtobuf(data []byte, gvk schema.GroupVersionKind, into runtime.Object) (ok bool, err error) {
-	apiVersion := gvk.GroupVersion().String()
+	return decodeInto(data, gvk.GroupVersion().String(), gvk, into)
+}
+
+// decodeInto unmarshals the object inside data's envelope, which must name
+// apiVersion (gvk's) and gvk's kind, into into. The serializer sets the
+// kind on what it decodes; so does this, a TypeMeta with the strings given
+// rather than a new apiVersion per object.
+func decodeInto(data []byte, apiVersion string, gvk schema.GroupVersionKind, into runtime.Object) (ok bool, err error) {
 	raw, ok := unwrap(data, apiVersion, gvk.Kind)
 	if !ok {
 		return false, nil
