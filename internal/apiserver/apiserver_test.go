@@ -76,6 +76,46 @@ func TestRenewalMetadataValidated(t *testing.T) {
 	}
 }
 
+// TestRenewalWritesUnchangedDoesNot: a renewal (the heartbeat fast path,
+// which tells the store it changed a field) is written; the same lease
+// sent back unchanged is not.
+func TestRenewalWritesUnchangedDoesNot(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	leases := s.Client(t, "application/vnd.kubernetes.protobuf").CoordinationV1().Leases("default")
+	ctx := context.Background()
+	as := metav1.UpdateOptions{FieldManager: "agent"}
+	l, err := leases.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "renewed"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("x"), RenewTime: ptr.To(metav1.NowMicro())},
+	}, metav1.CreateOptions{FieldManager: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		before := l.ResourceVersion
+		want := metav1.NewMicroTime(l.Spec.RenewTime.Add(time.Second))
+		l.Spec.RenewTime = ptr.To(want)
+		if l, err = leases.Update(ctx, l, as); err != nil {
+			t.Fatalf("renewal %d: %v", i, err)
+		}
+		got, err := leases.Get(ctx, "renewed", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ResourceVersion == before || got.ResourceVersion != l.ResourceVersion || !got.Spec.RenewTime.Equal(&want) {
+			t.Fatalf("renewal %d: stored resourceVersion %s (was %s, answered %s), renewTime %v, want %v",
+				i, got.ResourceVersion, before, l.ResourceVersion, got.Spec.RenewTime, want)
+		}
+	}
+	same, err := leases.Update(ctx, l.DeepCopy(), as)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.ResourceVersion != l.ResourceVersion {
+		t.Fatalf("an update that changes nothing was written: resourceVersion %s → %s", l.ResourceVersion, same.ResourceVersion)
+	}
+}
+
 // TestUnconditionalUpdatesRetry: updates without a resourceVersion that
 // race for one lease each lose compares in the store and are tried again
 // from the body as sent; every one succeeds with what it sent.

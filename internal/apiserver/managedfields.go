@@ -17,6 +17,8 @@ import (
 // most of the cost of a renewal) can only refresh that manager's timestamp,
 // so this does exactly that. It returns false, changing nothing, whenever
 // the update is anything else; the caller then runs the field manager.
+// changed tells that the update changes a field (so the object to store
+// differs from cur).
 //
 // Conditions, each of which sends the update down the full path:
 //   - the resource can list the fields an update changes (ChangedFields);
@@ -25,9 +27,9 @@ import (
 //   - every changed field is owned by this manager's Update entry for this
 //     API version and subresource, and by no other entry;
 //   - no field went from set to unset (the resource's hook checks that).
-func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, manager string) bool {
+func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, manager string) (heartbeat, changed bool) {
 	if req.res.ChangedFields == nil || req.info.subresource != "" && req.info.subresource != "status" {
-		return false
+		return false, false
 	}
 	nm, cm := objectMeta(obj), objectMeta(cur)
 	if len(nm.ManagedFields) == 0 {
@@ -35,10 +37,10 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 	}
 	paths, ok := req.res.ChangedFields(obj, cur)
 	if !ok {
-		return false
+		return false, false
 	}
 	if len(paths) == 0 {
-		return true
+		return true, false
 	}
 	apiVersion := req.res.GroupVersion.String()
 	mine := -1
@@ -51,7 +53,7 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 		for _, p := range paths {
 			owned, err := fieldsHas(e.FieldsV1.Raw, p)
 			if err != nil || self && !owned || !self && owned {
-				return false
+				return false, false
 			}
 		}
 		if self {
@@ -59,14 +61,14 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 		}
 	}
 	if mine < 0 {
-		return false
+		return false, false
 	}
 	entries := make([]metav1.ManagedFieldsEntry, len(nm.ManagedFields))
 	copy(entries, nm.ManagedFields)
 	now := metav1.NewTime(s.clock.Now().UTC())
 	entries[mine].Time = &now
 	nm.ManagedFields = entries
-	return true
+	return true, true
 }
 
 // fieldsHas reports whether raw, a FieldsV1 document (a set of field paths

@@ -74,13 +74,17 @@ func TestHeartbeatManagedFields(t *testing.T) {
 
 // checkHeartbeat runs the fast path for an update of cur to proposed. It
 // must be taken as want says; taken, it must give the managed fields fm
-// computes (timestamps aside), and declined, leave the object as it was.
+// computes (timestamps aside) and report a change exactly when proposed
+// differs from cur, and declined, leave the object as it was.
 func checkHeartbeat(t *testing.T, s *Server, req *request, fm *managedfields.FieldManager, cur, proposed runtime.Object, manager string, want bool) {
 	t.Helper()
 	fast := proposed.DeepCopyObject()
-	got := s.heartbeatManagedFields(req, fast, cur, manager)
+	got, changed := s.heartbeatManagedFields(req, fast, cur, manager)
 	if got != want {
 		t.Fatalf("fast path taken: got %v, want %v", got, want)
+	}
+	if differs := !equality.Semantic.DeepEqual(cur, proposed); got && changed != differs {
+		t.Fatalf("fast path reports changed %v for an update that changes something: %v", changed, differs)
 	}
 	if !got {
 		if !equality.Semantic.DeepEqual(fast, proposed) {

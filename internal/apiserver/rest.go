@@ -38,6 +38,9 @@ type request struct {
 	gr   schema.GroupResource
 	// warnings go out in Warning headers before the body.
 	warnings []string
+	// changed is set by prepareUpdate when the object it returned is a
+	// heartbeat that certainly differs from the current one.
+	changed bool
 }
 
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
@@ -524,7 +527,11 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 			req.res.PrepareForUpdate(obj, cur)
 		}
 	}
-	heartbeat := managed && s.heartbeatManagedFields(req, obj, cur, manager)
+	heartbeat := false
+	req.changed = false
+	if managed {
+		heartbeat, req.changed = s.heartbeatManagedFields(req, obj, cur, manager)
+	}
 	if managed && !heartbeat {
 		obj = s.fields[fieldManagerKey{req.res, statusOnly(req.info.subresource)}].UpdateNoErrors(cur, obj, manager)
 		nm, _ = meta.Accessor(obj)
@@ -608,6 +615,7 @@ func (s *Server) update(req *request) error {
 		Guess:       s.guess(req.ctx, req.kind, key, m.GetResourceVersion()),
 		AllowCreate: req.res.AllowCreateOnUpdate && req.info.subresource == "",
 		DryRun:      wo.dryRun,
+		Changed:     func() bool { return req.changed },
 	}, func(cur runtime.Object) (runtime.Object, error) {
 		// The first attempt takes the decoded object as it is and changes
 		// it; another attempt (after a conflict) decodes the body again

@@ -258,6 +258,12 @@ type UpdateOptions struct {
 	AllowCreate bool
 	// DryRun computes and returns the result without writing.
 	DryRun bool
+	// Changed, when set, is asked after each call of the UpdateFunc. True
+	// promises that the object it returned differs from the current one,
+	// so Update writes it without encoding the current object to compare
+	// the two (the check that makes an update that changes nothing write
+	// nothing). A renewal knows what it changed.
+	Changed func() bool
 }
 
 // Update applies fn to the current object and writes the result with a
@@ -301,14 +307,14 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 		if current == nil {
 			cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 		} else {
-			if origData == nil {
+			if origData == nil && (opts.Changed == nil || !opts.Changed()) {
 				// encode sets the copy's resourceVersion and kind, not
 				// current's, which the watch cache shares.
 				if origData, err = k.encode(ShallowCopy(current)); err != nil {
 					return nil, err
 				}
 			}
-			if bytes.Equal(origData, data) {
+			if origData != nil && bytes.Equal(origData, data) {
 				return current, nil
 			}
 			cmp = clientv3.Compare(clientv3.ModRevision(key), "=", resourceVersion(current))

@@ -463,3 +463,39 @@ func TestContendedUpdatesAndDelete(t *testing.T) {
 	}
 	t.Logf("the delete checked %d states", checks)
 }
+
+// An update that changes nothing writes nothing, unless its caller says
+// it changed something (Changed), which Update then takes at its word.
+func TestUpdateNoChange(t *testing.T) {
+	_, k := newStore(t)
+	ctx := context.Background()
+	key := k.Key("default", "same")
+	created, err := k.Create(ctx, key, lease("default", "same", "h"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(cur runtime.Object) (runtime.Object, error) { return cur.DeepCopyObject(), nil }
+	rv := func(obj runtime.Object) string { return obj.(*coordinationv1.Lease).ResourceVersion }
+
+	out, err := k.Update(ctx, key, store.UpdateOptions{}, same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv(out) != rv(created) {
+		t.Fatalf("an update that changes nothing wrote: resourceVersion %s → %s", rv(created), rv(out))
+	}
+	out, err = k.Update(ctx, key, store.UpdateOptions{Changed: func() bool { return false }}, same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv(out) != rv(created) {
+		t.Fatalf("Changed false: resourceVersion %s → %s", rv(created), rv(out))
+	}
+	out, err = k.Update(ctx, key, store.UpdateOptions{Changed: func() bool { return true }}, same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv(out) == rv(created) {
+		t.Fatalf("Changed true: no write, resourceVersion still %s", rv(out))
+	}
+}
