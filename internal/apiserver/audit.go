@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -34,6 +35,9 @@ type auditRecord struct {
 	mu      sync.Mutex
 	ev      audit.Event
 	reqBody *limitedBuffer
+	// done: the event has gone to the log at its last stage; it is the
+	// log's now, and nothing may change it.
+	done bool
 }
 
 // auditBegin starts the record of a request, writing RequestReceived; nil
@@ -85,23 +89,27 @@ type teeBody struct {
 	io.Closer
 }
 
-// emit writes the event at stage, if the policy records it.
+// emit writes the event at stage, if the policy records it. The log takes
+// the event as it stands: a copy at the early stages, and at the last
+// (ResponseComplete or Panic) the record's own, which nothing changes
+// afterwards (done).
 func (rec *auditRecord) emit(stage audit.Stage) {
 	if !rec.decision.Records(stage) {
 		return
 	}
+	now := metav1.NewMicroTime(rec.s.clock.Now())
 	rec.mu.Lock()
-	ev := rec.ev
-	if len(rec.ev.Annotations) > 0 {
-		ev.Annotations = make(map[string]string, len(rec.ev.Annotations))
-		for k, v := range rec.ev.Annotations {
-			ev.Annotations[k] = v
-		}
+	ev := &rec.ev
+	if stage == audit.StageResponseComplete || stage == audit.StagePanic {
+		rec.done = true
+	} else {
+		c := rec.ev
+		c.Annotations = maps.Clone(rec.ev.Annotations)
+		ev = &c
 	}
+	ev.Stage, ev.StageTimestamp = stage, now
 	rec.mu.Unlock()
-	ev.Stage = stage
-	ev.StageTimestamp = metav1.NewMicroTime(rec.s.clock.Now())
-	rec.s.cfg.Audit.Log(&ev)
+	rec.s.cfg.Audit.Log(ev)
 }
 
 func (rec *auditRecord) annotate(kv ...string) {
@@ -110,6 +118,9 @@ func (rec *auditRecord) annotate(kv ...string) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	if rec.done {
+		return
+	}
 	if rec.ev.Annotations == nil {
 		rec.ev.Annotations = map[string]string{}
 	}
@@ -124,7 +135,9 @@ func (rec *auditRecord) impersonated(u *auth.User) {
 	}
 	ui := userInfo(u)
 	rec.mu.Lock()
-	rec.ev.ImpersonatedUser = &ui
+	if !rec.done {
+		rec.ev.ImpersonatedUser = &ui
+	}
 	rec.mu.Unlock()
 }
 
@@ -217,7 +230,9 @@ func (rec *auditRecord) setStatus(code int, st *metav1.Status) {
 		rs.Status, rs.Message, rs.Reason, rs.Details = st.Status, st.Message, st.Reason, st.Details
 	}
 	rec.mu.Lock()
-	rec.ev.ResponseStatus = rs
+	if !rec.done {
+		rec.ev.ResponseStatus = rs
+	}
 	rec.mu.Unlock()
 }
 
