@@ -155,18 +155,11 @@ func leaseChangedFields(obj, old runtime.Object) ([][]string, bool) {
 		return nil, false
 	}
 	var paths [][]string
-	add := func(changed bool, path []string) {
-		if changed {
-			paths = append(paths, path)
+	for i, d := range leaseSpecDiffs(&l.Spec, &o.Spec) {
+		if d {
+			paths = append(paths, leaseSpecPaths[i])
 		}
 	}
-	add(!equalPtr(l.Spec.HolderIdentity, o.Spec.HolderIdentity), leaseSpecPaths[0])
-	add(!equalPtr(l.Spec.LeaseDurationSeconds, o.Spec.LeaseDurationSeconds), leaseSpecPaths[1])
-	add(!equalMicroTime(l.Spec.AcquireTime, o.Spec.AcquireTime), leaseSpecPaths[2])
-	add(!equalMicroTime(l.Spec.RenewTime, o.Spec.RenewTime), leaseSpecPaths[3])
-	add(!equalPtr(l.Spec.LeaseTransitions, o.Spec.LeaseTransitions), leaseSpecPaths[4])
-	add(!equalPtr(l.Spec.Strategy, o.Spec.Strategy), leaseSpecPaths[5])
-	add(!equalPtr(l.Spec.PreferredHolder, o.Spec.PreferredHolder), leaseSpecPaths[6])
 	// A field going from set to unset changes ownership in ways only the
 	// full computation gets right.
 	for _, p := range paths {
@@ -175,6 +168,27 @@ func leaseChangedFields(obj, old runtime.Object) ([][]string, bool) {
 		}
 	}
 	return paths, true
+}
+
+// leaseSpecDiffs tells, field by field in the order of leaseSpecPaths,
+// whether two specs differ.
+func leaseSpecDiffs(a, b *coordinationv1.LeaseSpec) [len(leaseSpecPaths)]bool {
+	return [...]bool{
+		!equalPtr(a.HolderIdentity, b.HolderIdentity),
+		!equalPtr(a.LeaseDurationSeconds, b.LeaseDurationSeconds),
+		!equalMicroTime(a.AcquireTime, b.AcquireTime),
+		!equalMicroTime(a.RenewTime, b.RenewTime),
+		!equalPtr(a.LeaseTransitions, b.LeaseTransitions),
+		!equalPtr(a.Strategy, b.Strategy),
+		!equalPtr(a.PreferredHolder, b.PreferredHolder),
+	}
+}
+
+// EqualLeaseSpecs reports whether two Lease specs are equal, as
+// equality.Semantic would, without reflection (a controller that watches
+// Leases compares them on every renewal).
+func EqualLeaseSpecs(a, b *coordinationv1.LeaseSpec) bool {
+	return leaseSpecDiffs(a, b) == [len(leaseSpecPaths)]bool{}
 }
 
 func leaseFieldUnset(l *coordinationv1.Lease, f string) bool {

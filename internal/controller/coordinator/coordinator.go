@@ -48,7 +48,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,6 +60,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/registry"
 )
 
 // UserName is the identity leasehold serve gives the coordinator.
@@ -489,7 +490,7 @@ func (c *Coordinator) observeLease(l *coordinationv1.Lease) {
 		c.leases[key] = &leaseState{obj: l, seenAt: now}
 	case older(l.ResourceVersion, s.obj.ResourceVersion):
 	default:
-		if !apiequality.Semantic.DeepEqual(s.obj.Spec, l.Spec) {
+		if !registry.EqualLeaseSpecs(&s.obj.Spec, &l.Spec) {
 			s.seenAt = now
 		}
 		s.obj = l
