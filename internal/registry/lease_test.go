@@ -35,11 +35,15 @@ func TestEqualLeaseSpecs(t *testing.T) {
 		{"holder", func(s *coordinationv1.LeaseSpec) { s.HolderIdentity = ptr.To("c") }, false},
 		{"holder unset", func(s *coordinationv1.LeaseSpec) { s.HolderIdentity = nil }, false},
 		{"duration", func(s *coordinationv1.LeaseSpec) { s.LeaseDurationSeconds = ptr.To[int32](41) }, false},
-		{"acquire time", func(s *coordinationv1.LeaseSpec) { s.AcquireTime = ptr.To(metav1.NewMicroTime(at.Add(time.Microsecond))) }, false},
+		{"acquire time", func(s *coordinationv1.LeaseSpec) {
+			s.AcquireTime = ptr.To(metav1.NewMicroTime(at.Add(time.Microsecond)))
+		}, false},
 		{"renew time", func(s *coordinationv1.LeaseSpec) { s.RenewTime = ptr.To(metav1.NewMicroTime(at.Add(time.Second))) }, false},
 		{"renew time unset", func(s *coordinationv1.LeaseSpec) { s.RenewTime = nil }, false},
 		{"transitions", func(s *coordinationv1.LeaseSpec) { s.LeaseTransitions = ptr.To[int32](2) }, false},
-		{"strategy", func(s *coordinationv1.LeaseSpec) { s.Strategy = ptr.To(coordinationv1.CoordinatedLeaseStrategy("Other")) }, false},
+		{"strategy", func(s *coordinationv1.LeaseSpec) {
+			s.Strategy = ptr.To(coordinationv1.CoordinatedLeaseStrategy("Other"))
+		}, false},
 		{"preferred holder", func(s *coordinationv1.LeaseSpec) { s.PreferredHolder = nil }, false},
 	}
 	for _, tt := range tests {
