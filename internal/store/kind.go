@@ -25,6 +25,7 @@ type Kind struct {
 	newList    func() runtime.Object
 	cache      *cache     // nil: served from etcd alone (DisableWatchCache)
 	ttl        *ttlLeases // nil: objects live until deleted
+	metrics    kindMetrics
 }
 
 // Key is the etcd key of an object.
@@ -134,7 +135,7 @@ func (k *Kind) decode(kv *mvccpb.KeyValue) (runtime.Object, error) {
 func (k *Kind) Get(ctx context.Context, key string) (runtime.Object, error) {
 	start := k.s.cfg.Clock.Now()
 	resp, err := k.s.client.Get(ctx, key)
-	observe("get", k.resource, start, k.s.cfg.Clock)
+	k.observe(opGet, start)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +231,7 @@ func (k *Kind) Create(ctx context.Context, key string, obj runtime.Object, dryRu
 	}
 	start := k.s.cfg.Clock.Now()
 	res := k.s.batch.do(ctx, key, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), put)
-	observe("create", k.resource, start, k.s.cfg.Clock)
+	k.observe(opCreate, start)
 	if res.err != nil {
 		k.failed(res.err)
 		return nil, mapEtcdError(res.err)
@@ -328,7 +329,7 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 		}
 		start := k.s.cfg.Clock.Now()
 		res := k.s.batch.do(ctx, key, cmp, put)
-		observe("update", k.resource, start, k.s.cfg.Clock)
+		k.observe(opUpdate, start)
 		if res.err != nil {
 			k.failed(res.err)
 			return nil, mapEtcdError(res.err)
@@ -374,7 +375,7 @@ func (k *Kind) Delete(ctx context.Context, key string, dryRun bool, check Delete
 		}
 		start := k.s.cfg.Clock.Now()
 		res := k.s.batch.do(ctx, key, clientv3.Compare(clientv3.ModRevision(key), "=", resourceVersion(current)), clientv3.OpDelete(key))
-		observe("delete", k.resource, start, k.s.cfg.Clock)
+		k.observe(opDelete, start)
 		if res.err != nil {
 			return nil, mapEtcdError(res.err)
 		}

@@ -140,7 +140,7 @@ func (k *Kind) listEtcd(ctx context.Context, opts ListOptions, rev int64, start 
 		batch = 100
 	}
 	began := k.s.cfg.Clock.Now()
-	defer observe("list", k.resource, began, k.s.cfg.Clock)
+	defer k.observe(opList, began)
 	for {
 		getOpts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(batch)}
 		if rev > 0 {

@@ -1,10 +1,10 @@
 package store
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/utils/clock"
 )
 
 var (
@@ -44,6 +44,31 @@ func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{requestDuration, watchers, cacheEvents, watchersTerminated, cacheInitializations, batchSize}
 }
 
-func observe(op, resource string, start time.Time, clk clock.PassiveClock) {
-	requestDuration.WithLabelValues(op, resource).Observe(clk.Since(start).Seconds())
+// op is one of the operations requestDuration is labelled with.
+type op int
+
+const (
+	opGet op = iota
+	opCreate
+	opUpdate
+	opDelete
+	opList
+	numOps
+)
+
+var opNames = [numOps]string{"get", "create", "update", "delete", "list"}
+
+// kindMetrics holds a kind's series of requestDuration, each looked up on
+// its first use and kept: a renewal would otherwise hash its label values
+// on every write.
+type kindMetrics [numOps]struct {
+	once     sync.Once
+	observer prometheus.Observer
+}
+
+// observe records the time since start as a request of operation o.
+func (k *Kind) observe(o op, start time.Time) {
+	m := &k.metrics[o]
+	m.once.Do(func() { m.observer = requestDuration.WithLabelValues(opNames[o], k.resource) })
+	m.observer.Observe(k.s.cfg.Clock.Since(start).Seconds())
 }
