@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -46,7 +47,8 @@ type cache struct {
 	watchers    map[*watcher]struct{}
 	rvChanged   chan struct{} // closed and replaced whenever rv advances
 
-	share *sharer // used by run's goroutine alone
+	share  *sharer            // used by run's goroutine alone
+	events prometheus.Counter // the kind's series of cacheEvents
 
 	// fillGate, when set (by tests), holds the first fill until it closes.
 	fillGate <-chan struct{}
@@ -99,6 +101,7 @@ func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache 
 		items:     map[string]runtime.Object{},
 		ring:      make([]*Event, size),
 		share:     newSharer(),
+		events:    cacheEvents.WithLabelValues(k.resource),
 		watchers:  map[*watcher]struct{}{},
 		rvChanged: make(chan struct{}),
 	}
@@ -286,7 +289,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 	if len(evs) == 0 {
 		return
 	}
-	cacheEvents.WithLabelValues(c.k.resource).Add(float64(len(evs)))
+	c.events.Add(float64(len(evs)))
 	// Decode outside the lock.
 	decoded := make([]runtime.Object, len(evs))
 	for i, ev := range evs {
