@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -84,23 +85,36 @@ func newBatcher(c *clientv3.Client, maxBatch int, delay time.Duration, clk clock
 
 // do runs "if cmp then op" on key through the batcher.
 func (b *batcher) do(ctx context.Context, key string, cmp clientv3.Cmp, then clientv3.Op) txnResult {
-	req := &txnRequest{ctx: ctx, key: key, cmp: cmp, then: then, done: make(chan txnResult, 1)}
+	req := txnRequests.Get().(*txnRequest)
+	req.ctx, req.key, req.cmp, req.then = ctx, key, cmp, then
 	if b.delay > 0 {
 		req.queued = b.clock.Now()
 	}
 	select {
 	case b.queue <- req:
 	case <-ctx.Done():
+		req.release()
 		return txnResult{err: ctx.Err()}
 	}
 	select {
 	case r := <-req.done:
+		req.release()
 		return r
 	case <-ctx.Done():
 		// The write may still happen; the caller reports the timeout, as
-		// kube-apiserver does when etcd is slow.
+		// kube-apiserver does when etcd is slow. The batcher still answers
+		// on req.done, so req is not reused.
 		return txnResult{err: ctx.Err()}
 	}
+}
+
+// txnRequests holds requests (and their channels) whose answer has been
+// received: the batcher answers each request it takes exactly once.
+var txnRequests = sync.Pool{New: func() any { return &txnRequest{done: make(chan txnResult, 1)} }}
+
+func (r *txnRequest) release() {
+	*r = txnRequest{done: r.done}
+	txnRequests.Put(r)
 }
 
 func (b *batcher) run(ctx context.Context) {
@@ -222,9 +236,14 @@ func (b *batcher) commit(batch []*txnRequest) {
 		r.done <- single(resp, err)
 		return
 	}
+	// Each nested transaction's compare and op are a slice of one, cut
+	// from one array each for the whole batch.
 	ops := make([]clientv3.Op, len(live))
+	cmps := make([]clientv3.Cmp, len(live))
+	thens := make([]clientv3.Op, len(live))
 	for i, r := range live {
-		ops[i] = clientv3.OpTxn([]clientv3.Cmp{r.cmp}, []clientv3.Op{r.then}, nil)
+		cmps[i], thens[i] = r.cmp, r.then
+		ops[i] = clientv3.OpTxn(cmps[i:i+1:i+1], thens[i:i+1:i+1], nil)
 	}
 	resp, err := b.client.Txn(context.Background()).Then(ops...).Commit()
 	if err != nil {

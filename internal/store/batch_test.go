@@ -101,3 +101,66 @@ func TestNoCommitDelayGoesAtOnce(t *testing.T) {
 	b := startBatcher(t, 100, 0, testingclock.NewFakeClock(time.Now()))
 	result(t, "/x", create(b, "/x"))
 }
+
+// TestAbandonedRequestNotReused: a write whose caller gave up while the
+// batcher held it is still answered by the batcher, so its request must
+// not carry the next write (requests are pooled once answered).
+func TestAbandonedRequestNotReused(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	b := startBatcher(t, 100, time.Second, clk)
+	waitForBatcher := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(b.queue) > 0 || !clk.HasWaiters() {
+			if time.Now().After(deadline) {
+				t.Fatal("the batcher did not wait for more writes")
+			}
+			runtime.Gosched()
+		}
+	}
+	exists := create(b, "/exists")
+	waitForBatcher()
+	clk.Step(time.Second)
+	result(t, "/exists", exists)
+
+	createOp := func(key string) (clientv3.Cmp, clientv3.Op) {
+		return clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, "v")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	abandoned := make(chan txnResult, 1)
+	go func() {
+		cmp, op := createOp("/exists")
+		abandoned <- b.do(ctx, "/exists", cmp, op)
+	}()
+	// The batcher takes the write and waits on the clock.
+	waitForBatcher()
+	cancel()
+	if r := <-abandoned; r.err == nil {
+		t.Fatalf("abandoned write: %+v, want the context's error", r)
+	}
+	next := make(chan txnResult, 1)
+	go func() {
+		cmp, op := createOp("/new")
+		next <- b.do(context.Background(), "/new", cmp, op)
+	}()
+	// Move the clock on whenever the batcher waits, until the second write
+	// is answered (with the abandoned one or in a batch of its own).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case r := <-next:
+			if r.err != nil || !r.succeeded {
+				t.Fatalf("the write after an abandoned one: %+v", r)
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write after an abandoned one was not answered")
+		}
+		if clk.HasWaiters() {
+			clk.Step(time.Second)
+		}
+		runtime.Gosched()
+	}
+}
