@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
@@ -43,21 +44,30 @@ func TestLeaseRoundTripProtobuf(t *testing.T) {
 	}
 }
 
-// TestRenewalMetadataValidated: a renewal skips checking metadata it did
-// not change, never metadata it did: a renewal that also sets an invalid
-// label is a 422 and changes nothing.
-func TestRenewalMetadataValidated(t *testing.T) {
+// renewedLease starts a server and creates the lease "renewed", held and
+// renewed by the field manager "agent", through a protobuf client.
+func renewedLease(t *testing.T) (coordinationv1client.LeaseInterface, *coordinationv1.Lease) {
+	t.Helper()
 	s := apiservertest.Start(t, apiservertest.Options{})
 	leases := s.Client(t, "application/vnd.kubernetes.protobuf").CoordinationV1().Leases("default")
-	ctx := context.Background()
-	as := metav1.UpdateOptions{FieldManager: "agent"}
-	l, err := leases.Create(ctx, &coordinationv1.Lease{
+	l, err := leases.Create(context.Background(), &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "renewed"},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("x"), RenewTime: ptr.To(metav1.NowMicro())},
 	}, metav1.CreateOptions{FieldManager: "agent"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return leases, l
+}
+
+// TestRenewalMetadataValidated: a renewal skips checking metadata it did
+// not change, never metadata it did: a renewal that also sets an invalid
+// label is a 422 and changes nothing.
+func TestRenewalMetadataValidated(t *testing.T) {
+	leases, l := renewedLease(t)
+	ctx := context.Background()
+	as := metav1.UpdateOptions{FieldManager: "agent"}
+	var err error
 	for i := range 2 {
 		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(l.Spec.RenewTime.Add(time.Second)))
 		if l, err = leases.Update(ctx, l, as); err != nil {
@@ -80,17 +90,10 @@ func TestRenewalMetadataValidated(t *testing.T) {
 // which tells the store it changed a field) is written; the same lease
 // sent back unchanged is not.
 func TestRenewalWritesUnchangedDoesNot(t *testing.T) {
-	s := apiservertest.Start(t, apiservertest.Options{})
-	leases := s.Client(t, "application/vnd.kubernetes.protobuf").CoordinationV1().Leases("default")
+	leases, l := renewedLease(t)
 	ctx := context.Background()
 	as := metav1.UpdateOptions{FieldManager: "agent"}
-	l, err := leases.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "renewed"},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("x"), RenewTime: ptr.To(metav1.NowMicro())},
-	}, metav1.CreateOptions{FieldManager: "agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	for i := range 3 {
 		before := l.ResourceVersion
 		want := metav1.NewMicroTime(l.Spec.RenewTime.Add(time.Second))
