@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,20 @@ var quiet = map[string]bool{
 	"simple token is not cryptographically signed":                                         true,
 }
 
+// firstStart tells the entries a new member logs before its first raft term
+// is stored, and only then: raft's first campaign comes before the member
+// has applied its own joining (it campaigns again right after), and etcd's
+// storage version check finds no term yet ("missing term information", as
+// error or reason) and succeeds on a later round. A fresh data directory
+// logged a warning and an error that way on most starts.
+func firstStart(e zapcore.Entry, fields map[string]any) bool {
+	if strings.HasSuffix(e.Message, "cannot campaign at term 1 since there are still pending configuration changes to apply") {
+		return true
+	}
+	err, _ := fields["error"].(string)
+	return strings.HasSuffix(err, "missing term information")
+}
+
 func (z *zapSlog) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	if z.closing.Load() || quiet[e.Message] {
 		return nil
@@ -52,6 +67,9 @@ func (z *zapSlog) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	}
 	for _, f := range fields {
 		f.AddTo(enc)
+	}
+	if firstStart(e, enc.Fields) {
+		return nil
 	}
 	attrs := make([]any, 0, 2*len(enc.Fields))
 	for k, v := range enc.Fields {

@@ -2,12 +2,16 @@ package embedded
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -41,4 +45,64 @@ func TestRepeatedWarnings(t *testing.T) {
 	if !strings.Contains(out.String(), "failed to publish") {
 		t.Errorf("the message is still held back in the next second:\n%s", out.String())
 	}
+}
+
+// TestFirstStartQuiet: what a new member logs before its first raft term is
+// stored is dropped, and nothing else is.
+func TestFirstStartQuiet(t *testing.T) {
+	var out bytes.Buffer
+	core := &zapSlog{log: slog.New(slog.NewTextHandler(&out, nil)), closing: new(atomic.Bool)}
+	log := func(level zapcore.Level, msg string, fields ...zapcore.Field) {
+		t.Helper()
+		if ce := core.Check(zapcore.Entry{Level: level, Message: msg}, nil); ce != nil {
+			ce.Write(fields...)
+		}
+	}
+	log(zapcore.WarnLevel, "18872ab49415b7e4 cannot campaign at term 1 since there are still pending configuration changes to apply")
+	log(zapcore.WarnLevel, "Failed to detect schema version", zap.Error(errors.New("missing term information")))
+	log(zapcore.ErrorLevel, "failed to update storage version", zap.String("cluster-version", "3.7.0"),
+		zap.Error(errors.New("cannot detect storage schema version: missing term information")))
+	if out.Len() > 0 {
+		t.Errorf("a first start's entries were logged:\n%s", out.String())
+	}
+	log(zapcore.WarnLevel, "18872ab49415b7e4 cannot campaign at term 5 since there are still pending configuration changes to apply")
+	log(zapcore.ErrorLevel, "failed to update storage version", zap.Error(errors.New("permission denied")))
+	if got := strings.Count(out.String(), "\n"); got != 2 {
+		t.Errorf("%d of 2 other entries logged:\n%s", got, out.String())
+	}
+}
+
+// TestFreshStartLogsNoFirstStartNoise: a member started on a new directory
+// logs none of the entries above by the time it has served a write.
+func TestFreshStartLogsNoFirstStartNoise(t *testing.T) {
+	var out syncBuffer
+	e, err := Start(Config{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&out, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Client().Put(context.Background(), "/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); strings.Contains(s, "missing term information") || strings.Contains(s, "cannot campaign at term 1") {
+		t.Errorf("a fresh start logged:\n%s", s)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for etcd's goroutines to log into.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
