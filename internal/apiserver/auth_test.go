@@ -2,7 +2,6 @@ package apiserver_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +26,7 @@ import (
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/auth/audit"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 const (
@@ -308,26 +307,8 @@ func TestEscalationPrevented(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the audit writer and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 func TestAuditEvents(t *testing.T) {
-	var out syncBuffer
+	var out syncbuf.Buffer
 	policy, err := audit.ParsePolicy([]byte(`
 apiVersion: audit.k8s.io/v1
 kind: Policy

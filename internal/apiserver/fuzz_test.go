@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 	"github.com/leasehold/leasehold/internal/registry"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // The fuzz targets call the server's handler in-process (no network), with
@@ -59,27 +59,7 @@ func fixedLease() *coordinationv1.Lease {
 }
 
 // fuzzLog collects what the server logs at level error.
-var fuzzLog lockedBuffer
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// take returns and clears what was logged.
-func (b *lockedBuffer) take() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	b.buf.Reset()
-	return s
-}
+var fuzzLog syncbuf.Buffer
 
 // flushCanceler ends the request once the handler flushes: a watch has then
 // sent its initial events and would otherwise stream until it times out.
@@ -109,7 +89,7 @@ func serveFuzz(h http.Handler, method string, u *url.URL, header http.Header, bo
 		Host: "leasehold.test", RemoteAddr: "127.0.0.1:40000", RequestURI: u.RequestURI(),
 	}).WithContext(ctx)
 	rec := &flushCanceler{ResponseRecorder: httptest.NewRecorder(), cancel: cancel}
-	fuzzLog.take()
+	fuzzLog.Take()
 	h.ServeHTTP(rec, req)
 	return rec.ResponseRecorder
 }
@@ -137,7 +117,7 @@ func checkFuzzResponse(t *testing.T, rec *httptest.ResponseRecorder, wantLease b
 		if code == http.StatusGatewayTimeout && st != nil && apierrors.HasStatusCause(&apierrors.StatusError{ErrStatus: *st}, metav1.CauseTypeResourceVersionTooLarge) {
 			return
 		}
-		t.Fatalf("%s: HTTP %d: %s\nserver log:\n%s", what, code, truncate(body), fuzzLog.take())
+		t.Fatalf("%s: HTTP %d: %s\nserver log:\n%s", what, code, truncate(body), fuzzLog.Take())
 	}
 	if wantLease && code < 300 {
 		var l coordinationv1.Lease

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,31 +16,14 @@ import (
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 	"github.com/leasehold/leasehold/internal/bench"
 	"github.com/leasehold/leasehold/internal/controller/nodelifecycle"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // The scenarios run for about two seconds at tiny scale against an
 // in-process server. The tests check that they run, count consistently and
 // report; they assert nothing about speed.
 
-// syncBuffer collects progress lines written from another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func common(t *testing.T, s *apiservertest.Server, progress *syncBuffer) bench.Common {
+func common(t *testing.T, s *apiservertest.Server, progress *syncbuf.Buffer) bench.Common {
 	return bench.Common{
 		REST: s.Config, Connections: 2, Duration: 2 * time.Second,
 		Progress: progress, ProgressInterval: 500 * time.Millisecond,
@@ -57,7 +39,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // checkReport checks what every report must hold and that it prints.
-func checkReport(t *testing.T, r *bench.Report, scenario string, progress *syncBuffer, label string) {
+func checkReport(t *testing.T, r *bench.Report, scenario string, progress *syncbuf.Buffer, label string) {
 	t.Helper()
 	if r.Scenario != scenario {
 		t.Errorf("Scenario = %q, want %q", r.Scenario, scenario)
@@ -107,7 +89,7 @@ func checkReport(t *testing.T, r *bench.Report, scenario string, progress *syncB
 
 func TestThroughput(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{})
-	var progress syncBuffer
+	var progress syncbuf.Buffer
 	tp, err := bench.NewThroughput(bench.ThroughputConfig{
 		Common: common(t, s, &progress), Clients: 4, EtcdEmbedded: true, EtcdDir: t.TempDir(),
 	})
@@ -140,7 +122,7 @@ func TestThroughput(t *testing.T) {
 func TestFleet(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{})
 	client := kubernetes.NewForConfigOrDie(s.Config)
-	var progress syncBuffer
+	var progress syncbuf.Buffer
 	const nodes, interval = 20, 500 * time.Millisecond
 	cfg := bench.FleetConfig{Common: common(t, s, &progress), Nodes: nodes, Interval: interval, LeaseDuration: 2 * time.Second, NodePrefix: "bench-"}
 	f, err := bench.NewFleet(cfg)
@@ -222,7 +204,7 @@ func TestFleetKill(t *testing.T) {
 	go func() { done <- lc.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	var progress syncBuffer
+	var progress syncbuf.Buffer
 	c := common(t, s, &progress)
 	c.Duration = 5 * time.Second
 	f, err := bench.NewFleet(bench.FleetConfig{
@@ -261,7 +243,7 @@ func TestFleetKill(t *testing.T) {
 
 func TestWatch(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{})
-	var progress syncBuffer
+	var progress syncbuf.Buffer
 	w, err := bench.NewWatch(bench.WatchConfig{Common: common(t, s, &progress), Watchers: 3, Writers: 2, Rate: 50})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 	"github.com/leasehold/leasehold/internal/bench"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 func TestList(t *testing.T) {
@@ -48,7 +49,7 @@ func TestList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var progress syncBuffer
+			var progress syncbuf.Buffer
 			c := common(t, s, &progress)
 			c.Duration = time.Second
 			l, err := bench.NewList(bench.ListConfig{Common: c, ChunkSize: tt.chunkSize, ResourceVersion: tt.resourceVersion})

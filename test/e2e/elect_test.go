@@ -16,6 +16,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // Timing of the elect tests: short, so that a takeover after a crash
@@ -43,8 +45,8 @@ done
 type electProc struct {
 	id     string
 	cmd    *exec.Cmd
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *syncbuf.Buffer
+	stderr *syncbuf.Buffer
 	exited chan struct{}
 	err    error // set before exited closes
 }
@@ -53,7 +55,7 @@ type electProc struct {
 // connection flags; it is killed when the test ends if still running.
 func startElect(t *testing.T, s *server, id string, env []string, args ...string) *electProc {
 	t.Helper()
-	p := &electProc{id: id, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &electProc{id: id, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(leaseholdBin, append([]string{"elect", "--kubeconfig", s.kubeconfig}, args...)...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
@@ -417,7 +419,7 @@ func runElect(t *testing.T, args ...string) (int, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, leaseholdBin, append([]string{"elect"}, args...)...)
-	var errb syncBuffer
+	var errb syncbuf.Buffer
 	cmd.Stderr = &errb
 	err := cmd.Run()
 	if ctx.Err() != nil {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/leasehold/leasehold/internal/syncbuf"
 	"github.com/leasehold/leasehold/internal/testbin"
 )
 
@@ -490,7 +491,7 @@ func stdinNote(stdin string) string {
 type bgKubectl struct {
 	cmd    *exec.Cmd
 	lines  chan string
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	done   chan struct{} // closed when kubectl has exited and lines is closed
 	err    error         // kubectl's exit error, set before done closes
 }
@@ -500,7 +501,7 @@ type bgKubectl struct {
 func (s *server) startKubectl(t *testing.T, args ...string) *bgKubectl {
 	t.Helper()
 	needKubectl(t)
-	b := &bgKubectl{lines: make(chan string, 1000), stderr: &syncBuffer{}, done: make(chan struct{})}
+	b := &bgKubectl{lines: make(chan string, 1000), stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	b.cmd = exec.Command(kubectlBin, args...)
 	b.cmd.Env = s.kubectlEnv()
@@ -567,24 +568,6 @@ func (b *bgKubectl) waitLine(t *testing.T, timeout time.Duration, what string, m
 			t.Fatalf("kubectl printed no %s within %v; printed:\n%s\nstderr:\n%s", what, timeout, strings.Join(seen, "\n"), b.stderr.String())
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // eventually calls check until it returns nil or timeout passes, then fails

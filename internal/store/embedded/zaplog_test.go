@@ -6,13 +6,14 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // TestRepeatedWarnings: a message etcd logs in a loop is logged a few times
@@ -75,7 +76,7 @@ func TestFirstStartQuiet(t *testing.T) {
 // TestFreshStartLogsNoFirstStartNoise: a member started on a new directory
 // logs none of the entries above by the time it has served a write.
 func TestFreshStartLogsNoFirstStartNoise(t *testing.T) {
-	var out syncBuffer
+	var out syncbuf.Buffer
 	e, err := Start(Config{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&out, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -87,22 +88,4 @@ func TestFreshStartLogsNoFirstStartNoise(t *testing.T) {
 	if s := out.String(); strings.Contains(s, "missing term information") || strings.Contains(s, "cannot campaign at term 1") {
 		t.Errorf("a fresh start logged:\n%s", s)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for etcd's goroutines to log into.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
