@@ -116,9 +116,8 @@ func wantPretty(r *http.Request) bool {
 	return strings.HasPrefix(ua, "curl") || strings.HasPrefix(ua, "Wget")
 }
 
-// encode serializes obj as gv in e's format. obj is shallow-copied first:
-// encoding sets apiVersion and kind on the object, and objects from the
-// watch cache are shared.
+// encode serializes obj as gv in e's format. obj is not modified: it may
+// be shared (objects from the watch cache are).
 func encode(e encoding, obj runtime.Object, gv schema.GroupVersion) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := encodeTo(&buf, e, obj, gv); err != nil {
@@ -144,8 +143,40 @@ func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersio
 		// Not a registered type: it carries its own apiVersion and kind.
 		return ser.Encode(l, w)
 	}
-	enc := runtime.WithVersionEncoder{Version: gv, Encoder: ser, ObjectTyper: registry.Scheme}
-	return enc.Encode(store.ShallowCopy(obj), w)
+	// Serializers write the apiVersion and kind the object carries. Objects
+	// decoded from a request or from etcd already carry their own, and are
+	// written as they are; any other is shallow-copied before its kind is
+	// set, since objects from the watch cache are shared.
+	kind, err := kindIn(obj, gv)
+	if err != nil {
+		return err
+	}
+	if kind.Empty() {
+		return ser.Encode(obj, w)
+	}
+	if obj.GetObjectKind().GroupVersionKind() != kind {
+		obj = store.ShallowCopy(obj)
+		obj.GetObjectKind().SetGroupVersionKind(kind)
+	}
+	return ser.Encode(obj, w)
+}
+
+// kindIn returns the kind obj is written as in gv, chosen the way
+// runtime.WithVersionEncoder chooses it: gv's own kind of obj's type, or
+// else the first the scheme knows. It is empty for a type the scheme does
+// not know, which is written with whatever kind it carries.
+func kindIn(obj runtime.Object, gv schema.GroupVersion) (schema.GroupVersionKind, error) {
+	kinds, _, err := registry.Scheme.ObjectKinds(obj)
+	if err != nil {
+		if runtime.IsNotRegisteredError(err) {
+			return schema.GroupVersionKind{}, nil
+		}
+		return schema.GroupVersionKind{}, err
+	}
+	if k, ok := gv.KindForGroupVersionKinds(kinds); ok {
+		return k, nil
+	}
+	return kinds[0], nil
 }
 
 // itemList is a list whose items are the objects a store list returned
