@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -183,7 +184,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	etcdClient, err := etcd.wait()
+	etcdClient, etcdKV, err := etcd.wait()
 	if err != nil {
 		return err
 	}
@@ -194,7 +195,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if f.etcdServers == "" {
 		maxBatch = embedded.MaxBatch
 	}
-	st, err := store.New(store.Config{Client: etcdClient, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), MaxBatch: maxBatch, CommitDelay: f.commitDelay, Logger: log})
+	st, err := store.New(store.Config{Client: etcdClient, KV: etcdKV, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), MaxBatch: maxBatch, CommitDelay: f.commitDelay, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -484,11 +485,11 @@ func adminCredentials(f serveFlags, ca *pki.CA, host string, tokens *auth.Tokens
 	return token, err
 }
 
-// openEtcd connects to the external etcd or starts the embedded one.
 // etcdStart is etcd opening in the background.
 type etcdStart struct {
 	done    chan struct{}
 	client  *clientv3.Client
+	kv      pb.KVClient // the embedded member's; nil for an external cluster
 	closeFn func()
 	err     error
 }
@@ -497,47 +498,49 @@ func startEtcd(f serveFlags, log *slog.Logger) *etcdStart {
 	s := &etcdStart{done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		s.client, s.closeFn, s.err = openEtcd(f, log)
+		s.client, s.kv, s.closeFn, s.err = openEtcd(f, log)
 	}()
 	return s
 }
 
-// wait returns the client once etcd is open.
-func (s *etcdStart) wait() (*clientv3.Client, error) {
+// wait returns the client, and the embedded member's KV API, once etcd is
+// open.
+func (s *etcdStart) wait() (*clientv3.Client, pb.KVClient, error) {
 	<-s.done
-	return s.client, s.err
+	return s.client, s.kv, s.err
 }
 
 // close waits for etcd to open, if it is still opening, and closes it.
 func (s *etcdStart) close() {
-	if _, err := s.wait(); err == nil {
+	if _, _, err := s.wait(); err == nil {
 		s.closeFn()
 	}
 }
 
-func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, func(), error) {
+// openEtcd connects to the external etcd or starts the embedded one.
+func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, pb.KVClient, func(), error) {
 	if f.etcdServers == "" {
 		start := time.Now()
 		e, err := embedded.Start(embedded.Config{Dir: filepath.Join(f.dataDir, "etcd"), Logger: log})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		log.Info("embedded etcd ready", "took", time.Since(start).Round(time.Millisecond))
-		return e.Client(), func() { e.Close() }, nil
+		return e.Client(), e.KV(), func() { e.Close() }, nil
 	}
 	cfg := clientv3.Config{Endpoints: strings.Split(f.etcdServers, ","), DialTimeout: 10 * time.Second}
 	if f.etcdCA != "" || f.etcdCert != "" {
 		tlsCfg, err := (transport.TLSInfo{CertFile: f.etcdCert, KeyFile: f.etcdKey, TrustedCAFile: f.etcdCA}).ClientConfig()
 		if err != nil {
-			return nil, nil, fmt.Errorf("etcd TLS: %w", err)
+			return nil, nil, nil, fmt.Errorf("etcd TLS: %w", err)
 		}
 		cfg.TLS = tlsCfg
 	}
 	c, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to etcd: %w", err)
+		return nil, nil, nil, fmt.Errorf("connecting to etcd: %w", err)
 	}
-	return c, func() { c.Close() }, nil
+	return c, nil, func() { c.Close() }, nil
 }
 
 // authenticators returns the request authenticators in order: client

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/store/embedded"
@@ -21,7 +20,7 @@ func startBatcher(t *testing.T, maxBatch int, delay time.Duration, clk *testingc
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	b := newBatcher(e.Client(), maxBatch, delay, clk)
+	b := newBatcher(e.KV(), maxBatch, delay, clk)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { b.run(ctx); close(done) }()
@@ -33,13 +32,15 @@ func startBatcher(t *testing.T, maxBatch int, delay time.Duration, clk *testingc
 // returns where its result will arrive.
 func create(b *batcher, key string) <-chan txnResult {
 	req := &txnRequest{
-		queued: b.clock.Now(), ctx: context.Background(), key: key,
-		cmp:  clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-		then: clientv3.OpPut(key, "v"), done: make(chan txnResult, 1),
+		write:  createOf(key),
+		queued: b.clock.Now(), ctx: context.Background(), done: make(chan txnResult, 1),
 	}
 	b.queue <- req
 	return req.done
 }
+
+// createOf is the write of key with value "v" if key does not exist.
+func createOf(key string) write { return write{key: key, created: true, value: []byte("v")} }
 
 func result(t *testing.T, key string, c <-chan txnResult) txnResult {
 	t.Helper()
@@ -123,14 +124,10 @@ func TestAbandonedRequestNotReused(t *testing.T) {
 	clk.Step(time.Second)
 	result(t, "/exists", exists)
 
-	createOp := func(key string) (clientv3.Cmp, clientv3.Op) {
-		return clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, "v")
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	abandoned := make(chan txnResult, 1)
 	go func() {
-		cmp, op := createOp("/exists")
-		abandoned <- b.do(ctx, "/exists", cmp, op)
+		abandoned <- b.do(ctx, createOf("/exists"))
 	}()
 	// The batcher takes the write and waits on the clock.
 	waitForBatcher()
@@ -140,8 +137,7 @@ func TestAbandonedRequestNotReused(t *testing.T) {
 	}
 	next := make(chan txnResult, 1)
 	go func() {
-		cmp, op := createOp("/new")
-		next <- b.do(context.Background(), "/new", cmp, op)
+		next <- b.do(context.Background(), createOf("/new"))
 	}()
 	// Move the clock on whenever the batcher waits, until the second write
 	// is answered (with the abandoned one or in a batch of its own).

@@ -23,7 +23,7 @@ func TestServedWhileFilling(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	s, err := New(Config{Client: e.Client(), Scheme: registry.Scheme, CompactionInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+	s, err := New(Config{Client: e.Client(), KV: e.KV(), Scheme: registry.Scheme, CompactionInterval: -1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

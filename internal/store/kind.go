@@ -225,12 +225,12 @@ func (k *Kind) Create(ctx context.Context, key string, obj runtime.Object, dryRu
 		}
 		return obj, nil
 	}
-	put, err := k.putOp(ctx, key, data)
+	lease, err := k.leaseFor(ctx)
 	if err != nil {
 		return nil, err
 	}
 	start := k.s.cfg.Clock.Now()
-	res := k.s.batch.do(ctx, key, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), put)
+	res := k.s.batch.do(ctx, write{key: key, created: true, value: data, lease: lease})
 	k.observe(opCreate, start)
 	if res.err != nil {
 		k.failed(res.err)
@@ -304,9 +304,9 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 		if err != nil {
 			return nil, err
 		}
-		var cmp clientv3.Cmp
+		w := write{key: key, value: data}
 		if current == nil {
-			cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+			w.created = true
 		} else {
 			if origData == nil && (opts.Changed == nil || !opts.Changed()) {
 				// encode sets the copy's resourceVersion and kind, not
@@ -318,17 +318,16 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 			if origData != nil && bytes.Equal(origData, data) {
 				return current, nil
 			}
-			cmp = clientv3.Compare(clientv3.ModRevision(key), "=", resourceVersion(current))
+			w.rev = resourceVersion(current)
 		}
 		if opts.DryRun {
 			return updated, nil
 		}
-		put, err := k.putOp(ctx, key, data)
-		if err != nil {
+		if w.lease, err = k.leaseFor(ctx); err != nil {
 			return nil, err
 		}
 		start := k.s.cfg.Clock.Now()
-		res := k.s.batch.do(ctx, key, cmp, put)
+		res := k.s.batch.do(ctx, w)
 		k.observe(opUpdate, start)
 		if res.err != nil {
 			k.failed(res.err)
@@ -374,7 +373,7 @@ func (k *Kind) Delete(ctx context.Context, key string, dryRun bool, check Delete
 			return current, nil
 		}
 		start := k.s.cfg.Clock.Now()
-		res := k.s.batch.do(ctx, key, clientv3.Compare(clientv3.ModRevision(key), "=", resourceVersion(current)), clientv3.OpDelete(key))
+		res := k.s.batch.do(ctx, write{key: key, rev: resourceVersion(current), del: true})
 		k.observe(opDelete, start)
 		if res.err != nil {
 			return nil, mapEtcdError(res.err)

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,6 +54,11 @@ var (
 type Config struct {
 	// Client reaches etcd (embedded or external). Required.
 	Client *clientv3.Client
+	// KV is etcd's KV API, which writes go to directly (group commit
+	// builds etcd's request messages itself). Default: Client's connection,
+	// with clientv3's retry policy. Required with an in-process client,
+	// which has no connection (embedded.Etcd.KV).
+	KV pb.KVClient
 	// Prefix is the root of all keys; default "/registry".
 	Prefix string
 	// Scheme knows the stored types. Required.
@@ -125,7 +131,14 @@ func New(cfg Config) (*Store, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Store{cfg: cfg, client: cfg.Client, proto: protobuf.NewSerializer(cfg.Scheme, cfg.Scheme)}
-	s.batch = newBatcher(cfg.Client, cfg.MaxBatch, cfg.CommitDelay, cfg.Clock)
+	kv := cfg.KV
+	if kv == nil {
+		if cfg.Client.ActiveConnection() == nil {
+			return nil, errors.New("store: an in-process etcd client needs Config.KV")
+		}
+		kv = clientv3.RetryKVClient(cfg.Client)
+	}
+	s.batch = newBatcher(kv, cfg.MaxBatch, cfg.CommitDelay, cfg.Clock)
 	return s, nil
 }
 

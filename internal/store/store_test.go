@@ -13,6 +13,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,23 +31,61 @@ func newStore(t testing.TB) (*store.Store, *store.Kind) {
 	return s, k
 }
 
-// newStoreWith starts a store of leases on a fresh embedded etcd with cfg
-// (its Client, Scheme and CompactionInterval set here), calling setup on
-// the kind before the store runs; it returns the etcd client too.
-func newStoreWith(t testing.TB, cfg store.Config, setup func(*store.Kind)) (*store.Store, *store.Kind, *clientv3.Client) {
+// newStoreOverGRPC is newStore with etcd reached over gRPC, as an external
+// cluster is: the store's writes go through the client's connection.
+func newStoreOverGRPC(t testing.TB) (*store.Store, *store.Kind) {
+	t.Helper()
+	e := startEtcd(t)
+	c, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s, k, stop := runStore(t, store.Config{Client: c}, nil)
+	t.Cleanup(stop)
+	if err := s.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s, k
+}
+
+// forEachClient runs test on a store whose etcd is in process, and on one
+// whose etcd is reached over gRPC.
+func forEachClient(t *testing.T, test func(t *testing.T, k *store.Kind)) {
+	for _, c := range []struct {
+		name     string
+		newStore func(testing.TB) (*store.Store, *store.Kind)
+	}{{"in-process", newStore}, {"grpc", newStoreOverGRPC}} {
+		t.Run(c.name, func(t *testing.T) {
+			_, k := c.newStore(t)
+			test(t, k)
+		})
+	}
+}
+
+func startEtcd(t testing.TB) *embedded.Etcd {
 	t.Helper()
 	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	cfg.Client = e.Client()
+	return e
+}
+
+// newStoreWith starts a store of leases on a fresh embedded etcd with cfg
+// (its Client, KV, Scheme and CompactionInterval set here), calling setup
+// on the kind before the store runs; it returns the etcd member too.
+func newStoreWith(t testing.TB, cfg store.Config, setup func(*store.Kind)) (*store.Store, *store.Kind, *embedded.Etcd) {
+	t.Helper()
+	e := startEtcd(t)
+	cfg.Client, cfg.KV = e.Client(), e.KV()
 	s, k, stop := runStore(t, cfg, setup)
 	t.Cleanup(stop)
 	if err := s.WaitReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return s, k, e.Client()
+	return s, k, e
 }
 
 // runStore runs a store of leases on cfg.Client (its Scheme and
@@ -74,8 +113,9 @@ func lease(ns, name, holder string) *coordinationv1.Lease {
 	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)}}
 }
 
-func TestCreateUpdateDeleteWatch(t *testing.T) {
-	_, k := newStore(t)
+func TestCreateUpdateDeleteWatch(t *testing.T) { forEachClient(t, testCreateUpdateDeleteWatch) }
+
+func testCreateUpdateDeleteWatch(t *testing.T, k *store.Kind) {
 	ctx := context.Background()
 	w, err := k.Watch(ctx, store.WatchOptions{ResourceVersion: "0"})
 	if err != nil {
@@ -284,7 +324,7 @@ func TestCurrentRevision(t *testing.T) {
 func BenchmarkFill(b *testing.B) {
 	const n = 20000
 	quiet := slog.New(slog.DiscardHandler)
-	_, k, client := newStoreWith(b, store.Config{Logger: quiet}, nil)
+	_, k, e := newStoreWith(b, store.Config{Logger: quiet}, nil)
 	ctx := context.Background()
 	names := make(chan int)
 	errs := make(chan error, 64)
@@ -318,7 +358,7 @@ func BenchmarkFill(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		s, _, stop := runStore(b, store.Config{Client: client, Logger: quiet}, nil)
+		s, _, stop := runStore(b, store.Config{Client: e.Client(), KV: e.KV(), Logger: quiet}, nil)
 		if err := s.WaitReady(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -336,10 +376,11 @@ func BenchmarkFill(b *testing.B) {
 // came sooner.)
 func TestConsistentListRightAfterFill(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
-	_, _, client := newStoreWith(t, store.Config{Logger: quiet}, nil)
+	_, _, e := newStoreWith(t, store.Config{Logger: quiet}, nil)
+	client := e.Client()
 	ctx := context.Background()
 	for i := range 50 {
-		_, k, stop := runStore(t, store.Config{Client: client, Logger: quiet, Prefix: fmt.Sprintf("/quiet-%d", i)}, nil)
+		_, k, stop := runStore(t, store.Config{Client: client, KV: e.KV(), Logger: quiet, Prefix: fmt.Sprintf("/quiet-%d", i)}, nil)
 		// The revision moves on under another prefix while the cache fills
 		// (before or after its list from etcd), and the list waits for the
 		// fill, as bootstrap's does at a start.
@@ -399,8 +440,9 @@ func TestUpdateLeavesGuessAlone(t *testing.T) {
 // stale after the first write each lose compares and retry against what
 // is there now; none of their increments is lost. A delete racing with
 // updates retries the same way and returns the object as it was.
-func TestContendedUpdatesAndDelete(t *testing.T) {
-	_, k := newStore(t)
+func TestContendedUpdatesAndDelete(t *testing.T) { forEachClient(t, testContendedUpdatesAndDelete) }
+
+func testContendedUpdatesAndDelete(t *testing.T, k *store.Kind) {
 	ctx := context.Background()
 	key := k.Key("default", "contended")
 	created, err := k.Create(ctx, key, lease("default", "contended", "h"), false)

@@ -5,7 +5,6 @@ import (
 	"math"
 	"sync"
 	"time"
-	"unsafe"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -52,20 +51,14 @@ func (k *Kind) SetTTL(ttl time.Duration) {
 	k.ttl = &ttlLeases{s: k.s, ttl: ttl}
 }
 
-// putOp is the put of data at key, with the kind's lease if it has a TTL.
-// The op holds data itself, not a copy: the etcd client copies the value
-// into its request when the op is sent, and data, a fresh encoding, is
-// never written to again.
-func (k *Kind) putOp(ctx context.Context, key string, data []byte) (clientv3.Op, error) {
-	val := unsafe.String(unsafe.SliceData(data), len(data))
+// leaseFor returns the etcd lease a write attaches: the kind's current
+// one if it has a TTL, else 0 (none).
+func (k *Kind) leaseFor(ctx context.Context) (int64, error) {
 	if k.ttl == nil {
-		return clientv3.OpPut(key, val), nil
+		return 0, nil
 	}
 	id, err := k.ttl.lease(ctx)
-	if err != nil {
-		return clientv3.Op{}, err
-	}
-	return clientv3.OpPut(key, val, clientv3.WithLease(id)), nil
+	return int64(id), err
 }
 
 // lease returns a lease that expires no sooner than ttl from now, granting

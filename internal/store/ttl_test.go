@@ -31,7 +31,8 @@ func leaseOf(t *testing.T, c *clientv3.Client, key string) clientv3.LeaseID {
 // TestTTLExpires: an object of a kind with a TTL is deleted by etcd once
 // its lease runs out, and watchers see it go.
 func TestTTLExpires(t *testing.T) {
-	_, k, c := newStoreWith(t, store.Config{}, func(k *store.Kind) { k.SetTTL(time.Second) })
+	_, k, e := newStoreWith(t, store.Config{}, func(k *store.Kind) { k.SetTTL(time.Second) })
+	c := e.Client()
 	ctx := context.Background()
 	w, err := k.Watch(ctx, store.WatchOptions{ResourceVersion: "0"})
 	if err != nil {
@@ -71,7 +72,8 @@ func TestTTLExpires(t *testing.T) {
 // revoked, a new one is granted. An object without a TTL has no lease.
 func TestTTLLeaseSharing(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	_, k, c := newStoreWith(t, store.Config{Clock: clk}, func(k *store.Kind) { k.SetTTL(time.Hour) })
+	_, k, e := newStoreWith(t, store.Config{Clock: clk}, func(k *store.Kind) { k.SetTTL(time.Hour) })
+	c := e.Client()
 	ctx := context.Background()
 	create := func(name string) clientv3.LeaseID {
 		t.Helper()
@@ -130,7 +132,8 @@ func TestTTLLeaseSharing(t *testing.T) {
 // TestTTLLeaseLimit: one lease carries at most 1 000 objects.
 func TestTTLLeaseLimit(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	_, k, c := newStoreWith(t, store.Config{Clock: clk}, func(k *store.Kind) { k.SetTTL(time.Hour) })
+	_, k, e := newStoreWith(t, store.Config{Clock: clk}, func(k *store.Kind) { k.SetTTL(time.Hour) })
+	c := e.Client()
 	ctx := context.Background()
 	leases := map[clientv3.LeaseID]int{}
 	for i := range 1001 {

@@ -33,7 +33,7 @@ type Options struct {
 	// Dir holds etcd's data; default a new temporary directory. Reusing a
 	// directory restarts a server on the same data.
 	Dir string
-	// Store overrides store settings (Client and Scheme are filled in).
+	// Store overrides store settings (Client, KV and Scheme are filled in).
 	Store store.Config
 	// Logger; default discards everything below errors.
 	Logger *slog.Logger
@@ -84,7 +84,7 @@ func Start(t testing.TB, opts Options) *Server {
 		t.Fatal(err)
 	}
 	cfg := opts.Store
-	cfg.Client, cfg.Scheme, cfg.Logger = e.Client(), registry.Scheme, log
+	cfg.Client, cfg.KV, cfg.Scheme, cfg.Logger = e.Client(), e.KV(), registry.Scheme, log
 	if cfg.CompactionInterval == 0 {
 		cfg.CompactionInterval = -1
 	}

@@ -23,9 +23,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
+	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
 	"go.uber.org/zap"
 )
 
@@ -90,6 +93,7 @@ type Etcd struct {
 	etcd   *embed.Etcd
 	log    *zapSlog
 	client *clientv3.Client
+	kv     pb.KVClient
 }
 
 // Start starts the member and waits until it serves.
@@ -170,11 +174,16 @@ func Start(cfg Config) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd: not ready after %s", timeout)
 	}
-	return &Etcd{etcd: e, log: zs, client: v3client.New(e.Server)}, nil
+	kv := adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.Server))
+	return &Etcd{etcd: e, log: zs, client: v3client.New(e.Server), kv: kv}, nil
 }
 
 // Client is an in-process client of the member, closed by Close.
 func (e *Etcd) Client() *clientv3.Client { return e.client }
+
+// KV is the member's KV API in process, as Client's KV calls it (the
+// same quota checks), for callers that build etcd's requests themselves.
+func (e *Etcd) KV() pb.KVClient { return e.kv }
 
 // Endpoints are the member's client URLs, for other clients.
 func (e *Etcd) Endpoints() []string { return []string{clientEndpoint(e.etcd)} }
