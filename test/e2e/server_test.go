@@ -139,12 +139,11 @@ func freeListenAddr() (string, error) {
 	return addr, ln.Close()
 }
 
-// startServer starts `leasehold serve` on dataDir and waits until it is
-// ready. An empty listen picks a free port, retrying if somebody takes it
-// first; a given one is used as is (restarts reuse their port, because
-// admin.kubeconfig names it). logDir receives serve.log.
-// startServer starts `leasehold serve` on dataDir, on listen or a free port
-// when listen is "", with extra serve flags.
+// startServer starts `leasehold serve` on dataDir with extra serve flags
+// and waits until it is ready. An empty listen picks a free port, retrying
+// if somebody takes it first; a given one is used as is (restarts reuse
+// their port, because admin.kubeconfig names it). logDir receives
+// serve.log.
 func startServer(dataDir, listen, logDir string, extra ...string) (*server, error) {
 	pick := listen == ""
 	var lastErr error
