@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -90,8 +91,11 @@ func checkReport(t *testing.T, r *bench.Report, scenario string, progress *syncb
 func TestThroughput(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{})
 	var progress syncbuf.Buffer
+	c := common(t, s, &progress)
+	// The in-process server's etcd runs in this process too.
+	c.EtcdPID = os.Getpid()
 	tp, err := bench.NewThroughput(bench.ThroughputConfig{
-		Common: common(t, s, &progress), Clients: 4, EtcdEmbedded: true, EtcdDir: t.TempDir(),
+		Common: c, Clients: 4, EtcdEmbedded: true, EtcdDir: t.TempDir(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +105,13 @@ func TestThroughput(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkReport(t, r, "throughput", &progress, "throughput")
+	if e := r.EtcdProcess; e == nil || e.PID != os.Getpid() || e.CPUSeconds <= 0 {
+		t.Errorf("etcd process figures: %+v", e)
+	}
+	var table bytes.Buffer
+	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "etcd process") {
+		t.Errorf("table lacks the etcd process (%v):\n%s", err, table.String())
+	}
 	// A loaded machine can make the bare etcd time out a put now and then;
 	// the report counts it, and only a run mostly of errors is wrong.
 	if e := r.Etcd; e == nil || e.Ops == 0 || e.Errors > e.Ops/10 || e.Ratio <= 0 || e.ValueBytes < 50 {

@@ -48,6 +48,10 @@ type Common struct {
 	// for the process listening on REST's port when REST.Host is on this
 	// machine; -1 measures no server.
 	ServerPID int
+	// EtcdPID is the server's etcd process, when it runs apart from the
+	// server on this machine (an external etcd), for its CPU time and
+	// memory over the same measurement; 0 measures none.
+	EtcdPID int
 	// Clock times everything; default the real clock.
 	Clock clock.WithTicker
 	// Logger; default discard.
@@ -73,6 +77,9 @@ func (c *Common) setDefaults() error {
 	if c.ProgressInterval == 0 {
 		c.ProgressInterval = DefaultProgressInterval
 	}
+	if c.EtcdPID < 0 {
+		return fmt.Errorf("bench: etcd pid %d must be positive", c.EtcdPID)
+	}
 	if c.ProgressInterval < 0 {
 		return fmt.Errorf("bench: progress interval %v must be positive", c.ProgressInterval)
 	}
@@ -85,19 +92,30 @@ func (c *Common) setDefaults() error {
 	return nil
 }
 
-// serverMeter starts measuring the server process, if one is known.
-func (c *Common) serverMeter(now time.Time) (procMeter, bool) {
+// meters measure the processes of a scenario over its measurement: the
+// server when it is known, its etcd when named, and this load generator.
+type meters struct{ server, etcd, self procMeter }
+
+func (c *Common) startMeters(now time.Time) meters {
+	m := meters{self: startProcMeter(0, now)}
 	pid := c.ServerPID
-	if pid < 0 {
-		return procMeter{}, false
-	}
 	if pid == 0 {
-		if pid = findServerPID(c.REST.Host); pid == 0 {
-			return procMeter{}, false
-		}
+		pid = findServerPID(c.REST.Host)
 	}
-	m := startProcMeter(pid, now)
-	return m, m.ok
+	if pid > 0 {
+		m.server = startProcMeter(pid, now)
+	}
+	if c.EtcdPID > 0 {
+		m.etcd = startProcMeter(c.EtcdPID, now)
+	}
+	return m
+}
+
+// stop sets r's process figures, ops being what the scenario did.
+func (m meters) stop(now time.Time, ops uint64, r *Report) {
+	r.LoadGenerator = m.self.stop(now, ops)
+	r.ServerProcess = m.server.stop(now, ops)
+	r.EtcdProcess = m.etcd.stop(now, ops)
 }
 
 // pool is a small set of clientsets, each with its own transport and so its

@@ -249,8 +249,7 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	start := clk.Now()
 	before := counters.snapshot()
 	r.cur.Store(&m)
-	server, hasServer := cfg.serverMeter(start)
-	self := startProcMeter(0, start)
+	procs := cfg.startMeters(start)
 	progressDone = make(chan struct{})
 	extra := func() string {
 		out := fmt.Sprintf("missed %d", counters.missed.Load()-before.missed)
@@ -288,16 +287,14 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 		Scenario: "fleet", Server: cfg.REST.Host, Parameters: f.params(), Seconds: secs,
 		Ops: ops, Errors: m.errs.Load(), OpsPerSecond: float64(ops) / secs,
 		TargetOpsPerSecond: f.offered(len(killed)), Latency: m.lat.Snapshot().Percentiles(),
-		LoadGenerator: self.stop(end, ops), ErrorSamples: m.errorSamples(),
+		ErrorSamples: m.errorSamples(),
 		Fleet: &FleetReport{
 			Nodes: cfg.Nodes, RegistrationSeconds: regSecs, MissedSlots: after.missed - before.missed,
 			Conflicts: after.conflicts - before.conflicts, LeaseCreations: after.creations - before.creations,
 			StatusPosts: after.statusPosts - before.statusPosts,
 		},
 	}
-	if hasServer {
-		rep.ServerProcess = server.stop(end, ops)
-	}
+	procs.stop(end, ops, rep)
 	if nodeWatch != nil {
 		rep.Kill = nodeWatch.report(r.agents, killedAt, start)
 	}

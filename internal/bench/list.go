@@ -87,8 +87,7 @@ func (l *List) Run(ctx context.Context) (*Report, error) {
 		c listCounters
 	)
 	begin := clk.Now()
-	server, hasServer := cfg.serverMeter(begin)
-	self := startProcMeter(0, begin)
+	procs := cfg.startMeters(begin)
 	runCtx, stopRun := context.WithTimeout(ctx, cfg.Duration)
 	defer stopRun()
 	progressDone := make(chan struct{})
@@ -125,7 +124,7 @@ func (l *List) Run(ctx context.Context) (*Report, error) {
 	r := &Report{
 		Scenario: "list", Server: cfg.REST.Host, Parameters: l.params(), Seconds: secs,
 		Ops: ops, Errors: m.errs.Load(), OpsPerSecond: float64(ops) / secs,
-		Latency: m.lat.Snapshot().Percentiles(), LoadGenerator: self.stop(end, ops), ErrorSamples: m.errorSamples(),
+		Latency: m.lat.Snapshot().Percentiles(), ErrorSamples: m.errorSamples(),
 		List: &ListReport{
 			Namespace: cfg.Namespace, ChunkSize: cfg.ChunkSize, Items: int(c.lastItems.Load()),
 			ItemsPerSecond: float64(c.items.Load()) / secs,
@@ -135,9 +134,7 @@ func (l *List) Run(ctx context.Context) (*Report, error) {
 		r.List.PagesPerList = float64(c.pages.Load()) / float64(ops)
 		r.List.BytesPerList = float64(c.bytes.Load()) / float64(ops)
 	}
-	if hasServer {
-		r.ServerProcess = server.stop(end, ops)
-	}
+	procs.stop(end, ops, r)
 	return r, nil
 }
 

@@ -87,6 +87,7 @@ func TestNewListRejects(t *testing.T) {
 		{"no REST config", bench.ListConfig{}},
 		{"negative chunk size", bench.ListConfig{Common: bench.Common{REST: s.Config}, ChunkSize: -1}},
 		{"negative duration", bench.ListConfig{Common: bench.Common{REST: s.Config, Duration: -time.Second}}},
+		{"negative etcd pid", bench.ListConfig{Common: bench.Common{REST: s.Config, EtcdPID: -1}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

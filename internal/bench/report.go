@@ -27,9 +27,11 @@ type Report struct {
 	// TargetOpsPerSecond is the load offered, when the scenario paces it.
 	TargetOpsPerSecond float64     `json:"targetOpsPerSecond,omitempty"`
 	Latency            Percentiles `json:"latency"`
-	// Server and LoadGenerator are the CPU time and memory of the server
-	// process (when it runs on this machine) and of this process.
+	// ServerProcess, EtcdProcess and LoadGenerator are the CPU time and
+	// memory of the server process (when it runs on this machine), of its
+	// etcd (when Common.EtcdPID names it) and of this process.
 	ServerProcess *ProcessStats `json:"serverProcess,omitempty"`
+	EtcdProcess   *ProcessStats `json:"etcdProcess,omitempty"`
 	LoadGenerator *ProcessStats `json:"loadGenerator,omitempty"`
 	// ErrorSamples are the first distinct error messages.
 	ErrorSamples []string `json:"errorSamples,omitempty"`
@@ -170,6 +172,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	lat("latency", r.Latency)
 	proc("server process", r.ServerProcess)
+	proc("etcd process", r.EtcdProcess)
 	proc("load generator", r.LoadGenerator)
 	if e := r.Etcd; e != nil {
 		row("raw etcd", "%s, %d-byte values", e.Endpoint, e.ValueBytes)

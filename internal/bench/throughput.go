@@ -111,8 +111,7 @@ func (t *Throughput) Run(ctx context.Context) (*Report, error) {
 	var m meter
 	clk := cfg.Clock
 	start := clk.Now()
-	server, hasServer := cfg.serverMeter(start)
-	self := startProcMeter(0, start)
+	procs := cfg.startMeters(start)
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	progressDone := make(chan struct{})
 	go func() { progress(runCtx, &cfg.Common, "throughput", &m, nil); close(progressDone) }()
@@ -134,11 +133,9 @@ func (t *Throughput) Run(ctx context.Context) (*Report, error) {
 	r := &Report{
 		Scenario: "throughput", Server: cfg.REST.Host, Parameters: t.params(), Seconds: secs,
 		Ops: m.ops.Load(), Errors: m.errs.Load(), OpsPerSecond: float64(m.ops.Load()) / secs,
-		Latency: snap.Percentiles(), LoadGenerator: self.stop(end, m.ops.Load()), ErrorSamples: m.errorSamples(),
+		Latency: snap.Percentiles(), ErrorSamples: m.errorSamples(),
 	}
-	if hasServer {
-		r.ServerProcess = server.stop(end, m.ops.Load())
-	}
+	procs.stop(end, m.ops.Load(), r)
 
 	if cfg.EtcdEmbedded || len(cfg.EtcdEndpoints) > 0 {
 		value, err := encodeLease(leases[0])

@@ -170,8 +170,7 @@ func (w *Watch) Run(ctx context.Context) (*Report, error) {
 
 	opened.Wait()
 	begin := clk.Now()
-	server, hasServer := cfg.serverMeter(begin)
-	self := startProcMeter(0, begin)
+	procs := cfg.startMeters(begin)
 	runCtx, stopRun := context.WithTimeout(ctx, cfg.Duration)
 	defer stopRun()
 	progressDone := make(chan struct{})
@@ -216,7 +215,7 @@ func (w *Watch) Run(ctx context.Context) (*Report, error) {
 	r := &Report{
 		Scenario: "watch", Server: cfg.REST.Host, Parameters: w.params(), Seconds: secs,
 		Ops: ops, Errors: writes.errs.Load(), OpsPerSecond: float64(ops) / secs, TargetOpsPerSecond: cfg.Rate,
-		Latency: writes.lat.Snapshot().Percentiles(), LoadGenerator: self.stop(end, ops), ErrorSamples: writes.errorSamples(),
+		Latency: writes.lat.Snapshot().Percentiles(), ErrorSamples: writes.errorSamples(),
 		Watch: &WatchReport{
 			Watchers: cfg.Watchers, Writers: cfg.Writers, Delivered: d, Expected: expected,
 			DeliveredPerSecond: float64(d) / secs, FromWrite: fromWrite.Snapshot().Percentiles(),
@@ -226,9 +225,7 @@ func (w *Watch) Run(ctx context.Context) (*Report, error) {
 	if expected > d {
 		r.Watch.Lost = expected - d
 	}
-	if hasServer {
-		r.ServerProcess = server.stop(end, ops)
-	}
+	procs.stop(end, ops, r)
 	return r, nil
 }
 
