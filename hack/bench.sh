@@ -14,6 +14,22 @@
 #   watch        $BENCH_WATCHERS watchers on the renewals of 10 writers
 #   plot         the fleet runs as an SVG: CPU per 1000 renewals, memory
 #                per lease and p99 latency against N
+# and, only when BENCH_SCENARIOS names it:
+#   compare      the same fleet of $BENCH_COMPARE_NODES against each of
+#                $BENCH_COMPARE_TARGETS, each on fresh data:
+#                  leasehold       leasehold serve on its embedded etcd
+#                  leasehold-etcd  leasehold serve on a `leasehold etcd`
+#                                  member of its own
+#                  kube-apiserver  the upstream kube-apiserver (built from
+#                                  hack/tools/kube-apiserver into bin/ the
+#                                  first time, a few minutes) on such a
+#                                  member, auditing every request at
+#                                  Metadata level as leasehold does by
+#                                  default
+#                The member's CPU and memory are measured with the server's
+#                (bench --etcd-pid). kube-apiserver runs without a
+#                controller manager: no node lifecycle controller and no
+#                garbage collector, which leasehold runs in its process.
 #
 # It builds nothing: bin/leasehold must exist (make builds it first).
 # Progress lines and results tables go to the terminal; every result is
@@ -34,9 +50,13 @@
 #                              minute longer. It overrides BENCH_INTERVAL
 #                              and BENCH_LEASE_DURATION, and shows how cost
 #                              grows with N alone (default unset)
-#   BENCH_SCENARIOS            which of throughput, fleet and watch to run
-#                              (default all three; fleet includes list and
-#                              restart)
+#   BENCH_SCENARIOS            which of throughput, fleet, watch and
+#                              compare to run (default the first three;
+#                              fleet includes list and restart)
+#   BENCH_COMPARE_NODES        the fleet of the comparison (default 10000;
+#                              it renews every BENCH_INTERVAL)
+#   BENCH_COMPARE_TARGETS      servers compared (default "leasehold
+#                              leasehold-etcd kube-apiserver")
 #   BENCH_WATCHERS             watchers of the watch run (default 1000)
 #   BENCH_OUT                  results directory (default bench-results)
 #   BENCH_PLOT                 SVG to draw (default docs/scaling.svg)
@@ -67,6 +87,8 @@ BENCH_LIST_DURATION=${BENCH_LIST_DURATION:-5s}
 BENCH_RESTARTS=${BENCH_RESTARTS:-3}
 BENCH_SERVE_FLAGS=${BENCH_SERVE_FLAGS:-}
 BENCH_RATE=${BENCH_RATE:-}
+BENCH_COMPARE_NODES=${BENCH_COMPARE_NODES:-10000}
+BENCH_COMPARE_TARGETS=${BENCH_COMPARE_TARGETS:-"leasehold leasehold-etcd kube-apiserver"}
 # FLEET_SERVE_FLAGS are the flags a fleet of BENCH_RATE adds for its servers.
 FLEET_SERVE_FLAGS=""
 if [[ -z ${BENCH_TITLE:-} ]]; then
@@ -87,8 +109,10 @@ rm -f "$BENCH_OUT"/fleet-*.json
 # end together with the server still running, however the script ends.
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-bench.XXXXXX")
 SERVER_PID=""
+ETCD_PID=""
 cleanup() {
 	stop_server
+	stop_etcd
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -111,14 +135,16 @@ free_port() {
 # now_ns prints the wall clock in nanoseconds.
 now_ns() { date +%s%N; }
 
-# start_server DATA_DIR PORT LOG starts `leasehold serve` in the background
-# and sets SERVER_PID and SERVER_STARTED (nanoseconds, just before exec).
+# start_server DATA_DIR PORT LOG [FLAGS...] starts `leasehold serve` in the
+# background and sets SERVER_PID and SERVER_STARTED (nanoseconds, just
+# before exec).
 start_server() {
 	local dir=$1 port=$2 out=$3
+	shift 3
 	SERVER_STARTED=$(now_ns)
 	# shellcheck disable=SC2086 # both are lists of flags
 	"$LEASEHOLD" serve --data-dir "$dir" --listen "127.0.0.1:$port" --log-level warn \
-		$BENCH_SERVE_FLAGS $FLEET_SERVE_FLAGS >>"$out" 2>&1 &
+		$BENCH_SERVE_FLAGS $FLEET_SERVE_FLAGS "$@" >>"$out" 2>&1 &
 	SERVER_PID=$!
 }
 
@@ -180,15 +206,118 @@ stop_server() {
 	SERVER_PID=""
 }
 
-# fresh_server LABEL starts a server on a new data directory and a free
-# port, waits until it is ready, and sets DATA_DIR, PORT and KUBECONFIG_FILE.
+# stop_etcd ends the etcd member started by start_etcd, if any.
+stop_etcd() {
+	[[ -n $ETCD_PID ]] || return 0
+	kill -TERM "$ETCD_PID" 2>/dev/null || true
+	wait "$ETCD_PID" 2>/dev/null || true
+	ETCD_PID=""
+}
+
+# start_etcd LABEL starts a `leasehold etcd` member on a new data directory
+# and free ports, waits until it is healthy, and sets ETCD_PID and
+# ETCD_URL.
+start_etcd() {
+	local client peer deadline=$((SECONDS + 60))
+	client=$(free_port)
+	peer=$(free_port)
+	ETCD_URL="http://127.0.0.1:$client"
+	"$LEASEHOLD" etcd --data-dir "$WORK/$1-etcd" --listen-client-urls "$ETCD_URL" \
+		--listen-peer-urls "http://127.0.0.1:$peer" --log-level warn >>"$BENCH_OUT/etcd-$1.log" 2>&1 &
+	ETCD_PID=$!
+	until curl -s --max-time 1 "$ETCD_URL/health" | grep -q '"health":"true"'; do
+		if ! kill -0 "$ETCD_PID" 2>/dev/null || ((SECONDS >= deadline)); then
+			echo "bench.sh: the etcd member did not start; see $BENCH_OUT/etcd-$1.log" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+# build_kube_apiserver builds hack/tools/kube-apiserver into
+# bin/kube-apiserver unless the binary there was built from the same
+# sources, and sets KUBE_APISERVER.
+build_kube_apiserver() {
+	local tooldir=hack/tools/kube-apiserver stamp=bin/.kube-apiserver.stamp sum modver
+	KUBE_APISERVER=bin/kube-apiserver
+	sum=$(cat "$tooldir/go.mod" "$tooldir/go.sum" "$tooldir/main.go" | sha256sum | cut -d' ' -f1)
+	if [[ -x $KUBE_APISERVER && -f $stamp && "$(cat "$stamp")" == "$sum" ]]; then
+		return 0
+	fi
+	modver=$(cd "$tooldir" && GOWORK=off go list -m -f '{{.Version}}' k8s.io/kubernetes)
+	log "building kube-apiserver $modver from k8s.io/kubernetes (a few minutes the first time)"
+	local pkg=k8s.io/component-base/version minor=${modver#v1.}
+	minor=${minor%%.*}
+	(cd "$tooldir" && GOWORK=off go build -trimpath \
+		-ldflags "-s -w -X $pkg.gitVersion=$modver -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor" \
+		-o "$OLDPWD/$KUBE_APISERVER.tmp" .)
+	mv -f "$KUBE_APISERVER.tmp" "$KUBE_APISERVER"
+	echo "$sum" >"$stamp"
+}
+
+# start_kube_apiserver LABEL starts kube-apiserver on the etcd member at
+# ETCD_URL, with a service account key, a static admin token, and a
+# Metadata-level audit policy, and sets SERVER_PID, PORT and
+# KUBECONFIG_FILE.
+start_kube_apiserver() {
+	local dir="$WORK/$1" token
+	mkdir -p "$dir"
+	PORT=$(free_port)
+	openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$dir/sa.key" 2>/dev/null
+	openssl pkey -in "$dir/sa.key" -pubout -out "$dir/sa.pub"
+	token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+	echo "$token,bench-admin,bench-admin,\"system:masters\"" >"$dir/tokens.csv"
+	cat >"$dir/audit-policy.yaml" <<-EOF
+		apiVersion: audit.k8s.io/v1
+		kind: Policy
+		omitStages: [RequestReceived]
+		rules:
+		- level: Metadata
+	EOF
+	KUBECONFIG_FILE="$dir/admin.kubeconfig"
+	cat >"$KUBECONFIG_FILE" <<-EOF
+		apiVersion: v1
+		kind: Config
+		clusters: [{name: bench, cluster: {server: "https://127.0.0.1:$PORT", insecure-skip-tls-verify: true}}]
+		users: [{name: bench-admin, user: {token: "$token"}}]
+		contexts: [{name: bench, context: {cluster: bench, user: bench-admin}}]
+		current-context: bench
+	EOF
+	SERVER_LOG="$BENCH_OUT/kube-apiserver-$1.log"
+	# The endpoint reconciler would publish the address of the kubernetes
+	# Service, which may not be a loopback one.
+	"$KUBE_APISERVER" --etcd-servers "$ETCD_URL" --bind-address 127.0.0.1 --secure-port "$PORT" \
+		--advertise-address 127.0.0.1 --endpoint-reconciler-type none --cert-dir "$dir/certs" \
+		--token-auth-file "$dir/tokens.csv" --authorization-mode Node,RBAC \
+		--service-account-key-file "$dir/sa.pub" --service-account-signing-key-file "$dir/sa.key" \
+		--service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range 10.0.0.0/24 \
+		--audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" --audit-log-mode batch \
+		>"$SERVER_LOG" 2>&1 &
+	SERVER_PID=$!
+	wait_ready "$PORT"
+	# Its controller creates kube-node-lease shortly after it is ready.
+	local deadline=$((SECONDS + 60))
+	until [[ $(curl -sk -o /dev/null -w '%{http_code}' --max-time 1 -H "Authorization: Bearer $token" \
+		"https://127.0.0.1:$PORT/api/v1/namespaces/kube-node-lease" || true) == 200 ]]; do
+		if ((SECONDS >= deadline)); then
+			echo "bench.sh: kube-apiserver has no kube-node-lease namespace after a minute" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "kube-apiserver pid $SERVER_PID on 127.0.0.1:$PORT (log $SERVER_LOG)" >&2
+}
+
+# fresh_server LABEL [ETCD_URL] starts a server on a new data directory and
+# a free port (on the etcd at ETCD_URL if given, else its embedded one),
+# waits until it is ready, and sets DATA_DIR, PORT and KUBECONFIG_FILE.
 fresh_server() {
 	DATA_DIR="$WORK/$1"
 	PORT=$(free_port)
 	KUBECONFIG_FILE="$DATA_DIR/admin.kubeconfig"
 	SERVER_LOG="$BENCH_OUT/serve-$1.log"
 	: >"$SERVER_LOG"
-	start_server "$DATA_DIR" "$PORT" "$SERVER_LOG"
+	start_server "$DATA_DIR" "$PORT" "$SERVER_LOG" ${2:+--etcd-servers "$2"}
 	wait_ready "$PORT"
 	echo "server pid $SERVER_PID on 127.0.0.1:$PORT (log $SERVER_LOG)" >&2
 }
@@ -262,5 +391,37 @@ bench watch "$BENCH_OUT/watch-$BENCH_WATCHERS.json" --watchers "$BENCH_WATCHERS"
 stop_server
 fi
 
-log "plot: $BENCH_PLOT"
-"$LEASEHOLD" bench plot --title "$BENCH_TITLE" --out "$BENCH_PLOT" "$BENCH_OUT"/fleet-*.json
+if wanted compare; then
+	for target in $BENCH_COMPARE_TARGETS; do
+		log "compare: $BENCH_COMPARE_NODES nodes renewing every $BENCH_INTERVAL against $target, for $BENCH_DURATION"
+		etcd_flags=()
+		case $target in
+		leasehold) fresh_server "compare-$target" ;;
+		leasehold-etcd)
+			start_etcd "compare-$target"
+			fresh_server "compare-$target" "$ETCD_URL"
+			etcd_flags=(--etcd-pid "$ETCD_PID")
+			;;
+		kube-apiserver)
+			build_kube_apiserver
+			start_etcd "compare-$target"
+			start_kube_apiserver "compare-$target"
+			etcd_flags=(--etcd-pid "$ETCD_PID")
+			;;
+		*)
+			echo "bench.sh: unknown comparison target $target (leasehold, leasehold-etcd or kube-apiserver)" >&2
+			exit 1
+			;;
+		esac
+		bench fleet "$BENCH_OUT/compare-$target-$BENCH_COMPARE_NODES.json" "${etcd_flags[@]}" \
+			--nodes "$BENCH_COMPARE_NODES" --interval "$BENCH_INTERVAL" --lease-duration "$BENCH_LEASE_DURATION" \
+			--duration "$BENCH_DURATION"
+		stop_server
+		stop_etcd
+	done
+fi
+
+if wanted fleet; then
+	log "plot: $BENCH_PLOT"
+	"$LEASEHOLD" bench plot --title "$BENCH_TITLE" --out "$BENCH_PLOT" "$BENCH_OUT"/fleet-*.json
+fi
