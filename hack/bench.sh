@@ -31,7 +31,8 @@
 #                controller manager: no node lifecycle controller and no
 #                garbage collector, which leasehold runs in its process.
 #
-# It builds nothing: bin/leasehold must exist (make builds it first).
+# It does not build leasehold: bin/leasehold must exist (make builds it
+# first). Only the compare scenario builds something: bin/kube-apiserver.
 # Progress lines and results tables go to the terminal; every result is
 # also kept as JSON in $BENCH_OUT/<scenario>-<N>.json.
 #
