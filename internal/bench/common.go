@@ -78,7 +78,7 @@ func (c *Common) setDefaults() error {
 		c.ProgressInterval = DefaultProgressInterval
 	}
 	if c.EtcdPID < 0 {
-		return fmt.Errorf("bench: etcd pid %d must be positive", c.EtcdPID)
+		return fmt.Errorf("bench: etcd pid %d must not be negative", c.EtcdPID)
 	}
 	if c.ProgressInterval < 0 {
 		return fmt.Errorf("bench: progress interval %v must be positive", c.ProgressInterval)

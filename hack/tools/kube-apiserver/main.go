@@ -1,8 +1,8 @@
 // Command kube-apiserver is the upstream Kubernetes API server, built from
 // the k8s.io/kubernetes Go module at the release that matches leasehold's
-// k8s.io libraries. hack/compare.sh builds it into bin/ and runs the same
-// `leasehold bench` scenarios against it and against leasehold, on one
-// machine and one etcd.
+// k8s.io libraries. The compare scenario of hack/bench.sh builds it into
+// bin/ and runs the same `leasehold bench fleet` against it and against
+// leasehold, on one machine and the same kind of etcd member.
 //
 // It lives in a module of its own so that leasehold's module does not
 // depend on Kubernetes' server code. k8s.io/kubernetes replaces its
