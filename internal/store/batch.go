@@ -45,6 +45,14 @@ import (
 // oldest write has usually waited that long already, behind the commit in
 // flight, so the delay adds nothing there.
 //
+// A batch waits only when the commits of late have had company: when
+// they carried, on a moving average, at least a quarter of a write besides
+// their first (company). Writes from several independent writers soon
+// share commits on their own, while one commits; a lone write, a client
+// that writes one thing after another (its next write waits for this
+// one's answer, so no wait would ever gather it), or a trickle goes at
+// once. So the delay costs latency only where it saves commits.
+//
 // The transactions are built as etcd's own request messages and sent
 // through its KV API directly: clientv3's builders copy every value and
 // clone every compare three times, by reflection, on the way to the same
@@ -55,6 +63,11 @@ type batcher struct {
 	maxBatch int
 	delay    time.Duration
 	clock    clock.Clock
+
+	// company is the mean number of writes a commit carried besides its
+	// first, weighted towards the latest commits. Kept by run's goroutine
+	// alone.
+	company float64
 }
 
 const (
@@ -66,6 +79,11 @@ const (
 	// goes alone.
 	maxBatchBytes = 1 << 20
 	maxInFlight   = 1
+
+	// Each batch moves company an eighth of the way to its own; a batch
+	// waits when company is at least minCompany.
+	companyWeight = 8
+	minCompany    = 0.25
 )
 
 type txnRequest struct {
@@ -102,6 +120,15 @@ type txnResult struct {
 func newBatcher(kv pb.KVClient, maxBatch int, delay time.Duration, clk clock.Clock) *batcher {
 	return &batcher{kv: kv, queue: make(chan *txnRequest, 4*maxBatch), maxBatch: maxBatch, delay: delay, clock: clk}
 }
+
+// observe counts a batch of n writes in company.
+func (b *batcher) observe(n int) {
+	b.company += (float64(n-1) - b.company) / companyWeight
+}
+
+// lingers reports whether a batch should wait for company: whether the
+// commits of late have had some.
+func (b *batcher) lingers() bool { return b.delay > 0 && b.company >= minCompany }
 
 // do runs w through the batcher.
 func (b *batcher) do(ctx context.Context, w write) txnResult {
@@ -183,7 +210,7 @@ func (b *batcher) run(ctx context.Context) {
 			add(r)
 		}
 		full := func() bool { return len(batch) >= b.maxBatch || size >= maxBatchBytes }
-		if b.delay > 0 && !full() {
+		if b.lingers() && !full() {
 			// batch[0] is the oldest: what was carried over comes first.
 			if wait := b.delay - b.clock.Since(batch[0].queued); wait > 0 {
 				t := b.clock.NewTimer(wait)
@@ -211,6 +238,7 @@ func (b *batcher) run(ctx context.Context) {
 				break fill
 			}
 		}
+		b.observe(len(batch))
 		go func() {
 			defer func() { <-slots }()
 			stack.Grow() // etcd's in-process call runs deep

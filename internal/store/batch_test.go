@@ -51,12 +51,51 @@ func result(t *testing.T, key string, c <-chan txnResult) txnResult {
 	return r
 }
 
-// TestCommitDelayGathers: with a commit delay, the writes queued while a
-// batch's oldest write waits share its transaction (one revision), and the
-// batch goes when the delay has passed on the batcher's clock.
+// settle waits for every result, moving the clock on by step whenever the
+// batcher waits on it.
+func settle(t *testing.T, clk *testingclock.FakeClock, step time.Duration, res ...<-chan txnResult) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i, c := range res {
+		for done := false; !done; {
+			select {
+			case r := <-c:
+				if r.err != nil || !r.succeeded {
+					t.Fatalf("write %d: %+v", i, r)
+				}
+				done = true
+			default:
+				if time.Now().After(deadline) {
+					t.Fatalf("write %d was not answered", i)
+				}
+				if clk.HasWaiters() {
+					clk.Step(step)
+				}
+				runtime.Gosched()
+			}
+		}
+	}
+}
+
+// burst queues n writes at one instant of the batcher's clock and waits for
+// them: afterwards the batcher takes writes to come often.
+func burst(t *testing.T, b *batcher, clk *testingclock.FakeClock, prefix string, n int) {
+	t.Helper()
+	var res []<-chan txnResult
+	for i := range n {
+		res = append(res, create(b, fmt.Sprintf("%s%d", prefix, i)))
+	}
+	settle(t, clk, b.delay, res...)
+}
+
+// TestCommitDelayGathers: with a commit delay, once writes come often, the
+// writes queued while a batch's oldest write waits share its transaction
+// (one revision), and the batch goes when the delay has passed on the
+// batcher's clock.
 func TestCommitDelayGathers(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	b := startBatcher(t, 100, time.Second, clk)
+	burst(t, b, clk, "/burst", 30)
 	first := create(b, "/a")
 	// The batcher takes /a and waits on the clock, which stands still.
 	deadline := time.Now().Add(10 * time.Second)
@@ -84,6 +123,7 @@ func TestCommitDelayGathers(t *testing.T) {
 func TestCommitDelayFullBatchGoes(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	b := startBatcher(t, 3, time.Hour, clk)
+	burst(t, b, clk, "/burst", 30)
 	var res []<-chan txnResult
 	for i := range 3 {
 		res = append(res, create(b, fmt.Sprintf("/k%d", i)))
@@ -96,11 +136,81 @@ func TestCommitDelayFullBatchGoes(t *testing.T) {
 	}
 }
 
+// answered waits for c's result without moving the batcher's clock: a write
+// that waits for company on it is never answered.
+func answered(t *testing.T, key string, c <-chan txnResult) {
+	t.Helper()
+	select {
+	case r := <-c:
+		if r.err != nil || !r.succeeded {
+			t.Fatalf("%s: %+v", key, r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s was not answered: it waits for the clock", key)
+	}
+}
+
 // TestNoCommitDelayGoesAtOnce: without a delay a lone write does not wait
 // for the clock.
 func TestNoCommitDelayGoesAtOnce(t *testing.T) {
 	b := startBatcher(t, 100, 0, testingclock.NewFakeClock(time.Now()))
-	result(t, "/x", create(b, "/x"))
+	answered(t, "/x", create(b, "/x"))
+}
+
+// TestCommitDelayLoneWriteGoesAtOnce: with a delay, a write does not wait
+// while commits have had no company: the first write of all, and the
+// writes of a client that writes one thing after another, once the
+// commits of an earlier burst are long enough ago.
+func TestCommitDelayLoneWriteGoesAtOnce(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	b := startBatcher(t, 100, time.Second, clk)
+	answered(t, "/first", create(b, "/first"))
+
+	burst(t, b, clk, "/burst", 30)
+	// One write at a time: the first few still wait for company (settle
+	// moves the clock on for them) and find none.
+	for i := range 30 {
+		settle(t, clk, time.Second, create(b, fmt.Sprintf("/seq%d", i)))
+	}
+	answered(t, "/lone", create(b, "/lone"))
+}
+
+// TestCompanyEstimate: batches wait once commits have had company, and
+// stop within a few tens of commits that carried one write each.
+func TestCompanyEstimate(t *testing.T) {
+	b := &batcher{delay: time.Millisecond}
+	if b.lingers() {
+		t.Fatal("a batcher that has committed nothing waits for company")
+	}
+	for range 3 {
+		b.observe(1)
+	}
+	if b.lingers() {
+		t.Fatalf("after three lone writes, company %v: waits", b.company)
+	}
+	// Writers that share commits on their own: two writes a commit.
+	n := 0
+	for ; !b.lingers(); n++ {
+		b.observe(2)
+	}
+	if n > 3 {
+		t.Errorf("waiting began after %d commits of two writes, want at most 3", n)
+	}
+	// Waiting gathers, say, ten writes a commit; then the writers go quiet
+	// but for one that waits for each answer.
+	for range 50 {
+		b.observe(10)
+	}
+	n = 0
+	for ; b.lingers(); n++ {
+		b.observe(1)
+	}
+	if n < 5 || n > 40 {
+		t.Errorf("waiting stopped after %d lone commits, want 5 to 40", n)
+	}
+	if (&batcher{company: 10}).lingers() {
+		t.Error("without a delay a batch waits")
+	}
 }
 
 // TestAbandonedRequestNotReused: a write whose caller gave up while the
@@ -119,6 +229,7 @@ func TestAbandonedRequestNotReused(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
+	burst(t, b, clk, "/burst", 30)
 	exists := create(b, "/exists")
 	waitForBatcher()
 	clk.Step(time.Second)

@@ -12,31 +12,40 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestCommitDelay: with --etcd-commit-delay, writes that arrive together
-// share one etcd transaction (one resourceVersion), each is answered once
-// committed, and each survives a restart.
+// TestCommitDelay: with --etcd-commit-delay, once writes come often,
+// writes that arrive together share one etcd transaction (one
+// resourceVersion), each is answered once committed, and each survives a
+// restart.
 func TestCommitDelay(t *testing.T) {
 	s := newServer(t, "--etcd-commit-delay", "500ms")
 	cs := s.clientset(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const n = 5
-	rvs := make([]string, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			l, err := cs.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gathered-%d", i)},
-				Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("e2e")},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				t.Errorf("create %d: %v", i, err)
-				return
-			}
-			rvs[i] = l.ResourceVersion
-		})
+	// createAll creates n leases at once and returns their resourceVersions.
+	createAll := func(prefix string, n int) []string {
+		rvs := make([]string, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				l, err := cs.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i)},
+					Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("e2e")},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					t.Errorf("create %s-%d: %v", prefix, i, err)
+					return
+				}
+				rvs[i] = l.ResourceVersion
+			})
+		}
+		wg.Wait()
+		return rvs
 	}
-	wg.Wait()
+	// A lone write after the server starts does not wait for company; a
+	// burst shows the server that writes come often.
+	createAll("burst", 30)
+	const n = 5
+	rvs := createAll("gathered", n)
 	if t.Failed() {
 		return
 	}
