@@ -77,10 +77,10 @@ type Config struct {
 	MaxBatch int
 	// CommitDelay is how long group commit holds a batch open for more
 	// writes to share its etcd commit, counted from when its oldest write
-	// was queued, when writes have lately been coming at least that often
-	// (otherwise a batch goes at once); 0 (the default) sends every batch
-	// as soon as the one before it is done. Every write is still answered
-	// only once it is committed.
+	// was queued, once recent commits have carried more than one write
+	// (until then a batch goes at once: see batcher); 0 (the default) sends
+	// every batch as soon as the one before it is done. Every write is
+	// still answered only once it is committed.
 	CommitDelay time.Duration
 	// BookmarkInterval is how often watchers that asked for bookmarks get
 	// one; default 10 s.
