@@ -208,7 +208,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(leaderMetrics)
 	api, err = apiserver.New(apiserver.Config{
 		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
-		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{})},
+		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(metricsGatherer(f, reg), promhttp.HandlerOpts{})},
 		Authorization:              splitList(f.authorizationMode),
 		Audit:                      auditLog,
 		MaxRequestsInFlight:        f.maxInFlight,
@@ -483,6 +483,15 @@ func adminCredentials(f serveFlags, ca *pki.CA, host string, tokens *auth.Tokens
 	}
 	err = pki.WriteKubeconfig(kubeconfig, pki.KubeconfigSpec{Server: "https://" + server, CAPEM: ca.CertPEM, User: admin.Name, Token: token})
 	return token, err
+}
+
+// metricsGatherer is what /metrics serves: leasehold's registry and, when
+// etcd runs embedded, the member's own metrics.
+func metricsGatherer(f serveFlags, reg *prometheus.Registry) prometheus.Gatherer {
+	if f.etcdServers != "" {
+		return reg
+	}
+	return prometheus.Gatherers{reg, embedded.Metrics()}
 }
 
 // etcdStart is etcd opening in the background.
