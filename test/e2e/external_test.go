@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -142,6 +143,11 @@ func TestServeOnExternalEtcd(t *testing.T) {
 		if n := ptr.Deref(l.Spec.LeaseTransitions, 0); n != writers*each {
 			t.Errorf("%s: leaseTransitions %d after %d increments", s.listen, n, writers*each)
 		}
+	}
+
+	// The member's metrics are the external cluster's to serve.
+	if out := a.kubectl(t, "get", "--raw", "/metrics"); strings.Contains(out, "\netcd_") || !strings.Contains(out, "\nleasehold_apiserver_requests_total{") {
+		t.Errorf("/metrics on an external etcd should carry leasehold's metrics and no etcd_ ones:\n%s", grepLines(out, "etcd_"))
 	}
 
 	b.kubectl(t, "delete", "lease", "shared", "-n", ns)

@@ -948,6 +948,10 @@ func TestRawEndpoints(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^leasehold_apiserver_requests_total\{[^}]*resource="leases"[^}]*\} \d+`).MatchString(out) {
 		t.Errorf("/metrics counts no lease requests:\n%s", grepLines(out, "leasehold_apiserver_requests_total"))
 	}
+	// The embedded etcd member's own metrics come with leasehold's.
+	if !regexp.MustCompile(`(?m)^etcd_disk_wal_fsync_duration_seconds_count [1-9]`).MatchString(out) || !strings.Contains(out, "\netcd_server_has_leader 1\n") {
+		t.Errorf("/metrics lacks the embedded etcd's fsyncs or leader:\n%s", grepLines(out, "etcd_"))
+	}
 
 	for _, path := range []string{"/api", "/apis", "/apis/coordination.k8s.io/v1", "/api/v1", "/openapi/v2", "/openapi/v3"} {
 		if _, errOut, err := s.runKubectl(t, "get", "--raw", path); err != nil {
