@@ -200,6 +200,34 @@ func TestFleet(t *testing.T) {
 	}
 }
 
+// The agents' first status posts spread over the report period: with a
+// period twice the measurement, some but not all post during it. (Posting
+// one period after registering, all would post after it ends.)
+func TestFleetStatusSpread(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	var progress syncbuf.Buffer
+	const nodes = 20
+	cfg := bench.FleetConfig{
+		Common: common(t, s, &progress), Nodes: nodes, Interval: 250 * time.Millisecond,
+		LeaseDuration: 2 * time.Second, NodeStatusReportPeriod: 4 * time.Second, NodePrefix: "spread-",
+	}
+	f, err := bench.NewFleet(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Errors != 0 {
+		t.Fatalf("%d errors: %v", r.Errors, r.ErrorSamples)
+	}
+	t.Logf("%d of %d agents posted their status", r.Fleet.StatusPosts, nodes)
+	if p := r.Fleet.StatusPosts; p == 0 || p >= nodes {
+		t.Errorf("%d status posts in a measurement half the report period long, want some of the %d agents' and not all", p, nodes)
+	}
+}
+
 func TestFleetKill(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{})
 	client := kubernetes.NewForConfigOrDie(s.Config)
