@@ -130,12 +130,9 @@ func TestThroughput(t *testing.T) {
 	}
 }
 
-func TestFleet(t *testing.T) {
-	s := apiservertest.Start(t, apiservertest.Options{})
-	client := kubernetes.NewForConfigOrDie(s.Config)
-	var progress syncbuf.Buffer
-	const nodes, interval = 20, 500 * time.Millisecond
-	cfg := bench.FleetConfig{Common: common(t, s, &progress), Nodes: nodes, Interval: interval, LeaseDuration: 2 * time.Second, NodePrefix: "bench-"}
+// runFleet runs the fleet scenario cfg describes.
+func runFleet(t *testing.T, cfg bench.FleetConfig) *bench.Report {
+	t.Helper()
 	f, err := bench.NewFleet(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +141,16 @@ func TestFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+func TestFleet(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	client := kubernetes.NewForConfigOrDie(s.Config)
+	var progress syncbuf.Buffer
+	const nodes, interval = 20, 500 * time.Millisecond
+	cfg := bench.FleetConfig{Common: common(t, s, &progress), Nodes: nodes, Interval: interval, LeaseDuration: 2 * time.Second, NodePrefix: "bench-"}
+	r := runFleet(t, cfg)
 	checkReport(t, r, "fleet", &progress, "fleet")
 	// Every agent renews once per slot: at most one more slot than the
 	// duration holds, fewer only if some were missed.
@@ -181,13 +188,7 @@ func TestFleet(t *testing.T) {
 	// A second run adopts the same nodes, then cleans up.
 	cfg.Cleanup = true
 	cfg.Duration = time.Second
-	f, err = bench.NewFleet(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, err = f.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	r = runFleet(t, cfg)
 	if r.Errors != 0 || r.Fleet.LeaseCreations != 0 {
 		t.Errorf("second run: %d errors %v, %d leases created", r.Errors, r.ErrorSamples, r.Fleet.LeaseCreations)
 	}
@@ -211,14 +212,7 @@ func TestFleetStatusSpread(t *testing.T) {
 		Common: common(t, s, &progress), Nodes: nodes, Interval: 250 * time.Millisecond,
 		LeaseDuration: 2 * time.Second, NodeStatusReportPeriod: 4 * time.Second, NodePrefix: "spread-",
 	}
-	f, err := bench.NewFleet(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := f.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := runFleet(t, cfg)
 	if r.Errors != 0 {
 		t.Fatalf("%d errors: %v", r.Errors, r.ErrorSamples)
 	}
@@ -246,17 +240,10 @@ func TestFleetKill(t *testing.T) {
 	var progress syncbuf.Buffer
 	c := common(t, s, &progress)
 	c.Duration = 5 * time.Second
-	f, err := bench.NewFleet(bench.FleetConfig{
+	r := runFleet(t, bench.FleetConfig{
 		Common: c, Nodes: 10, Interval: 200 * time.Millisecond, LeaseDuration: time.Second,
 		KillFraction: 0.3, KillAfter: time.Second, Cleanup: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := f.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	checkReport(t, r, "fleet", &progress, "fleet")
 	k := r.Kill
 	if k == nil {
