@@ -1,34 +1,48 @@
 package apiserver
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 
 	jsoniter "github.com/json-iterator/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
-// heartbeatManagedFields is the fast path of managed fields for the update
-// that dominates leasehold's traffic: a renewal, in which a client changes
-// only fields it alone already owns through an earlier Update. For such an
-// update the full computation (structured-merge-diff over the whole object,
-// most of the cost of a renewal) can only refresh that manager's timestamp,
-// so this does exactly that. It returns false, changing nothing, whenever
-// the update is anything else; the caller then runs the field manager.
-// changed tells that the update changes a field (so the object to store
-// differs from cur).
+// heartbeatManagedFields is the fast path of managed fields for the updates
+// that dominate leasehold's traffic: a renewal, and an agent's periodic
+// node status post. In both a client changes a few fields (a renewTime, the
+// conditions' heartbeats), each owned by one Update entry alone. The full
+// computation (structured-merge-diff over the whole object, most of the
+// cost of a renewal) then only moves those fields to the updating manager's
+// entry and refreshes its timestamp, so this does exactly that. It returns
+// false, changing nothing, whenever the update is anything else; the caller
+// then runs the field manager. changed tells that the update changes a
+// field (so the object to store differs from cur).
+//
+// Usually the manager owns the fields already, and only its timestamp
+// moves. It does not when a field changes hands: an agent's first status
+// post after it created its Node with a status moves the heartbeats from
+// its entry for the main resource to a new one for status, and a lease
+// taken over by a new holder moves renewTime to the new holder's entry.
 //
 // Conditions, each of which sends the update down the full path:
 //   - the resource can list the fields an update changes (ChangedFields);
-//   - the request is for the main resource or its status;
+//   - the request is for the main resource or its status, and names its
+//     manager (the field manager calls an unnamed one "unknown");
 //   - the client sent back the managed fields it read, or none;
-//   - every changed field is owned by this manager's Update entry for this
-//     API version and subresource, and by no other entry;
-//   - no field went from set to unset (the resource's hook checks that).
+//   - every changed field is owned by exactly one entry, an Update entry of
+//     the request's API version;
+//   - no field went from set to unset (the resource's hook checks that);
+//   - when fields change hands, the result keeps within the field
+//     manager's limit of Update entries (it would merge the oldest).
 func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, manager string) (heartbeat, changed bool) {
-	if req.res.ChangedFields == nil || req.info.subresource != "" && req.info.subresource != "status" {
+	if req.res.ChangedFields == nil || req.info.subresource != "" && req.info.subresource != "status" || manager == "" {
 		return false, false
 	}
 	nm, cm := objectMeta(obj), objectMeta(cur)
@@ -44,31 +58,153 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 	}
 	apiVersion := req.res.GroupVersion.String()
 	mine := -1
+	var ownerBuf [8]int
+	owners := ownerBuf[:0] // owners[j]: the entry owning paths[j]
+	for range paths {
+		owners = append(owners, -1)
+	}
 	for i, e := range nm.ManagedFields {
-		if e.FieldsV1 == nil {
-			continue
-		}
-		self := e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationUpdate &&
-			e.Subresource == req.info.subresource && e.APIVersion == apiVersion
-		for _, p := range paths {
-			owned, err := fieldsHas(e.FieldsV1.Raw, p)
-			if err != nil || self && !owned || !self && owned {
-				return false, false
-			}
-		}
-		if self {
+		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationUpdate &&
+			e.Subresource == req.info.subresource && e.APIVersion == apiVersion {
 			mine = i
 		}
+		if e.FieldsV1 == nil { // the field manager writes none such
+			return false, false
+		}
+		for j, p := range paths {
+			owned, err := fieldsHas(e.FieldsV1.Raw, p)
+			if err != nil || owned && owners[j] >= 0 {
+				return false, false
+			}
+			if owned {
+				owners[j] = i
+			}
+		}
 	}
-	if mine < 0 {
-		return false, false
+	moved := false
+	for _, o := range owners {
+		if o < 0 {
+			return false, false
+		}
+		if o != mine {
+			if e := &nm.ManagedFields[o]; e.Operation != metav1.ManagedFieldsOperationUpdate || e.APIVersion != apiVersion {
+				return false, false
+			}
+			moved = true
+		}
 	}
-	entries := make([]metav1.ManagedFieldsEntry, len(nm.ManagedFields))
-	copy(entries, nm.ManagedFields)
 	now := metav1.NewTime(s.clock.Now().UTC())
+	var entries []metav1.ManagedFieldsEntry
+	if moved {
+		if entries = moveManagedFields(nm.ManagedFields, paths, owners, mine, manager, apiVersion, req.info.subresource); entries == nil {
+			return false, false
+		}
+		mine = len(entries) - 1 // moveManagedFields puts the manager's entry last
+	} else {
+		entries = make([]metav1.ManagedFieldsEntry, len(nm.ManagedFields))
+		copy(entries, nm.ManagedFields)
+	}
 	entries[mine].Time = &now
+	slices.SortFunc(entries, compareManagedFields)
 	nm.ManagedFields = entries
 	return true, true
+}
+
+// moveManagedFields returns a copy of entries in which the paths owned by
+// others (owners[j] != mine) belong to the manager's Update entry for
+// apiVersion and subresource instead: entries[mine] when mine >= 0, or a
+// new entry. The manager's entry comes last, and entries left owning
+// nothing are gone, as the field manager leaves them. It returns nil when
+// it cannot: a field set it cannot read or write, or more Update entries
+// than the field manager keeps.
+func moveManagedFields(entries []metav1.ManagedFieldsEntry, paths [][]string, owners []int, mine int, manager, apiVersion, subresource string) []metav1.ManagedFieldsEntry {
+	taken := map[int]*fieldpath.Set{}
+	gained := fieldpath.NewSet()
+	for j, p := range paths {
+		fp := make(fieldpath.Path, len(p))
+		for k, el := range p {
+			pe, err := fieldpath.DeserializePathElement(el)
+			if err != nil {
+				return nil
+			}
+			fp[k] = pe
+		}
+		gained.Insert(fp)
+		if o := owners[j]; o != mine {
+			if taken[o] == nil {
+				taken[o] = fieldpath.NewSet()
+			}
+			taken[o].Insert(fp)
+		}
+	}
+	own := metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate,
+		APIVersion: apiVersion, FieldsType: "FieldsV1", Subresource: subresource}
+	if mine >= 0 {
+		own = entries[mine]
+		set, err := readFieldSet(own.FieldsV1.Raw)
+		if err != nil {
+			return nil
+		}
+		gained = gained.Union(set)
+	}
+	raw, err := gained.ToJSON()
+	if err != nil {
+		return nil
+	}
+	own.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+	out := make([]metav1.ManagedFieldsEntry, 0, len(entries)+1)
+	updates := 1
+	for i, e := range entries {
+		if i == mine {
+			continue
+		}
+		if t := taken[i]; t != nil {
+			set, err := readFieldSet(e.FieldsV1.Raw)
+			if err != nil {
+				return nil
+			}
+			if set = set.Difference(t); set.Empty() {
+				continue
+			}
+			if raw, err = set.ToJSON(); err != nil {
+				return nil
+			}
+			e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+		}
+		if e.Operation == metav1.ManagedFieldsOperationUpdate {
+			updates++
+		}
+		out = append(out, e)
+	}
+	if updates > maxUpdateManagers {
+		return nil
+	}
+	return append(out, own)
+}
+
+// maxUpdateManagers is how many Update entries the field manager keeps
+// before it merges the oldest (DefaultMaxUpdateManagers of its internal
+// package).
+const maxUpdateManagers = 10
+
+func readFieldSet(raw []byte) (*fieldpath.Set, error) {
+	set := &fieldpath.Set{}
+	return set, set.FromJSON(bytes.NewReader(raw))
+}
+
+// compareManagedFields orders entries as the field manager writes them:
+// by operation, then time (to the second), manager, API version and
+// subresource.
+func compareManagedFields(p, q metav1.ManagedFieldsEntry) int {
+	var ps, qs int64
+	if p.Time != nil {
+		ps = p.Time.Unix()
+	}
+	if q.Time != nil {
+		qs = q.Time.Unix()
+	}
+	return cmp.Or(cmp.Compare(p.Operation, q.Operation), cmp.Compare(ps, qs), cmp.Compare(p.Manager, q.Manager),
+		cmp.Compare(p.APIVersion, q.APIVersion), cmp.Compare(p.Subresource, q.Subresource))
 }
 
 // fieldsHas reports whether raw, a FieldsV1 document (a set of field paths

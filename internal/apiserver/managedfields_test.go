@@ -2,6 +2,9 @@ package apiserver
 
 import (
 	"bytes"
+	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,33 +59,55 @@ func TestHeartbeatManagedFields(t *testing.T) {
 		{"renewal without managedFields in the body", "agent", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &later; l.ManagedFields = nil }, true},
 		{"owner changes two owned fields", "agent", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &later; l.Spec.HolderIdentity = ptr.To("m") }, true},
 		{"nothing changes", "agent", func(*coordinationv1.Lease) {}, true},
-		{"renewal by another manager", "other", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &later }, false},
+		{"renewal by another manager", "other", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &later }, true},
 		{"owner sets a field it does not own yet", "agent", func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To[int32](1) }, false},
 		{"owner unsets a field", "agent", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }, false},
 		{"label change", "agent", func(l *coordinationv1.Lease) { l.Labels = map[string]string{"team": "b"} }, false},
-		{"field owned by someone else", "kubectl", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &later }, false},
+		{"field owned by a manager that owns others", "kubectl", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &later }, true},
 		{"unnamed manager owning nothing", "", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &later }, false},
+		{"a field that changes hands and one that does not", "kubectl", func(l *coordinationv1.Lease) {
+			l.Spec.RenewTime = &later
+			l.Labels = map[string]string{"team": "b"}
+		}, false},
+		{"a field owned by an Apply entry", "agent", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &later }, false},
 	}
+	applied := base.DeepCopy()
+	applied.ManagedFields = append(applied.ManagedFields, metav1.ManagedFieldsEntry{Manager: "applier", Operation: metav1.ManagedFieldsOperationApply,
+		APIVersion: "coordination.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:leaseTransitions":{}}}`)}})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			proposed := base.DeepCopy()
+			cur := base
+			if strings.Contains(tt.name, "Apply entry") {
+				cur = applied
+				cur.Spec.LeaseTransitions = ptr.To[int32](0)
+			}
+			proposed := cur.DeepCopy()
 			tt.change(proposed)
-			checkHeartbeat(t, s, req, fm, base, proposed, tt.manager, tt.fast)
+			if strings.Contains(tt.name, "Apply entry") {
+				proposed.Spec.LeaseTransitions = ptr.To[int32](1)
+			}
+			checkHeartbeat(t, s, req, fm, cur, proposed, tt.manager, tt.fast)
 		})
 	}
 }
 
-// checkHeartbeat runs the fast path for an update of cur to proposed. It
-// must be taken as want says; taken, it must give the managed fields fm
-// computes (timestamps aside) and report a change exactly when proposed
-// differs from cur, and declined, leave the object as it was.
+// checkHeartbeat is compareHeartbeat that must take the fast path as want
+// says.
 func checkHeartbeat(t *testing.T, s *Server, req *request, fm *managedfields.FieldManager, cur, proposed runtime.Object, manager string, want bool) {
+	t.Helper()
+	if got := compareHeartbeat(t, s, req, fm, cur, proposed, manager); got != want {
+		t.Fatalf("fast path taken: got %v, want %v", got, want)
+	}
+}
+
+// compareHeartbeat runs the fast path for an update of cur to proposed and
+// reports whether it was taken. Taken, it must give the managed fields fm
+// computes (timestamps aside) and report a change exactly when proposed
+// differs from cur; declined, it must leave the object as it was.
+func compareHeartbeat(t *testing.T, s *Server, req *request, fm *managedfields.FieldManager, cur, proposed runtime.Object, manager string) bool {
 	t.Helper()
 	fast := proposed.DeepCopyObject()
 	got, changed := s.heartbeatManagedFields(req, fast, cur, manager)
-	if got != want {
-		t.Fatalf("fast path taken: got %v, want %v", got, want)
-	}
 	if differs := !equality.Semantic.DeepEqual(cur, proposed); got && changed != differs {
 		t.Fatalf("fast path reports changed %v for an update that changes something: %v", changed, differs)
 	}
@@ -90,20 +115,41 @@ func checkHeartbeat(t *testing.T, s *Server, req *request, fm *managedfields.Fie
 		if !equality.Semantic.DeepEqual(fast, proposed) {
 			t.Fatalf("declined, but changed the object")
 		}
-		return
+		return false
 	}
 	full := fm.UpdateNoErrors(cur, proposed.DeepCopyObject(), manager)
-	if w, g := withoutTimes(objectMeta(full).ManagedFields), withoutTimes(objectMeta(fast).ManagedFields); !equality.Semantic.DeepEqual(w, g) {
+	fastEntries, fullEntries := objectMeta(fast).ManagedFields, objectMeta(full).ManagedFields
+	// The field manager stamps its entries with the real time and the fast
+	// path with the server's clock, and the order of entries follows their
+	// times, so the two are compared in the order of their identities and,
+	// each, for the field manager's order given its own times.
+	if w, g := withoutTimes(fullEntries), withoutTimes(fastEntries); !equality.Semantic.DeepEqual(w, g) {
 		t.Fatalf("managedFields differ:\n fast %+v\n full %+v", g, w)
 	}
+	for _, entries := range [][]metav1.ManagedFieldsEntry{fastEntries, fullEntries} {
+		if !slices.IsSortedFunc(entries, compareManagedFields) {
+			t.Fatalf("managedFields out of the field manager's order: %+v", entries)
+		}
+	}
+	if changed {
+		for _, e := range fastEntries {
+			if e.Manager == manager && e.Subresource == req.info.subresource && e.Operation == metav1.ManagedFieldsOperationUpdate &&
+				(e.Time == nil || !e.Time.Equal(&metav1.Time{Time: s.clock.Now().UTC().Truncate(time.Second)}) && !e.Time.Time.Equal(s.clock.Now().UTC())) {
+				t.Fatalf("the manager's entry has time %v, not the server's clock", e.Time)
+			}
+		}
+	}
+	return true
 }
 
+// withoutTimes returns entries without their times, ordered by identity.
 func withoutTimes(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
 	out := make([]metav1.ManagedFieldsEntry, len(entries))
 	for i, e := range entries {
 		e.Time = nil
 		out[i] = e
 	}
+	slices.SortFunc(out, compareManagedFields)
 	return out
 }
 
@@ -215,11 +261,12 @@ func TestNodeStatusHeartbeat(t *testing.T) {
 		{"status post by the agent", "status", "agent", func(n *corev1.Node) { beat(n, 6*time.Minute) }, true},
 		{"one heartbeat", "status", "agent", func(n *corev1.Node) { n.Status.Conditions[0].LastHeartbeatTime = at(6 * time.Minute) }, true},
 		{"nothing changes", "status", "agent", func(*corev1.Node) {}, true},
-		{"status post by another manager", "status", "other", func(n *corev1.Node) { beat(n, 6*time.Minute) }, false},
+		{"first status post, after creating the node with a status", "status", "agent", func(n *corev1.Node) { beat(n, 6*time.Minute) }, true},
+		{"status post by another manager", "status", "other", func(n *corev1.Node) { beat(n, 6*time.Minute) }, true},
 		// (The server keeps the stored status on such a write; this checks
 		// the bookkeeping only.)
 		{"heartbeat through the main resource, owned there", "", "agent", func(n *corev1.Node) { beat(n, 6*time.Minute) }, true},
-		{"heartbeat through the main resource, owned by the status", "", "agent", func(n *corev1.Node) { beat(n, 7*time.Minute) }, false},
+		{"heartbeat through the main resource, owned by the status", "", "agent", func(n *corev1.Node) { beat(n, 7*time.Minute) }, true},
 		{"Ready changes", "status", "agent", func(n *corev1.Node) {
 			beat(n, 6*time.Minute)
 			n.Status.Conditions[0].Status = corev1.ConditionFalse
@@ -240,13 +287,133 @@ func TestNodeStatusHeartbeat(t *testing.T) {
 			cur, fm := base, status
 			if tt.subresource == "" {
 				fm = main
-				if strings.HasSuffix(tt.name, "owned there") {
-					cur = created // the heartbeats are still the creation's
-				}
+			}
+			if strings.HasSuffix(tt.name, "owned there") || strings.HasPrefix(tt.name, "first") {
+				cur = created // the heartbeats are still the creation's
 			}
 			proposed := cur.DeepCopy()
 			tt.change(proposed)
 			checkHeartbeat(t, s, req, fm, cur, proposed, tt.manager, tt.fast)
 		})
 	}
+}
+
+// TestHeartbeatManagedFieldsSequences runs random sequences of updates by
+// several managers through the field manager and, at each step, checks
+// the fast path against it wherever it is taken: renewals and holder
+// changes that move fields between entries, entries left owning nothing,
+// and labels that add managers up to and past the field manager's limit.
+func TestHeartbeatManagedFieldsSequences(t *testing.T) {
+	fm, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(registry.Scheme),
+		registry.Scheme, registry.Scheme, registry.Scheme, registry.Leases.GroupVersionKind(), registry.Leases.GroupVersion, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := &Server{clock: clk}
+	req := &request{res: registry.Leases}
+	rng := rand.New(rand.NewPCG(1, 2))
+	taken, moved := 0, 0
+	for seq := 0; seq < 20; seq++ {
+		now := metav1.NewMicroTime(clk.Now())
+		cur := fm.UpdateNoErrors(&coordinationv1.Lease{}, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "n", Namespace: "kube-node-lease"},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("m0"), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now},
+		}, "m0").(*coordinationv1.Lease)
+		for step := 0; step < 40; step++ {
+			manager := "m" + strconv.Itoa(rng.IntN(12))
+			// Entries of random ages, for the order that follows them.
+			for i := range cur.ManagedFields {
+				cur.ManagedFields[i].Time = &metav1.Time{Time: clk.Now().Add(-time.Duration(rng.IntN(1000)) * time.Second)}
+			}
+			proposed := cur.DeepCopy()
+			later := metav1.NewMicroTime(clk.Now().Add(time.Duration(seq*100+step+1) * time.Second))
+			switch rng.IntN(4) {
+			case 0, 1:
+				proposed.Spec.RenewTime = &later
+			case 2:
+				proposed.Spec.RenewTime = &later
+				proposed.Spec.HolderIdentity = ptr.To(manager)
+			case 3:
+				if proposed.Labels == nil {
+					proposed.Labels = map[string]string{}
+				}
+				proposed.Labels[manager] = strconv.Itoa(step)
+			}
+			if compareHeartbeat(t, s, req, fm, cur, proposed, manager) {
+				taken++
+				if owners := ownersOf(cur, "f:spec", "f:renewTime"); len(owners) == 1 && owners[0] != manager {
+					moved++
+				}
+			}
+			cur = fm.UpdateNoErrors(cur, proposed, manager).(*coordinationv1.Lease)
+		}
+	}
+	if taken < 100 || moved < 50 {
+		t.Fatalf("the sequences took the fast path %d times, moving fields %d times: too few to test it", taken, moved)
+	}
+}
+
+// ownersOf names the managers whose entries hold path.
+func ownersOf(obj runtime.Object, path ...string) []string {
+	var out []string
+	for _, e := range objectMeta(obj).ManagedFields {
+		if e.FieldsV1 == nil {
+			continue
+		}
+		if ok, err := fieldsHas(e.FieldsV1.Raw, path); err == nil && ok {
+			out = append(out, e.Manager)
+		}
+	}
+	return out
+}
+
+// BenchmarkFirstStatusPost compares the two ways of computing the managed
+// fields of an agent's first status post after it created its Node with a
+// status: the field manager, and the fast path that moves the heartbeats
+// to the agent's status entry.
+func BenchmarkFirstStatusPost(b *testing.B) {
+	status, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(registry.Scheme),
+		registry.Scheme, registry.Scheme, registry.Scheme, registry.Nodes.GroupVersionKind(), registry.Nodes.GroupVersion, "status", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	main, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(registry.Scheme),
+		registry.Scheme, registry.Scheme, registry.Scheme, registry.Nodes.GroupVersionKind(), registry.Nodes.GroupVersion, "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := &Server{clock: clk}
+	req := &request{res: registry.Nodes, info: requestInfo{subresource: "status"}}
+	at := metav1.NewTime(clk.Now())
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{"kubernetes.io/hostname": "node-1", "kubernetes.io/os": "linux"}},
+		Status: corev1.NodeStatus{
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")},
+			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "node-1"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+			NodeInfo:    corev1.NodeSystemInfo{MachineID: "m", SystemUUID: "u", BootID: "b", KernelVersion: "6.1", OSImage: "Debian", OperatingSystem: "linux", Architecture: "amd64"},
+		},
+	}
+	for _, c := range []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure, corev1.NodeNetworkUnavailable} {
+		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: c, Status: corev1.ConditionFalse, Reason: "R", LastHeartbeatTime: at, LastTransitionTime: at})
+	}
+	created := main.UpdateNoErrors(&corev1.Node{}, node, "agent").(*corev1.Node)
+	posted := created.DeepCopy()
+	posted.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(clk.Now().Add(time.Minute))
+	b.Run("field manager", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			status.UpdateNoErrors(created, posted.DeepCopy(), "agent")
+		}
+	})
+	b.Run("fast path", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ok, _ := s.heartbeatManagedFields(req, posted.DeepCopy(), created, "agent"); !ok {
+				b.Fatal("fast path declined")
+			}
+		}
+	})
 }

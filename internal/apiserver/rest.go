@@ -539,10 +539,11 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 	var errs field.ErrorList
 	if !heartbeat {
 		// A heartbeat's metadata is the stored metadata with one manager's
-		// timestamp moved (the fast path is taken only then), so checking
-		// it against the stored one finds nothing: metadata that was valid
-		// when written stays so, as Kubernetes' ratcheting lets unchanged
-		// fields stay.
+		// timestamp moved and, when fields changed hands, field sets moved
+		// between Update entries of well-formed shape (the fast path is
+		// taken only then), so checking it against the stored one finds
+		// nothing: metadata that was valid when written stays so, as
+		// Kubernetes' ratcheting lets unchanged fields stay.
 		errs = registry.ValidateObjectMetaUpdate(req.res, objectMeta(obj), objectMeta(cur))
 	}
 	if req.res.ValidateUpdate != nil {
