@@ -47,7 +47,8 @@
 #   BENCH_RATE                 renewals per second of every fleet, whatever
 #                              its size: N nodes renew every N/BENCH_RATE
 #                              seconds, with leases four times that (at
-#                              least 40 s) and the server's grace period a
+#                              least 40 s), a status post every 30 renewals
+#                              and the server's grace period a
 #                              minute longer. It overrides BENCH_INTERVAL
 #                              and BENCH_LEASE_DURATION, and shows how cost
 #                              grows with N alone (default unset)
@@ -345,7 +346,7 @@ fi
 
 for n in $BENCH_NODES; do
 	wanted fleet || break
-	interval=$BENCH_INTERVAL lease=$BENCH_LEASE_DURATION
+	interval=$BENCH_INTERVAL lease=$BENCH_LEASE_DURATION report=()
 	if [[ -n $BENCH_RATE ]]; then
 		# Milliseconds, so that any N and rate give a whole interval.
 		ms=$((n * 1000 / BENCH_RATE))
@@ -353,10 +354,14 @@ for n in $BENCH_NODES; do
 		lease=$((4 * ms / 1000 > 40 ? 4 * ms / 1000 : 40))
 		FLEET_SERVE_FLAGS="--node-monitor-grace-period $((lease + 60))s"
 		lease="${lease}s"
+		# One status post to 30 renewals, as an agent's defaults make them
+		# (5 minutes to 10 s), so that posts too come at the same rate
+		# whatever N.
+		report=(--node-status-report-period "$((30 * ms))ms")
 	fi
 	log "fleet: $n nodes renewing every $interval, for $BENCH_DURATION"
 	fresh_server "fleet-$n"
-	bench fleet "$BENCH_OUT/fleet-$n.json" --nodes "$n" --interval "$interval" --lease-duration "$lease" --duration "$BENCH_DURATION"
+	bench fleet "$BENCH_OUT/fleet-$n.json" --nodes "$n" --interval "$interval" --lease-duration "$lease" --duration "$BENCH_DURATION" "${report[@]}"
 
 	log "list: the $n leases of kube-node-lease, unpaginated, for $BENCH_LIST_DURATION"
 	bench list "$BENCH_OUT/list-$n.json" --duration "$BENCH_LIST_DURATION" --chunk-size 0
