@@ -222,6 +222,27 @@ func TestFleetStatusSpread(t *testing.T) {
 	}
 }
 
+// TestFleetStatusSpreadShortRun checks the spread in a measurement shorter
+// than the renewal interval, where each agent renews at most once: about
+// one renewal in R = period/interval (30 here) carries a post.
+func TestFleetStatusSpreadShortRun(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	var progress syncbuf.Buffer
+	cfg := bench.FleetConfig{
+		Common: common(t, s, &progress), Nodes: 600, Interval: 4 * time.Second,
+		LeaseDuration: 16 * time.Second, NodeStatusReportPeriod: 2 * time.Minute, NodePrefix: "short-",
+	}
+	r := runFleet(t, cfg)
+	if r.Errors != 0 {
+		t.Fatalf("%d errors: %v", r.Errors, r.ErrorSamples)
+	}
+	posts, renewals := r.Fleet.StatusPosts, r.Ops
+	t.Logf("%d status posts with %d renewals", posts, renewals)
+	if posts == 0 || posts*10 > renewals {
+		t.Errorf("%d status posts with %d renewals, want about one in 30", posts, renewals)
+	}
+}
+
 func TestFleetKill(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{})
 	client := kubernetes.NewForConfigOrDie(s.Config)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -212,10 +213,10 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 		} else {
 			reg.ok(clk.Since(begin))
 		}
-		if !a.postedAt.IsZero() {
-			a.postedAt = r.statusPhase(i)
-		}
 		a.k = r.sched.slot(i, clk.Now()) + 1
+		if !a.postedAt.IsZero() {
+			a.postedAt = r.statusPhase(i, a.k)
+		}
 		r.disp.at(i, r.sched.due(i, a.k, rand.Float64()))
 		return nil
 	})
@@ -424,18 +425,25 @@ func (a *vagent) sync(ctx context.Context, r *fleetRun, i int, m *meter) error {
 	return nil
 }
 
-// statusPhase is when agent i, once registered with a Ready status, counts
-// as having last posted it: its first post then falls due at
-//
-//	start + (i+1)·period/n
-//
-// so that the fleet's posts spread evenly over the report period, as those
-// of machines that came up at different times do, instead of all falling
-// due within the registration's span one period after it (30 000 agents
-// registered in 26 s would post 1 150 statuses a second for those 26 s).
-func (r *fleetRun) statusPhase(i int) time.Time {
+// statusPhase is when agent i, once registered with a Ready status and
+// due to renew first in slot k, counts as having last posted it: one
+// report period before its slot k+m, where m = ⌊frac(i·φ)·R⌋ (φ the golden
+// ratio's conjugate, R = period/interval the renewals in a period). Its
+// first post then comes with that renewal. As φ's multiples spread evenly
+// over [0, 1) whatever the run of agents, every renewal round of any
+// stretch of agents carries posts from about 1/R of them: the fleet posts
+// at n/period a second from the start, as the machines of a fleet that
+// came up at different times do, instead of all falling due within the
+// registration's span one period after it (30 000 agents registered in
+// 26 s would post 1 150 statuses a second for those 26 s). Tying the post
+// to a renewal slot, not to a time, keeps that rate in a measurement
+// shorter than the interval too, where each agent renews once: 1/R of
+// those renewals carry a post.
+func (r *fleetRun) statusPhase(i int, k int64) time.Time {
 	p := r.cfg.NodeStatusReportPeriod
-	return r.sched.start.Add(time.Duration(int64(p)*int64(i+1)/int64(r.sched.n)) - p)
+	_, f := math.Modf(float64(i) * (math.Sqrt(5) - 1) / 2)
+	m := int64(f * float64(p) / float64(r.sched.interval))
+	return r.sched.due(i, k+m, 0).Add(-p)
 }
 
 // register creates agent i's Node and Lease before the measurement. The
