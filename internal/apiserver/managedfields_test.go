@@ -24,17 +24,30 @@ import (
 	"github.com/leasehold/leasehold/internal/registry"
 )
 
+// testFieldManager is the field manager the server builds for res and
+// subresource sub.
+func testFieldManager(tb testing.TB, res *registry.Resource, sub string) *managedfields.FieldManager {
+	tb.Helper()
+	fm, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(registry.Scheme),
+		registry.Scheme, registry.Scheme, registry.Scheme, res.GroupVersionKind(), res.GroupVersion, sub, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return fm
+}
+
+// clockedServer is as much of a server as the fast path needs: its clock.
+func clockedServer() (*Server, *clocktesting.FakeClock) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return &Server{clock: clk}, clk
+}
+
 // TestHeartbeatManagedFields checks that wherever the fast path applies it
 // gives the managed fields the full field manager computes (timestamps
 // aside), and that it declines everything else.
 func TestHeartbeatManagedFields(t *testing.T) {
-	fm, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(registry.Scheme),
-		registry.Scheme, registry.Scheme, registry.Scheme, registry.Leases.GroupVersionKind(), registry.Leases.GroupVersion, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := &Server{clock: clk}
+	fm := testFieldManager(t, registry.Leases, "")
+	s, clk := clockedServer()
 	req := &request{res: registry.Leases}
 	now := metav1.NewMicroTime(clk.Now())
 
@@ -218,17 +231,8 @@ func FuzzFieldsHas(f *testing.F) {
 // status post: where it applies it gives the status field manager's
 // managed fields (timestamps aside), and it declines everything else.
 func TestNodeStatusHeartbeat(t *testing.T) {
-	fieldManager := func(sub string) *managedfields.FieldManager {
-		fm, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(registry.Scheme),
-			registry.Scheme, registry.Scheme, registry.Scheme, registry.Nodes.GroupVersionKind(), registry.Nodes.GroupVersion, sub, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fm
-	}
-	main, status := fieldManager(""), fieldManager("status")
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := &Server{clock: clk}
+	main, status := testFieldManager(t, registry.Nodes, ""), testFieldManager(t, registry.Nodes, "status")
+	s, clk := clockedServer()
 	at := func(d time.Duration) metav1.Time { return metav1.NewTime(clk.Now().Add(d)) }
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"kubernetes.io/hostname": "n"}},
@@ -304,13 +308,8 @@ func TestNodeStatusHeartbeat(t *testing.T) {
 // changes that move fields between entries, entries left owning nothing,
 // and labels that add managers up to and past the field manager's limit.
 func TestHeartbeatManagedFieldsSequences(t *testing.T) {
-	fm, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(registry.Scheme),
-		registry.Scheme, registry.Scheme, registry.Scheme, registry.Leases.GroupVersionKind(), registry.Leases.GroupVersion, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := &Server{clock: clk}
+	fm := testFieldManager(t, registry.Leases, "")
+	s, clk := clockedServer()
 	req := &request{res: registry.Leases}
 	rng := rand.New(rand.NewPCG(1, 2))
 	taken, moved := 0, 0
@@ -373,18 +372,8 @@ func ownersOf(obj runtime.Object, path ...string) []string {
 // status: the field manager, and the fast path that moves the heartbeats
 // to the agent's status entry.
 func BenchmarkFirstStatusPost(b *testing.B) {
-	status, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(registry.Scheme),
-		registry.Scheme, registry.Scheme, registry.Scheme, registry.Nodes.GroupVersionKind(), registry.Nodes.GroupVersion, "status", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	main, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(registry.Scheme),
-		registry.Scheme, registry.Scheme, registry.Scheme, registry.Nodes.GroupVersionKind(), registry.Nodes.GroupVersion, "", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := &Server{clock: clk}
+	main, status := testFieldManager(b, registry.Nodes, ""), testFieldManager(b, registry.Nodes, "status")
+	s, clk := clockedServer()
 	req := &request{res: registry.Nodes, info: requestInfo{subresource: "status"}}
 	at := metav1.NewTime(clk.Now())
 	node := &corev1.Node{
