@@ -3,18 +3,23 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/leasehold/leasehold/internal/agent"
 	"github.com/leasehold/leasehold/internal/bench"
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/internal/version"
 )
 
@@ -39,6 +44,9 @@ Run 'leasehold bench SCENARIO --help' for a scenario's flags.
   leasehold bench plot [--out FILE] [--title TITLE] REPORT.json...
                draws fleet reports (--json output; several per file allowed) as an
                SVG scaling curve: CPU per 1000 renewals, memory per lease, p99 latency
+  leasehold bench echo-server [--dir DIR] [--listen ADDR]
+               answers the throughput and fleet scenarios with their own requests, over
+               the same HTTPS as leasehold serve: the ceiling of any server on this machine
 `
 
 // benchScenario builds a scenario from the parsed flags.
@@ -55,8 +63,11 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	if args[0] == "plot" {
+	switch args[0] {
+	case "plot":
 		return runBenchPlot(args[1:])
+	case "echo-server":
+		return runEchoServer(ctx, args[1:])
 	}
 	scenarios := map[string]*benchScenario{
 		"throughput": throughputScenario(),
@@ -287,4 +298,53 @@ func runBenchPlot(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "leasehold bench plot: %d reports drawn in %s\n", len(reports), out)
 	return nil
+}
+
+// runEchoServer serves bench.EchoHandler until ctx ends, with a CA, a
+// serving certificate and a kubeconfig of its own in --dir.
+func runEchoServer(ctx context.Context, args []string) error {
+	var dir, listen string
+	fs := newFlagSet("bench echo-server")
+	fs.StringVar(&dir, "dir", "./leasehold-echo", "directory for the echo server's CA, serving certificate and echo.kubeconfig")
+	fs.StringVar(&listen, "listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	log, err := newLogger("text", "warn")
+	if err != nil {
+		return err
+	}
+	clk := clock.RealClock{}
+	ca, err := pki.LoadOrCreateCA(dir, clk)
+	if err != nil {
+		return err
+	}
+	serving, err := ca.LoadOrIssueServing(dir, nil, clk)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	url := "https://" + ln.Addr().String()
+	kubeconfig := filepath.Join(dir, "echo.kubeconfig")
+	// The echo server checks no credentials; client-go wants some.
+	if err := pki.WriteKubeconfig(kubeconfig, pki.KubeconfigSpec{Server: url, CAPEM: ca.CertPEM, User: "bench", Token: "echo"}); err != nil {
+		ln.Close()
+		return err
+	}
+	srv := newHTTPServer(bench.EchoHandler(), &tls.Config{Certificates: []tls.Certificate{serving}}, log)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
+	fmt.Fprintf(os.Stderr, "leasehold bench echo-server answering at %s (pid %d)\n\n  leasehold bench throughput --kubeconfig %s\n\n", url, os.Getpid(), kubeconfig)
+	select {
+	case <-ctx.Done():
+		return srv.Close()
+	case err := <-serveErr:
+		return err
+	}
 }

@@ -259,20 +259,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
-		TLSConfig: &tls.Config{
-			Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"},
-			// Client certificates are optional (tokens also work); those
-			// given must chain to the server's CA.
-			ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: caPool(ca),
-		},
-		HTTP2:    &http.HTTP2Config{MaxConcurrentStreams: 1000},
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
+	srv := newHTTPServer(api.Handler(), &tls.Config{
+		Certificates: []tls.Certificate{serving},
+		// Client certificates are optional (tokens also work); those
+		// given must chain to the server's CA.
+		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: caPool(ca),
+	}, log)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
 
@@ -623,4 +615,22 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// newHTTPServer is the HTTP server of `leasehold serve` for h: HTTP/2 (or
+// HTTP/1.1) over TLS 1.2 or later with tc's certificates, 1 000 concurrent
+// streams a connection. `leasehold bench echo-server` serves with it too, so
+// that what it measures is this transport.
+func newHTTPServer(h http.Handler, tc *tls.Config, log *slog.Logger) *http.Server {
+	tc.MinVersion = tls.VersionTLS12
+	tc.NextProtos = []string{"h2", "http/1.1"}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		TLSConfig:         tc,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
 }
