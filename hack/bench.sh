@@ -5,6 +5,11 @@
 #
 #   throughput   100 clients updating leases as fast as they can, beside a
 #                bare embedded etcd doing one put per update
+#   ceiling      the same 100 clients, then a fleet of $BENCH_CEILING_NODES
+#                renewing every $BENCH_INTERVAL, against `leasehold bench
+#                echo-server`, which answers each request with its own body
+#                over the same HTTPS: what the load and the transport cost
+#                with no server behind them
 #   for each N in $BENCH_NODES, on a fresh server:
 #     fleet      N virtual agents renewing every 10 s (or, with
 #                $BENCH_RATE, at the same total rate whatever N)
@@ -52,9 +57,10 @@
 #                              minute longer. It overrides BENCH_INTERVAL
 #                              and BENCH_LEASE_DURATION, and shows how cost
 #                              grows with N alone (default unset)
-#   BENCH_SCENARIOS            which of throughput, fleet, watch and
-#                              compare to run (default the first three;
+#   BENCH_SCENARIOS            which of throughput, ceiling, fleet, watch
+#                              and compare to run (default the first four;
 #                              fleet includes list and restart)
+#   BENCH_CEILING_NODES        the fleet of the ceiling run (default 100000)
 #   BENCH_COMPARE_NODES        the fleet of the comparison (default 10000;
 #                              it renews every BENCH_INTERVAL)
 #   BENCH_COMPARE_TARGETS      servers compared (default "leasehold
@@ -79,7 +85,8 @@ BENCH_NODES=${BENCH_NODES:-"1000 10000"}
 BENCH_DURATION=${BENCH_DURATION:-60s}
 BENCH_INTERVAL=${BENCH_INTERVAL:-10s}
 BENCH_LEASE_DURATION=${BENCH_LEASE_DURATION:-40s}
-BENCH_SCENARIOS=${BENCH_SCENARIOS:-"throughput fleet watch"}
+BENCH_SCENARIOS=${BENCH_SCENARIOS:-"throughput ceiling fleet watch"}
+BENCH_CEILING_NODES=${BENCH_CEILING_NODES:-100000}
 BENCH_WATCHERS=${BENCH_WATCHERS:-1000}
 BENCH_OUT=${BENCH_OUT:-bench-results}
 BENCH_PLOT=${BENCH_PLOT:-docs/scaling.svg}
@@ -324,6 +331,26 @@ fresh_server() {
 	echo "server pid $SERVER_PID on 127.0.0.1:$PORT (log $SERVER_LOG)" >&2
 }
 
+# start_echo LABEL starts `leasehold bench echo-server` on a free port,
+# waits until it answers, and sets SERVER_PID, PORT and KUBECONFIG_FILE, as
+# fresh_server does for a server.
+start_echo() {
+	local dir="$WORK/$1" deadline=$((SECONDS + 30))
+	PORT=$(free_port)
+	KUBECONFIG_FILE="$dir/echo.kubeconfig"
+	SERVER_LOG="$BENCH_OUT/echo-$1.log"
+	"$LEASEHOLD" bench echo-server --dir "$dir" --listen "127.0.0.1:$PORT" >"$SERVER_LOG" 2>&1 &
+	SERVER_PID=$!
+	until [[ -f $KUBECONFIG_FILE && $(curl -sk -o /dev/null -w '%{http_code}' --max-time 1 "https://127.0.0.1:$PORT/" || true) == 404 ]]; do
+		if ! kill -0 "$SERVER_PID" 2>/dev/null || ((SECONDS >= deadline)); then
+			echo "bench.sh: the echo server did not start; see $SERVER_LOG" >&2
+			return 1
+		fi
+		sleep 0.05
+	done
+	echo "echo server pid $SERVER_PID on 127.0.0.1:$PORT (log $SERVER_LOG)" >&2
+}
+
 # bench SCENARIO RESULT FLAGS... runs one scenario against the current
 # server: progress and the table to the terminal, the JSON to RESULT.
 bench() {
@@ -341,6 +368,15 @@ if wanted throughput; then
 log "throughput: 100 clients for $BENCH_THROUGHPUT_DURATION, then a bare etcd"
 fresh_server throughput
 bench throughput "$BENCH_OUT/throughput.json" --clients 100 --duration "$BENCH_THROUGHPUT_DURATION" --etcd-embedded
+stop_server
+fi
+
+if wanted ceiling; then
+log "ceiling: 100 clients for $BENCH_THROUGHPUT_DURATION, then $BENCH_CEILING_NODES nodes every $BENCH_INTERVAL for $BENCH_DURATION, against an echo server"
+start_echo ceiling
+bench throughput "$BENCH_OUT/ceiling-throughput.json" --clients 100 --duration "$BENCH_THROUGHPUT_DURATION"
+bench fleet "$BENCH_OUT/ceiling-fleet-$BENCH_CEILING_NODES.json" --nodes "$BENCH_CEILING_NODES" --interval "$BENCH_INTERVAL" \
+	--lease-duration "$BENCH_LEASE_DURATION" --duration "$BENCH_DURATION"
 stop_server
 fi
 
