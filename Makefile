@@ -44,9 +44,10 @@ test: test-tools build vet
 	PATH="$$PATH:$(BIN)" $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
 # The Go microbenchmarks of the hot path (allocs/op), then hack/bench.sh:
-# the `leasehold bench` scenarios (throughput, fleet, list, restart, watch),
-# each on a server of its own, and the scaling curve drawn from the fleet
-# runs. Knobs, from the environment or the command line
+# the `leasehold bench` scenarios (throughput, ceiling, fleet, list, restart,
+# watch), each on a server of its own (ceiling: on `leasehold bench
+# echo-server`), and the scaling curve drawn from the fleet runs. Knobs,
+# from the environment or the command line
 # (`make bench BENCH_NODES="1000 10000 50000 100000"` for the full curve):
 #   BENCH_NODES     fleet sizes                   (default "1000 10000")
 #   BENCH_DURATION  measurement per fleet size    (default 60s)
