@@ -94,16 +94,9 @@ func TestThroughput(t *testing.T) {
 	c := common(t, s, &progress)
 	// The in-process server's etcd runs in this process too.
 	c.EtcdPID = os.Getpid()
-	tp, err := bench.NewThroughput(bench.ThroughputConfig{
+	r := runThroughput(t, bench.ThroughputConfig{
 		Common: c, Clients: 4, EtcdEmbedded: true, EtcdDir: t.TempDir(),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := tp.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	checkReport(t, r, "throughput", &progress, "throughput")
 	if e := r.EtcdProcess; e == nil || e.PID != os.Getpid() || e.CPUSeconds <= 0 {
 		t.Errorf("etcd process figures: %+v", e)
@@ -128,6 +121,20 @@ func TestThroughput(t *testing.T) {
 	if len(left.Items) != 0 {
 		t.Errorf("%d leases left after the run", len(left.Items))
 	}
+}
+
+// runThroughput runs the throughput scenario cfg describes.
+func runThroughput(t *testing.T, cfg bench.ThroughputConfig) *bench.Report {
+	t.Helper()
+	tp, err := bench.NewThroughput(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tp.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // runFleet runs the fleet scenario cfg describes.

@@ -2,7 +2,6 @@ package bench_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"encoding/pem"
 	"net/http"
@@ -70,14 +69,7 @@ func TestEchoScenarios(t *testing.T) {
 	}
 
 	var progress syncbuf.Buffer
-	tp, err := bench.NewThroughput(bench.ThroughputConfig{Common: common(&progress), Clients: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := tp.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := runThroughput(t, bench.ThroughputConfig{Common: common(&progress), Clients: 4})
 	checkReport(t, r, "throughput", &progress, "throughput")
 
 	progress = syncbuf.Buffer{}
