@@ -46,7 +46,7 @@ Run 'leasehold bench SCENARIO --help' for a scenario's flags.
                SVG scaling curve: CPU per 1000 renewals, memory per lease, p99 latency
   leasehold bench echo-server [--dir DIR] [--listen ADDR]
                answers the throughput and fleet scenarios with their own requests, over
-               the same HTTPS as leasehold serve: the ceiling of any server on this machine
+               the same HTTPS as leasehold serve: what the load costs with no server work
 `
 
 // benchScenario builds a scenario from the parsed flags.
