@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,7 @@ import (
 	"github.com/leasehold/leasehold/internal/controller/clusterroleaggregation"
 	"github.com/leasehold/leasehold/internal/controller/coordinator"
 	"github.com/leasehold/leasehold/internal/controller/garbagecollector"
+	"github.com/leasehold/leasehold/internal/controller/identity"
 	"github.com/leasehold/leasehold/internal/controller/manager"
 	"github.com/leasehold/leasehold/internal/controller/namespace"
 	"github.com/leasehold/leasehold/internal/controller/nodelifecycle"
@@ -58,6 +60,7 @@ type serveFlags struct {
 	compaction, commitDelay             time.Duration
 	eventTTL                            time.Duration
 	nodeMonitorPeriod, nodeMonitorGrace time.Duration
+	identityDuration, identityRenew     time.Duration
 	profiling                           bool
 	shutdownGrace                       time.Duration
 	logLevel, logFormat                 string
@@ -88,6 +91,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ (to cluster-admins unless RBAC grants more)")
 	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks node leases")
 	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", 50*time.Second, "how long a node's lease may go unrenewed before the node is marked Ready=Unknown")
+	fs.DurationVar(&f.identityDuration, "identity-lease-duration", identity.DefaultDuration, "leaseDurationSeconds of this replica's identity Lease in kube-system; a Lease unrenewed that long is deleted (whole seconds)")
+	fs.DurationVar(&f.identityRenew, "identity-lease-renew-interval", identity.DefaultRenewInterval, "how often this replica renews its identity Lease")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace-period", 30*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -111,6 +116,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if f.commitDelay < 0 || f.commitDelay > time.Second {
 		return fmt.Errorf("--etcd-commit-delay must be between 0 and 1s, not %v", f.commitDelay)
+	}
+	if err := identity.CheckDurations(f.identityDuration, f.identityRenew); err != nil {
+		return fmt.Errorf("--identity-lease-duration, --identity-lease-renew-interval: %w", err)
 	}
 	log, err := newLogger(f.logFormat, f.logLevel)
 	if err != nil {
@@ -270,6 +278,33 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 
 	url := "https://" + ln.Addr().String()
 	loopback.host, loopback.ca = url, ca.CertPEM
+	// Every replica, leading or not, publishes its identity; Stop deletes
+	// it while the server still answers.
+	idClient, err := kubernetes.NewForConfig(loopback.config(apiserverUser))
+	if err != nil {
+		return err
+	}
+	hostname, _ := os.Hostname()
+	idLease, err := identity.NewPublisher(identity.PublisherConfig{
+		Client: idClient, Host: hostname, Addr: ln.Addr().String(),
+		Duration: f.identityDuration, RenewInterval: f.identityRenew,
+	})
+	if err != nil {
+		return err
+	}
+	idStop := make(chan struct{})
+	if err := idLease.Start(idStop); err != nil {
+		return err
+	}
+	// On a failure the renewals just end, as a crash would end them; on a
+	// clean stop the Lease is deleted as well (stopIdentity).
+	endRenewals := sync.OnceFunc(func() { close(idStop) })
+	defer endRenewals()
+	stopIdentity := func() {
+		endRenewals()
+		idLease.Stop()
+	}
+	log.Info("publishing this replica's identity", "lease", identity.Namespace+"/"+idLease.Name, "holder", idLease.HolderIdentity)
 	mgr, err := manager.New(manager.Config{REST: loopback.config, Controllers: controllers, Logger: log})
 	if err != nil {
 		return err
@@ -296,6 +331,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	}
 	stopControllers()
 	<-ctrlDone
+	stopIdentity()
 	api.Shutdown()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
 	defer cancel()
@@ -367,6 +403,20 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 			return c.Run(ctx)
 		},
 	}, {
+		Name:     "identity-lease-gc",
+		Identity: apiserverUser,
+		Run: func(ctx context.Context, cfg *rest.Config) error {
+			client, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			c, err := identity.NewCollector(identity.CollectorConfig{Client: client, Logger: slog.Default().With("controller", "identity-lease-gc")})
+			if err != nil {
+				return err
+			}
+			return c.Run(ctx)
+		},
+	}, {
 		Name:     "namespace",
 		Identity: "system:serviceaccount:kube-system:namespace-controller",
 		Run: func(ctx context.Context, cfg *rest.Config) error {
@@ -379,6 +429,11 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 	}}
 }
 
+// apiserverUser is the server's own identity on its loopback, as
+// kube-apiserver's: in system:masters. It publishes the replica's identity
+// Lease and collects those of replicas that are gone.
+const apiserverUser = "system:apiserver"
+
 // loopback hands the in-process controllers credentials for their
 // identities: a random token each, known only to this process.
 type loopback struct {
@@ -389,18 +444,21 @@ type loopback struct {
 
 func newLoopback(tokens *auth.Tokens, controllers []manager.Controller) (*loopback, error) {
 	l := &loopback{tokens: map[string]string{}}
-	ids := []string{"system:apiserver", "system:kube-controller-manager"}
+	ids := []string{apiserverUser, "system:kube-controller-manager"}
 	for _, c := range controllers {
 		ids = append(ids, c.Identity)
 	}
 	for _, id := range ids {
+		if _, ok := l.tokens[id]; ok {
+			continue
+		}
 		t, err := pki.NewToken()
 		if err != nil {
 			return nil, err
 		}
 		l.tokens[id] = t
 		groups := []string{auth.GroupAuthenticated}
-		if id == "system:apiserver" {
+		if id == apiserverUser {
 			groups = append(groups, auth.GroupMasters)
 		}
 		if strings.HasPrefix(id, "system:serviceaccount:") {
