@@ -79,13 +79,10 @@ func startEtcdMember(t *testing.T, dir string) string {
 	return url
 }
 
-// TestServeOnExternalEtcd: two servers on one external etcd (`leasehold
-// etcd`) serve the same objects. What kubectl writes through one, kubectl
-// reads through the other; concurrent read-modify-write updates through
-// both (each server's writes going to etcd in group commits over gRPC)
-// lose none; a delete through one is seen by the other.
-func TestServeOnExternalEtcd(t *testing.T) {
-	needKubectl(t)
+// replicas starts a `leasehold etcd` member and two servers on it, each
+// with a data directory of its own and the extra flags.
+func replicas(t *testing.T, extra ...string) [2]*server {
+	t.Helper()
 	dir := t.TempDir()
 	etcdURL := startEtcdMember(t, dir)
 	var servers [2]*server
@@ -94,8 +91,19 @@ func TestServeOnExternalEtcd(t *testing.T) {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		servers[i] = serveFor(t, filepath.Join(d, "data"), "", d, "--etcd-servers", etcdURL)
+		servers[i] = serveFor(t, filepath.Join(d, "data"), "", d, append([]string{"--etcd-servers", etcdURL}, extra...)...)
 	}
+	return servers
+}
+
+// TestServeOnExternalEtcd: two servers on one external etcd (`leasehold
+// etcd`) serve the same objects. What kubectl writes through one, kubectl
+// reads through the other; concurrent read-modify-write updates through
+// both (each server's writes going to etcd in group commits over gRPC)
+// lose none; a delete through one is seen by the other.
+func TestServeOnExternalEtcd(t *testing.T) {
+	needKubectl(t)
+	servers := replicas(t)
 	a, b := servers[0], servers[1]
 	ns := testNamespace(t, a)
 
