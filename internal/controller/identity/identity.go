@@ -1,8 +1,8 @@
 // Package identity publishes the identity Lease of a server replica and
 // collects those of replicas that are gone, as kube-apiserver does for its
 // own: every replica keeps a Lease in kube-system, labelled
-// apiserver.kubernetes.io/identity, so that clients can count and name the
-// live servers
+// apiserver.kubernetes.io/identity=leasehold, so that clients can count and
+// name the live servers
 //
 //	kubectl get lease -n kube-system -l apiserver.kubernetes.io/identity
 //
@@ -156,7 +156,9 @@ type CollectorConfig struct {
 }
 
 // Collector deletes the identity Leases of replicas that are gone: those
-// whose renewTime has not changed for their leaseDurationSeconds, timed
+// labelled apiserver.kubernetes.io/identity=leasehold (another value is
+// another kind of server's, as kube-apiserver's collector keeps to its
+// own) whose renewTime has not changed for their leaseDurationSeconds, timed
 // on the collector's own clock from when it saw the Lease change (never
 // from the writer's renewTime, another machine's wall clock). A Lease
 // first seen, as every Lease is after the collector starts, gets a full
@@ -197,7 +199,7 @@ func NewCollector(cfg CollectorConfig) (*Collector, error) {
 // ends.
 func (c *Collector) Run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, informers.WithNamespace(Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Label }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Label + "=" + LabelValue }))
 	inf := factory.Coordination().V1().Leases().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.observe(obj) },

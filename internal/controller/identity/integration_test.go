@@ -132,6 +132,12 @@ func TestPublishAndCollect(t *testing.T) {
 	if _, err := leases.Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Nor is another kind of server's.
+	kube := identityLeaseFor("apiserver-of-kube", "apiserver-of-kube_1")
+	kube.Labels[identity.Label] = "kube-apiserver"
+	if _, err := leases.Create(ctx, kube, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	c, err := identity.NewCollector(identity.CollectorConfig{Client: cs, CheckPeriod: 100 * time.Millisecond})
 	if err != nil {
@@ -153,8 +159,10 @@ func TestPublishAndCollect(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	if _, err := leases.Get(ctx, other.Name, metav1.GetOptions{}); err != nil {
-		t.Errorf("the unlabelled lease: %v", err)
+	for _, l := range []string{other.Name, kube.Name} {
+		if _, err := leases.Get(ctx, l, metav1.GetOptions{}); err != nil {
+			t.Errorf("a lease not leasehold's: %v", err)
+		}
 	}
 
 	// A clean stop deletes the lease at once.
