@@ -34,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -128,7 +129,11 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 			l.Labels = map[string]string{}
 		}
 		l.Labels[Label] = LabelValue
-		l.Labels[HostnameLabel] = cfg.Host
+		// A host name no label value can carry (longer than 63
+		// characters, say) is left out rather than fail every write.
+		if len(validation.IsValidLabelValue(cfg.Host)) == 0 {
+			l.Labels[HostnameLabel] = cfg.Host
+		}
 		return nil
 	}
 	p.ctrl = lease.NewController(cfg.Clock, cfg.Client, p.HolderIdentity, int32(cfg.Duration/time.Second), nil,

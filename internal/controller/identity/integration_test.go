@@ -82,9 +82,9 @@ func TestPublishAndCollect(t *testing.T) {
 	defer cancel()
 	leases := cs.CoordinationV1().Leases(identity.Namespace)
 
-	publish := func(addr string) (*identity.Publisher, func()) {
+	publishAs := func(host, addr string) (*identity.Publisher, func()) {
 		p, err := identity.NewPublisher(identity.PublisherConfig{
-			Client: cs, Host: "test-host", Addr: addr, Duration: time.Second, RenewInterval: 100 * time.Millisecond,
+			Client: cs, Host: host, Addr: addr, Duration: time.Second, RenewInterval: 100 * time.Millisecond,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -97,6 +97,7 @@ func TestPublishAndCollect(t *testing.T) {
 		t.Cleanup(crash)
 		return p, crash
 	}
+	publish := func(addr string) (*identity.Publisher, func()) { return publishAs("test-host", addr) }
 
 	// A lease an earlier start of the first replica left behind is
 	// replaced, not adopted.
@@ -105,6 +106,13 @@ func TestPublishAndCollect(t *testing.T) {
 	if _, err := leases.Create(ctx, stale, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	long, crashLong := publishAs(strings.Repeat("h", 64), "127.0.0.1:3")
+	waitFor(t, 10*time.Second, "a lease published for a host name no label can carry", func() bool {
+		l, err := leases.Get(ctx, long.Name, metav1.GetOptions{})
+		return err == nil && l.Labels[identity.Label] == identity.LabelValue && l.Labels[identity.HostnameLabel] == ""
+	})
+	crashLong()
+	long.Stop()
 	a, crashA := publish("127.0.0.1:1")
 	b, crashB := publish("127.0.0.1:2")
 	if a.Name != first || !strings.HasPrefix(a.HolderIdentity, first+"_") || a.Name == b.Name {
