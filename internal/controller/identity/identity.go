@@ -30,6 +30,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,9 +51,6 @@ const (
 	Label = "apiserver.kubernetes.io/identity"
 	// LabelValue is leasehold's value of Label.
 	LabelValue = "leasehold"
-	// HostnameLabel carries the replica's host name, as kube-apiserver's
-	// Leases do.
-	HostnameLabel = "kubernetes.io/hostname"
 
 	// DefaultDuration and DefaultRenewInterval are kube-apiserver's
 	// (--identity-lease-duration-seconds, --identity-lease-renew-interval-seconds).
@@ -132,7 +130,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		// A host name no label value can carry (longer than 63
 		// characters, say) is left out rather than fail every write.
 		if len(validation.IsValidLabelValue(cfg.Host)) == 0 {
-			l.Labels[HostnameLabel] = cfg.Host
+			l.Labels[corev1.LabelHostname] = cfg.Host
 		}
 		return nil
 	}
@@ -264,8 +262,7 @@ func (c *Collector) forget(l *coordinationv1.Lease) {
 func sameRenewal(a, b *coordinationv1.Lease) bool {
 	return ptr.Equal(a.Spec.HolderIdentity, b.Spec.HolderIdentity) &&
 		ptr.Equal(a.Spec.LeaseDurationSeconds, b.Spec.LeaseDurationSeconds) &&
-		(a.Spec.RenewTime == nil) == (b.Spec.RenewTime == nil) &&
-		(a.Spec.RenewTime == nil || a.Spec.RenewTime.Equal(b.Spec.RenewTime))
+		a.Spec.RenewTime.Equal(b.Spec.RenewTime)
 }
 
 // collect deletes every Lease not renewed for its duration.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -109,7 +110,7 @@ func TestPublishAndCollect(t *testing.T) {
 	long, crashLong := publishAs(strings.Repeat("h", 64), "127.0.0.1:3")
 	waitFor(t, 10*time.Second, "a lease published for a host name no label can carry", func() bool {
 		l, err := leases.Get(ctx, long.Name, metav1.GetOptions{})
-		return err == nil && l.Labels[identity.Label] == identity.LabelValue && l.Labels[identity.HostnameLabel] == ""
+		return err == nil && l.Labels[identity.Label] == identity.LabelValue && l.Labels[corev1.LabelHostname] == ""
 	})
 	crashLong()
 	long.Stop()
@@ -125,7 +126,7 @@ func TestPublishAndCollect(t *testing.T) {
 		}
 		for _, it := range l.Items {
 			if it.Spec.RenewTime == nil || it.Spec.LeaseDurationSeconds == nil || *it.Spec.LeaseDurationSeconds != 1 ||
-				it.Labels[identity.HostnameLabel] != "test-host" || it.Spec.HolderIdentity == nil ||
+				it.Labels[corev1.LabelHostname] != "test-host" || it.Spec.HolderIdentity == nil ||
 				(*it.Spec.HolderIdentity != a.HolderIdentity && *it.Spec.HolderIdentity != b.HolderIdentity) {
 				return false
 			}
