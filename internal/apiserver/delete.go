@@ -30,7 +30,7 @@ func (s *Server) deleteOptions(req *request) (*metav1.DeleteOptions, error) {
 				return nil, err
 			}
 		}
-	} else if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+	} else if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.info.query, metav1.SchemeGroupVersion, opts); err != nil {
 		return nil, badRequest("%v", err)
 	}
 	if _, err := parseWriteOptions(req, "DeleteOptions", opts.DryRun, "", ""); err != nil {
@@ -68,7 +68,7 @@ func (s *Server) delete(req *request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.negotiate(req.r); err != nil {
+	if _, err := s.negotiate(req.r, req.info.query); err != nil {
 		return err
 	}
 	obj, deleted, err := s.deleteOne(req, req.info.namespace, req.info.name, opts)
@@ -83,9 +83,9 @@ func (s *Server) delete(req *request) error {
 		Name: m.GetName(), Group: req.res.GroupVersion.Group, Kind: req.res.Name, UID: m.GetUID(),
 	}}
 	st.Kind, st.APIVersion = "Status", "v1"
-	e, _ := s.negotiate(req.r)
+	e, _ := s.negotiate(req.r, req.info.query)
 	if e.as != "" {
-		e = s.negotiateOrJSON(req.r)
+		e = s.negotiateOrJSON(req.r, req.info.query)
 	}
 	s.writeObject(req.w, req.r, http.StatusOK, e, st, coreV1)
 	return nil

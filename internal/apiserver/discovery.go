@@ -18,7 +18,7 @@ import (
 
 func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request) {
 	// version.Info is not a runtime.Object; JSON is all clients ask for.
-	writeJSON(w, http.StatusOK, wantPretty(r), version.Info())
+	writeJSON(w, http.StatusOK, wantPretty(r, r.URL.Query()), version.Info())
 }
 
 // groups returns the API groups and their versions in registry order, the
@@ -176,7 +176,7 @@ func (s *Server) writeAggregated(w http.ResponseWriter, r *http.Request, mediaTy
 		list.Items = append(list.Items, gd)
 	}
 	info, _ := serializerFor(mediaType)
-	e := encoding{info: info, pretty: wantPretty(r),
+	e := encoding{info: info, pretty: wantPretty(r, r.URL.Query()),
 		mediaType: mediaType + ";g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"}
 	w.Header().Set("Vary", "Accept")
 	s.writeObject(w, r, http.StatusOK, e, list, apidiscoveryv2.SchemeGroupVersion)
@@ -187,7 +187,7 @@ func (s *Server) writeAggregated(w http.ResponseWriter, r *http.Request, mediaTy
 func (s *Server) writeMeta(w http.ResponseWriter, r *http.Request, obj interface{ GetObjectKind() schema.ObjectKind }) {
 	kind := reflect.TypeOf(obj).Elem().Name()
 	obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: kind})
-	writeJSON(w, http.StatusOK, wantPretty(r), obj)
+	writeJSON(w, http.StatusOK, wantPretty(r, r.URL.Query()), obj)
 }
 
 func writeJSON(w http.ResponseWriter, code int, pretty bool, v any) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -49,9 +50,9 @@ func serializerFor(mediaType string) (runtime.SerializerInfo, bool) {
 // negotiate reads the Accept header the way kube-apiserver does: the first
 // acceptable entry wins; wildcards mean JSON; as=Table and
 // as=PartialObjectMetadata[List] with g=meta.k8s.io turn objects into those
-// forms.
-func (s *Server) negotiate(r *http.Request) (encoding, error) {
-	pretty := wantPretty(r)
+// forms. query is r's parsed URL query.
+func (s *Server) negotiate(r *http.Request, query url.Values) (encoding, error) {
+	pretty := wantPretty(r, query)
 	accept := r.Header.Get("Accept")
 	if accept == "" {
 		info, _ := serializerFor(mediaJSON)
@@ -95,21 +96,23 @@ func (s *Server) negotiate(r *http.Request) (encoding, error) {
 
 // negotiateOrJSON is negotiate for error responses: they are always
 // written, in JSON when nothing else is acceptable.
-func (s *Server) negotiateOrJSON(r *http.Request) encoding {
-	e, err := s.negotiate(r)
+func (s *Server) negotiateOrJSON(r *http.Request, query url.Values) encoding {
+	e, err := s.negotiate(r, query)
 	if err != nil || e.as != "" {
 		info, _ := serializerFor(mediaJSON)
 		mt := mediaJSON
 		if err == nil {
 			info, mt = e.info, e.info.MediaType
 		}
-		return encoding{info: info, mediaType: mt, pretty: wantPretty(r)}
+		return encoding{info: info, mediaType: mt, pretty: wantPretty(r, query)}
 	}
 	return e
 }
 
-func wantPretty(r *http.Request) bool {
-	if p := r.URL.Query().Get("pretty"); p != "" {
+// wantPretty tells whether to indent the response to r, whose parsed URL
+// query is query.
+func wantPretty(r *http.Request, query url.Values) bool {
+	if p := query.Get("pretty"); p != "" {
 		return p == "true" || p == "1"
 	}
 	ua := r.UserAgent()

@@ -72,7 +72,7 @@ func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, st *metav1.
 	if st.Code == http.StatusTooManyRequests && st.Details != nil && st.Details.RetryAfterSeconds > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(st.Details.RetryAfterSeconds))
 	}
-	enc := s.negotiateOrJSON(r)
+	enc := s.negotiateOrJSON(r, r.URL.Query())
 	s.writeObject(w, r, int(st.Code), enc, st, coreV1)
 }
 

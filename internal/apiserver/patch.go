@@ -33,7 +33,7 @@ func (s *Server) patch(req *request) error {
 		return unsupportedMediaType(strings.Join(patchTypes, ", "))
 	}
 	var opts metav1.PatchOptions
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.info.query, metav1.SchemeGroupVersion, &opts); err != nil {
 		return badRequest("%v", err)
 	}
 	optErrs := field.ErrorList{}
@@ -50,7 +50,7 @@ func (s *Server) patch(req *request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.negotiate(req.r); err != nil {
+	if _, err := s.negotiate(req.r, req.info.query); err != nil {
 		return err
 	}
 	body, err := s.readBody(req)

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +27,9 @@ type requestInfo struct {
 	namespace       string
 	name            string
 	subresource     string
+	// query is the URL query, parsed once for every use the request makes
+	// of it; nil when the request is not for a resource.
+	query url.Values
 }
 
 var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
@@ -74,8 +78,8 @@ func parseRequest(r *http.Request) requestInfo {
 		}
 	}
 	info.resourceRequest = true
-	q := r.URL.Query()
-	isWatch := watchPath || q.Get("watch") == "true" || q.Get("watch") == "1"
+	info.query = r.URL.Query()
+	isWatch := watchPath || info.query.Get("watch") == "true" || info.query.Get("watch") == "1"
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		switch {

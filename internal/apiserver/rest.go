@@ -104,7 +104,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 
 // respond writes obj (or its Table or metadata form) with code.
 func (s *Server) respond(req *request, code int, obj runtime.Object) error {
-	e, err := s.negotiate(req.r)
+	e, err := s.negotiate(req.r, req.info.query)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (s *Server) respond(req *request, code int, obj runtime.Object) error {
 
 func (s *Server) get(req *request) error {
 	var opts metav1.GetOptions
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.info.query, metav1.SchemeGroupVersion, &opts); err != nil {
 		return badRequest("%v", err)
 	}
 	key := req.kind.Key(req.info.namespace, req.info.name)
@@ -158,7 +158,7 @@ func (s *Server) get(req *request) error {
 // kube-apiserver does.
 func listOptions(req *request) (*metainternalversion.ListOptions, error) {
 	opts := &metainternalversion.ListOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.info.query, metav1.SchemeGroupVersion, opts); err != nil {
 		return nil, badRequest("%v", err)
 	}
 	errs := validateListOptions(opts)
@@ -369,7 +369,7 @@ func (s *Server) create(req *request) error {
 		return methodNotAllowed(req.r.Method)
 	}
 	var opts metav1.CreateOptions
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.info.query, metav1.SchemeGroupVersion, &opts); err != nil {
 		return badRequest("%v", err)
 	}
 	wo, obj, _, err := s.readObject(req, "CreateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
@@ -572,7 +572,7 @@ func (s *Server) readObject(req *request, optionsKind string, dryRun []string, m
 	if err != nil {
 		return wo, nil, nil, err
 	}
-	if _, err := s.negotiate(req.r); err != nil {
+	if _, err := s.negotiate(req.r, req.info.query); err != nil {
 		return wo, nil, nil, err
 	}
 	body, err := s.readBody(req)
@@ -599,7 +599,7 @@ func (s *Server) decodeAgain(req *request, body []byte) (runtime.Object, error) 
 
 func (s *Server) update(req *request) error {
 	var opts metav1.UpdateOptions
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.info.query, metav1.SchemeGroupVersion, &opts); err != nil {
 		return badRequest("%v", err)
 	}
 	wo, obj, body, err := s.readObject(req, "UpdateOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)

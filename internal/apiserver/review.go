@@ -21,7 +21,7 @@ func (s *Server) review(req *request) error {
 	if req.info.name != "" {
 		return methodNotAllowed(req.r.Method)
 	}
-	if _, err := s.negotiate(req.r); err != nil {
+	if _, err := s.negotiate(req.r, req.info.query); err != nil {
 		return err
 	}
 	body, err := s.readBody(req)

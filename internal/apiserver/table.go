@@ -15,7 +15,7 @@ import (
 // NAME column, the resource's own columns, and per row the object's
 // metadata (or the whole object, or nothing, per includeObject).
 func (s *Server) table(req *request, e encoding, obj runtime.Object) (*metav1.Table, error) {
-	include := metav1.IncludeObjectPolicy(req.r.URL.Query().Get("includeObject"))
+	include := metav1.IncludeObjectPolicy(req.info.query.Get("includeObject"))
 	switch include {
 	case "":
 		include = metav1.IncludeMetadata
