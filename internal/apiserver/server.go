@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -58,6 +59,10 @@ type Config struct {
 	OpenAPI http.Handler
 	// Extra non-resource handlers (for example /metrics), by exact path.
 	Extra map[string]http.Handler
+	// Dashboard holds the web dashboard's files, served under /dashboard/
+	// to anyone: they carry no data, and the page reads the API with the
+	// token its user signs in with. nil serves no dashboard.
+	Dashboard fs.FS
 	// Profiling serves Go's pprof profiles under /debug/pprof/ to those
 	// authorized for those non-resource URLs (cluster-admins by default).
 	Profiling bool
@@ -215,6 +220,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	if publicPaths[path] {
 		s.serveNonResource(rw, r, path)
+		return
+	}
+	if s.cfg.Dashboard != nil && (path == "/dashboard" || strings.HasPrefix(path, "/dashboard/")) {
+		s.serveDashboard(rw, r)
 		return
 	}
 	s.guard(rw, r, info, func(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ package apiservertest
 
 import (
 	"context"
+	"io/fs"
 	"log/slog"
 	"net/http/httptest"
 	"testing"
@@ -52,6 +53,8 @@ type Options struct {
 	// RequestReadTimeout pass through to apiserver.Config.
 	MaxRequestsInFlight, MaxRequestsInFlightPerUser int
 	RequestReadTimeout                              time.Duration
+	// Dashboard sets apiserver.Config.Dashboard; nil serves none.
+	Dashboard fs.FS
 }
 
 // Server is a running test server.
@@ -108,7 +111,7 @@ func Start(t testing.TB, opts Options) *Server {
 		Store: st, Authenticator: tokens, OpenAPI: docs, GarbageCollection: opts.GarbageCollection, Logger: log,
 		Authorization: opts.Authorization, Audit: opts.Audit,
 		MaxRequestsInFlight: opts.MaxRequestsInFlight, MaxRequestsInFlightPerUser: opts.MaxRequestsInFlightPerUser,
-		RequestReadTimeout: opts.RequestReadTimeout,
+		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard,
 	})
 	if err != nil {
 		t.Fatal(err)
