@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -40,6 +41,7 @@ import (
 	"github.com/leasehold/leasehold/internal/controller/manager"
 	"github.com/leasehold/leasehold/internal/controller/namespace"
 	"github.com/leasehold/leasehold/internal/controller/nodelifecycle"
+	"github.com/leasehold/leasehold/internal/dashboard"
 	"github.com/leasehold/leasehold/internal/openapi"
 	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/internal/registry"
@@ -61,7 +63,7 @@ type serveFlags struct {
 	eventTTL                            time.Duration
 	nodeMonitorPeriod, nodeMonitorGrace time.Duration
 	identityDuration, identityRenew     time.Duration
-	profiling                           bool
+	profiling, dashboard                bool
 	shutdownGrace                       time.Duration
 	logLevel, logFormat                 string
 
@@ -88,6 +90,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often to compact etcd history (0 disables)")
 	fs.DurationVar(&f.commitDelay, "etcd-commit-delay", 0, "how long a group commit waits, from its oldest write, for more writes to share its etcd transaction and fsync, once recent commits have been shared by independent writers (at most 1s; 0 never waits); less CPU per write at moderate rates, for that much more latency")
 	fs.DurationVar(&f.eventTTL, "event-ttl", time.Hour, "how long an Event is kept after its last write, as kube-apiserver's --event-ttl (0: forever)")
+	fs.BoolVar(&f.dashboard, "dashboard", true, "serve the web dashboard under /dashboard/ (its page signs in with a bearer token; RBAC decides what it shows)")
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ (to cluster-admins unless RBAC grants more)")
 	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks node leases")
 	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", 50*time.Second, "how long a node's lease may go unrenewed before the node is marked Ready=Unknown")
@@ -217,6 +220,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	api, err = apiserver.New(apiserver.Config{
 		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
 		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(metricsGatherer(f, reg), promhttp.HandlerOpts{})},
+		Dashboard:                  dashboardFiles(f.dashboard),
 		Authorization:              splitList(f.authorizationMode),
 		Audit:                      auditLog,
 		MaxRequestsInFlight:        f.maxInFlight,
@@ -319,6 +323,10 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	kubeconfig := filepath.Join(f.dataDir, "admin.kubeconfig")
 	log.Info("leasehold is serving", "url", url, "kubeconfig", kubeconfig, "version", version.Version, "startedIn", clk.Since(began).Round(time.Millisecond))
 	fmt.Fprintf(os.Stderr, "\nleasehold is serving the Kubernetes API at %s\n\n  export KUBECONFIG=%s\n  kubectl get lease -A\n\n", url, kubeconfig)
+	if f.dashboard {
+		fmt.Fprintf(os.Stderr, "The dashboard is at %s/dashboard/ (the CA is %s); sign in with the admin token:\n\n  kubectl config view --raw -o jsonpath='{.users[0].user.token}'\n\n",
+			url, filepath.Join(f.dataDir, pki.CACertFile))
+	}
 	_ = adminToken
 
 	select {
@@ -533,6 +541,14 @@ func adminCredentials(f serveFlags, ca *pki.CA, host string, tokens *auth.Tokens
 	}
 	err = pki.WriteKubeconfig(kubeconfig, pki.KubeconfigSpec{Server: "https://" + server, CAPEM: ca.CertPEM, User: admin.Name, Token: token})
 	return token, err
+}
+
+// dashboardFiles returns the dashboard's files, or nil when it is off.
+func dashboardFiles(on bool) iofs.FS {
+	if !on {
+		return nil
+	}
+	return dashboard.Files()
 }
 
 // metricsGatherer is what /metrics serves: leasehold's registry and, when
