@@ -7,6 +7,10 @@
 # `make test` puts on the tests' PATH. LEASEHOLD_BUILD_KUBECTL=1 builds
 # bin/kubectl even when the PATH has one.
 #
+# chromium, node and playwright-core, for the dashboard's browser tests:
+# $LEASEHOLD_CHROMIUM or Debian's chromium (installed with apt-get when
+# missing and run as root), and `npm ci` in test/browser.
+#
 # With CI=true every failure is fatal; otherwise a failure is reported and
 # the script exits 0, so that the unit tests can still run.
 set -euo pipefail
@@ -85,3 +89,28 @@ else
 	fi
 fi
 log "kubectl: $kubectl ($(client_version "$kubectl"))"
+
+# The dashboard's browser tests (test/browser) drive Debian's chromium with
+# playwright-core from npm, which downloads no browser of its own.
+# LEASEHOLD_CHROMIUM names another Chromium.
+as_root_apt() {
+	command -v apt-get >/dev/null && [[ $(id -u) == 0 ]] || return 1
+	log "apt-get install $* (takes a minute or two the first time)"
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"; } >&2
+}
+chromium=${LEASEHOLD_CHROMIUM:-}
+if [[ -n "$chromium" ]]; then
+	[[ -x "$chromium" ]] || fail "LEASEHOLD_CHROMIUM=$chromium is not an executable file"
+else
+	chromium=$(command -v chromium || true)
+	if [[ -z "$chromium" ]]; then
+		as_root_apt chromium || fail "no chromium on the PATH, and installing Debian's failed (set LEASEHOLD_CHROMIUM)"
+		chromium=$(command -v chromium) || fail "chromium is still not on the PATH"
+	fi
+fi
+log "chromium: $chromium ($("$chromium" --version 2>/dev/null | head -1))"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	as_root_apt nodejs npm || fail "node and npm are needed for the browser tests, and installing Debian's failed"
+fi
+(cd "$root/test/browser" && npm ci --no-audit --no-fund --loglevel=error) >&2 || fail "npm ci in test/browser failed"
+log "playwright-core: $(cd "$root/test/browser" && node -p "require('playwright-core/package.json').version")"
