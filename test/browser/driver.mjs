@@ -68,7 +68,7 @@ const commands = {
     return null;
   }, { table: c.table, name: c.name }),
   sessionToken: () => page.evaluate(() => sessionStorage.getItem('leasehold.token')),
-  screenshot: (c) => page.screenshot({ path: c.path, fullPage: true }).then(() => c.path),
+  screenshot: (c) => page.screenshot({ path: c.path, fullPage: c.fullPage !== false }).then(() => c.path),
   problems: () => problems.splice(0),
 };
 
