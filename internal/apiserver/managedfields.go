@@ -3,12 +3,9 @@ package apiserver
 import (
 	"bytes"
 	"cmp"
-	"errors"
-	"io"
 	"slices"
 	"strings"
 
-	jsoniter "github.com/json-iterator/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -121,13 +118,9 @@ func moveManagedFields(entries []metav1.ManagedFieldsEntry, paths [][]string, ow
 	taken := map[int]*fieldpath.Set{}
 	gained := fieldpath.NewSet()
 	for j, p := range paths {
-		fp := make(fieldpath.Path, len(p))
-		for k, el := range p {
-			pe, err := fieldpath.DeserializePathElement(el)
-			if err != nil {
-				return nil
-			}
-			fp[k] = pe
+		fp, err := parseFieldPath(p)
+		if err != nil {
+			return nil
 		}
 		gained.Insert(fp)
 		if o := owners[j]; o != mine {
@@ -216,55 +209,152 @@ func compareManagedFields(p, q metav1.ManagedFieldsEntry) int {
 // names its owner's UID), so parsing it whole was a tenth of what a renewal
 // allocated, and a cache of parsed sets never hit.
 //
-// It reads with the JSON iterator and the membership rules of
+// It scans the bytes of a document written as the field manager writes it
+// (see fieldsScanner), without allocating, and leaves any other to
 // fieldpath.Set.FromJSON, so on every document FromJSON accepts it gives
 // the parsed set's answer (FuzzFieldsHas checks it). It does not parse the
 // path elements it skips, so it may answer where FromJSON would fail on a
 // malformed one; raw is what the store holds, written by the field manager.
 func fieldsHas(raw []byte, path []string) (bool, error) {
-	iter := jsoniter.ConfigCompatibleWithStandardLibrary.BorrowIterator(raw)
-	defer jsoniter.ConfigCompatibleWithStandardLibrary.ReturnIterator(iter)
-	found, _ := fieldsMember(iter, path)
-	if iter.Error != nil {
-		return false, iter.Error
+	if found, ok := scanFields(raw, path); ok {
+		return found, nil
 	}
-	if iter.WhatIsNext(); iter.Error != io.EOF {
-		return false, errors.New("unexpected data after a FieldsV1 document")
+	set, err := readFieldSet(raw)
+	if err != nil {
+		return false, err
 	}
-	return found, nil
+	fp, err := parseFieldPath(path)
+	if err != nil {
+		return false, err
+	}
+	return set.Has(fp), nil
 }
 
-// fieldsMember reads the object at iter, the value of some path element E,
-// and reports whether path, relative to E, is a member of the set; with an
-// empty path, whether E itself is. It also reports whether the object has
-// children, keys naming path elements. As in FromJSON, E is a member when
-// its object holds "." or no children, and when a key appears twice the
-// later object's children replace the earlier's while membership of either
-// counts.
-func fieldsMember(iter *jsoniter.Iterator, path []string) (found, children bool) {
+// parseFieldPath reads a path spelled as a FieldsV1 document spells it.
+func parseFieldPath(path []string) (fieldpath.Path, error) {
+	fp := make(fieldpath.Path, len(path))
+	for i, el := range path {
+		pe, err := fieldpath.DeserializePathElement(el)
+		if err != nil {
+			return nil, err
+		}
+		fp[i] = pe
+	}
+	return fp, nil
+}
+
+// scanFields answers fieldsHas for raw written as the field manager writes
+// it; ok is false when raw is written otherwise.
+func scanFields(raw []byte, path []string) (found, ok bool) {
+	s := fieldsScanner{raw: raw}
+	found, _, ok = s.member(path, 0)
+	return found, ok && s.pos == len(raw)
+}
+
+// fieldsScanner reads a FieldsV1 document in the form the field manager
+// writes: no whitespace, every value an object, and no escapes in keys
+// but \" and \\. That is valid JSON which FromJSON reads as any JSON
+// reader does, so the scanner's answer is FromJSON's as long as it
+// follows FromJSON's membership rules; it gives up on anything else.
+type fieldsScanner struct {
+	raw []byte
+	pos int
+}
+
+// maxFieldsDepth is how deep the scanner goes before it gives up; paths
+// in Kubernetes objects are far shallower.
+const maxFieldsDepth = 64
+
+// member reads the object at s.pos, the value of some path element E,
+// and reports whether path, relative to E, is a member of the set; with
+// an empty path, whether E itself is. It also reports whether the object
+// has children, keys naming path elements. As in FromJSON, E is a member
+// when its object holds "." or no children, and when a key appears twice
+// the later object's children replace the earlier's while membership of
+// either counts. ok is false when the object is not in the scanner's form.
+func (s *fieldsScanner) member(path []string, depth int) (found, children, ok bool) {
+	if depth > maxFieldsDepth || !s.next('{') {
+		return false, false, false
+	}
 	dot := false
-	iter.ReadMapCB(func(iter *jsoniter.Iterator, key string) bool {
+	for first := true; !s.next('}'); first = false {
+		if !first && !s.next(',') {
+			return false, false, false
+		}
+		key, ok := s.key()
+		if !ok || !s.next(':') {
+			return false, false, false
+		}
 		// A field, a value, a key or an index; FromJSON drops other kinds.
 		isElement := len(key) >= 2 && key[1] == ':' && strings.IndexByte("fvki", key[0]) >= 0
-		switch {
-		case key == ".":
-			dot = true
-			iter.Skip()
-		case len(path) > 0 && isElement && key == path[0]:
-			f, c := fieldsMember(iter, path[1:])
+		if len(path) > 0 && isElement && keyIs(key, path[0]) {
+			f, c, ok := s.member(path[1:], depth+1)
+			if !ok {
+				return false, false, false
+			}
 			if len(path) == 1 {
 				found = found || f
 			} else if c {
 				found = f
 			}
-		default:
-			iter.Skip()
+		} else {
+			if _, _, ok := s.member(nil, depth+1); !ok {
+				return false, false, false
+			}
+			dot = dot || string(key) == "."
 		}
 		children = children || isElement
-		return true
-	})
+	}
 	if len(path) == 0 {
 		found = dot || !children
 	}
-	return found, children
+	return found, children, true
+}
+
+// next consumes c if it comes next.
+func (s *fieldsScanner) next(c byte) bool {
+	if s.pos < len(s.raw) && s.raw[s.pos] == c {
+		s.pos++
+		return true
+	}
+	return false
+}
+
+// key reads a string and returns it as written, between its quotes.
+func (s *fieldsScanner) key() ([]byte, bool) {
+	if !s.next('"') {
+		return nil, false
+	}
+	start := s.pos
+	for s.pos < len(s.raw) {
+		switch c := s.raw[s.pos]; {
+		case c == '"':
+			s.pos++
+			return s.raw[start : s.pos-1], true
+		case c == '\\':
+			if s.pos+1 == len(s.raw) || s.raw[s.pos+1] != '"' && s.raw[s.pos+1] != '\\' {
+				return nil, false
+			}
+			s.pos += 2
+		case c < ' ':
+			return nil, false
+		default:
+			s.pos++
+		}
+	}
+	return nil, false
+}
+
+// keyIs reports whether key, as the scanner returned it, spells name.
+func keyIs(key []byte, name string) bool {
+	j := 0
+	for i := 0; i < len(key); i, j = i+1, j+1 {
+		if key[i] == '\\' {
+			i++
+		}
+		if j == len(name) || key[i] != name[j] {
+			return false
+		}
+	}
+	return j == len(name)
 }

@@ -200,6 +200,18 @@ func TestFieldsHas(t *testing.T) {
 			t.Errorf("fieldsHas(%.40s) took a malformed document", doc)
 		}
 	}
+	// Documents as the field manager writes them take the scan, not the
+	// parse, escaped keys included.
+	set := fieldpath.NewSet(
+		fieldpath.MakePathOrDie("metadata", "ownerReferences", fieldpath.KeyByFields("uid", `0f5c\"`)),
+		fieldpath.MakePathOrDie("spec", "renewTime"))
+	raw, err := set.ToJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found, ok := scanFields(raw, []string{"f:spec", "f:renewTime"}); !ok || !found {
+		t.Errorf("scanFields(%s) = %v, %v; want true, true", raw, found, ok)
+	}
 }
 
 // FuzzFieldsHas checks fieldsHas against structured-merge-diff: on every
@@ -209,6 +221,8 @@ func FuzzFieldsHas(f *testing.F) {
 	f.Add([]byte(`{"f:spec":{".":{},"f:renewTime":{"f:x":{}}}}`), "spec", "")
 	f.Add([]byte(`{"f:a":{"i:1":{}},"v:2":{},"f:b":{"f:c":{}}}`), "b", "c")
 	f.Add([]byte(`{"f:b":{"0:":{}},"f:b":{"f:c":{}}}`), "b", "c")
+	f.Add([]byte(`{"f:a\\\"":{"f:b":{}},"f:a":{".":{},"f:b":{"f:c":{}}}}`), `a\"`, "b")
+	f.Add([]byte(`{"f:a":null,"f:b":{"f:c":{},"f:\u0063":{"f:d":{}}}}`), "b", "c")
 	f.Fuzz(func(t *testing.T, doc []byte, a, b string) {
 		var set fieldpath.Set
 		if set.FromJSON(bytes.NewReader(doc)) != nil {
@@ -225,6 +239,20 @@ func FuzzFieldsHas(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkFieldsHas looks up renewTime in the managed fields of a node's
+// Lease, once per renewal.
+func BenchmarkFieldsHas(b *testing.B) {
+	doc := []byte(`{"f:metadata":{"f:ownerReferences":{".":{},"k:{\"uid\":\"00000000-0000-0000-0000-000000000001\"}":{}}},` +
+		`"f:spec":{"f:acquireTime":{},"f:holderIdentity":{},"f:leaseDurationSeconds":{},"f:renewTime":{}}}`)
+	path := []string{"f:spec", "f:renewTime"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ok, err := fieldsHas(doc, path); !ok || err != nil {
+			b.Fatalf("fieldsHas = %v, %v; want true", ok, err)
+		}
+	}
 }
 
 // TestNodeStatusHeartbeat checks the fast path on an agent's periodic node
