@@ -53,7 +53,7 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 	if len(paths) == 0 {
 		return true, false
 	}
-	apiVersion := req.res.GroupVersion.String()
+	apiVersion := req.res.APIVersion()
 	mine := -1
 	var ownerBuf [8]int
 	owners := ownerBuf[:0] // owners[j]: the entry owning paths[j]

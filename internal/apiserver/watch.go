@@ -73,7 +73,7 @@ func (s *Server) watch(req *request) error {
 			flusher.Flush()
 		}
 	}
-	ew := &eventWriter{s: s, req: req, e: e, enc: streamEnc, out: out, key: e.mediaType + "|" + req.info.query.Get("includeObject") + "|" + req.res.GroupVersion.String()}
+	ew := &eventWriter{s: s, req: req, e: e, enc: streamEnc, out: out, key: e.mediaType + "|" + req.info.query.Get("includeObject") + "|" + req.res.APIVersion()}
 
 	if werr != nil {
 		// As kube-apiserver: the stream opens and carries one ERROR event.

@@ -14,7 +14,8 @@ import (
 // nothing; a nil Validate accepts everything but metadata errors (the API
 // server always validates ObjectMeta).
 type Resource struct {
-	// GroupVersion is the API group and version, e.g. coordination.k8s.io/v1.
+	// GroupVersion is the API group and version, e.g. coordination.k8s.io/v1;
+	// it does not change once the resource is registered.
 	GroupVersion schema.GroupVersion
 	// Name is the plural resource name in URLs, e.g. "leases".
 	Name string
@@ -100,6 +101,9 @@ type Resource struct {
 	AllowCreateOnUpdate bool
 	// AllowUnconditionalUpdate lets PUT without a resourceVersion overwrite.
 	AllowUnconditionalUpdate bool
+
+	// apiVersion is GroupVersion.String(), set by register.
+	apiVersion string
 }
 
 // DefaultVerbs is what a stored resource supports.
@@ -108,6 +112,16 @@ var DefaultVerbs = []string{"create", "delete", "deletecollection", "get", "list
 // GroupVersionResource names the resource.
 func (r *Resource) GroupVersionResource() schema.GroupVersionResource {
 	return r.GroupVersion.WithResource(r.Name)
+}
+
+// APIVersion is GroupVersion as an object's apiVersion spells it, e.g.
+// coordination.k8s.io/v1: built once for a registered resource rather than
+// on every request that needs it.
+func (r *Resource) APIVersion() string {
+	if r.apiVersion == "" {
+		return r.GroupVersion.String()
+	}
+	return r.apiVersion
 }
 
 // GroupVersionKind names its kind.
@@ -187,7 +201,10 @@ func All() []*Resource { return resources }
 var resources []*Resource
 
 // register adds a resource; each kind's file calls it from init.
-func register(r *Resource) { resources = append(resources, r) }
+func register(r *Resource) {
+	r.apiVersion = r.GroupVersion.String()
+	resources = append(resources, r)
+}
 
 // Lookup finds a resource by group, version and plural name.
 func Lookup(gv schema.GroupVersion, name string) (*Resource, bool) {
