@@ -175,6 +175,9 @@ func (e *Elector) campaign(ctx context.Context) (Term, time.Time, error) {
 				e.log.Warn("lease acquired after renewDeadline, not leading")
 				notBefore = e.clock.Now().Add(e.cfg.RetryPeriod)
 			case ctx.Err() != nil:
+				if e.cfg.ReleaseOnCancel {
+					e.releaseUnanswered(context.WithoutCancel(ctx))
+				}
 				return Term{}, time.Time{}, ctx.Err()
 			case (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && conflicts < 3:
 				// Someone wrote first: read what they wrote and decide again.
@@ -436,6 +439,21 @@ func (e *Elector) release(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// releaseUnanswered gives the Lease up after a take whose answer was lost
+// when ctx ended: the server may have written it all the same, and a Lease
+// naming a contender that is gone would keep the others waiting for a whole
+// leaseDurationSeconds. No term began, so nothing is guarded by it.
+func (e *Elector) releaseUnanswered(ctx context.Context) {
+	rctx, cancel := e.contextFor(ctx, e.cfg.RenewDeadline)
+	got, err := e.leases.Get(rctx, e.cfg.Name, metav1.GetOptions{})
+	cancel()
+	if err != nil || holderOf(got) != e.cfg.Identity {
+		return
+	}
+	e.setObserved(got, got.ResourceVersion)
+	e.release(ctx)
 }
 
 // contextFor returns a child of ctx cancelled after d on e's clock.

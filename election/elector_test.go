@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -258,6 +259,41 @@ func TestCancelWithoutRelease(t *testing.T) {
 		b.mustStart()
 		b.stop()
 	})
+}
+
+// TestReleaseOnCancelUnansweredTake covers a take written by the server
+// whose answer is lost because ctx ended while it was in flight, as when a
+// process is stopped right after it started campaigning. With
+// ReleaseOnCancel the Lease is given back at once; without it, it is left
+// to expire.
+func TestReleaseOnCancelUnansweredTake(t *testing.T) {
+	for _, release := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ReleaseOnCancel=%v", release), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api, clk := newFakeAPI(), clocktesting.NewFakeClock(t0)
+				a := newContender(t, api, clk, "a", func(c *Config) { c.ReleaseOnCancel = release })
+				a.conn.PrependReactor("create", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+					if _, err := api.create(action.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease)); err != nil {
+						return true, nil, err
+					}
+					a.cancel() // the answer never arrives
+					return true, nil, context.Canceled
+				})
+				a.start()
+				if err := a.waitResult(); err != nil {
+					t.Errorf("a: Run = %v, want nil", err)
+				}
+				a.mustNotStart()
+				want := "a"
+				if release {
+					want = ""
+				}
+				if h := holderOf(api.get(t, testLease)); h != want {
+					t.Errorf("holder = %q, want %q", h, want)
+				}
+			})
+		})
+	}
 }
 
 func TestWindDownKeepsRenewing(t *testing.T) {
