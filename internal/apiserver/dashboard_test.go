@@ -16,11 +16,10 @@ import (
 
 func TestDashboardFiles(t *testing.T) {
 	files := fstest.MapFS{
-		"index.html":  {Data: []byte("<!doctype html><title>x</title>")},
-		"app.js":      {Data: []byte("'use strict';")},
-		"style.css":   {Data: []byte("body {}")},
-		"sub/x.txt":   {Data: []byte("x")},
-		"sub/.hidden": {Data: []byte("x")},
+		"index.html": {Data: []byte("<!doctype html><title>x</title>")},
+		"app.js":     {Data: []byte("'use strict';")},
+		"style.css":  {Data: []byte("body {}")},
+		"sub/x.txt":  {Data: []byte("x")},
 	}
 	s := apiservertest.Start(t, apiservertest.Options{Dashboard: files})
 	client := &http.Client{
