@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -97,8 +98,13 @@ func TestServedWhileFilling(t *testing.T) {
 
 func initializations(t *testing.T, resource string) float64 {
 	t.Helper()
+	return counterValue(t, cacheInitializations.WithLabelValues(resource))
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
 	var m dto.Metric
-	if err := cacheInitializations.WithLabelValues(resource).Write(&m); err != nil {
+	if err := c.Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()

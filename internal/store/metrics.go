@@ -37,11 +37,15 @@ var (
 		Help:    "Writes committed together in one etcd transaction (group commit).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 100},
 	})
+	compactions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leasehold_storage_compactions_total",
+		Help: "Compactions of etcd history this server made, by what brought them: the interval, or the revisions written since the last.",
+	}, []string{"trigger"})
 )
 
 // Collectors are the store's Prometheus metrics, for the server to register.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestDuration, watchers, cacheEvents, watchersTerminated, cacheInitializations, batchSize}
+	return []prometheus.Collector{requestDuration, watchers, cacheEvents, watchersTerminated, cacheInitializations, batchSize, compactions}
 }
 
 // op is one of the operations requestDuration is labelled with.
