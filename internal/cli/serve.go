@@ -60,7 +60,7 @@ type serveFlags struct {
 	etcdCA, etcdCert, etcdKey           string
 	tlsSANs                             string
 	compaction, commitDelay             time.Duration
-	compactionRevisions                 int64
+	compactionWrites                    int64
 	eventTTL                            time.Duration
 	nodeMonitorPeriod, nodeMonitorGrace time.Duration
 	identityDuration, identityRenew     time.Duration
@@ -89,7 +89,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for the external etcd")
 	fs.StringVar(&f.tlsSANs, "tls-san", "", "extra comma-separated host names or IPs for the serving certificate")
 	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often to compact etcd history (0 disables)")
-	fs.Int64Var(&f.compactionRevisions, "etcd-compaction-revisions", store.DefaultCompactionRevisions, "compact as soon as this many revisions have been written since the last compaction, without waiting for the interval: history is at least an interval or this many revisions, whichever is less, and at most twice that (0: the interval alone)")
+	fs.Int64Var(&f.compactionWrites, "etcd-compaction-writes", store.DefaultCompactionWrites, "compact as soon as this server has made this many writes since the last compaction, without waiting for the interval: etcd's history holds at least an interval or this many writes, whichever is less, and at most about twice that (0: the interval alone)")
 	fs.DurationVar(&f.commitDelay, "etcd-commit-delay", 0, "how long a group commit waits, from its oldest write, for more writes to share its etcd transaction and fsync, once recent commits have been shared by independent writers (at most 1s; 0 never waits); less CPU per write at moderate rates, for that much more latency")
 	fs.DurationVar(&f.eventTTL, "event-ttl", time.Hour, "how long an Event is kept after its last write, as kube-apiserver's --event-ttl (0: forever)")
 	fs.BoolVar(&f.dashboard, "dashboard", true, "serve the web dashboard under /dashboard/ (its page signs in with a bearer token; RBAC decides what it shows)")
@@ -208,7 +208,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if f.etcdServers == "" {
 		maxBatch = embedded.MaxBatch
 	}
-	st, err := store.New(store.Config{Client: etcdClient, KV: etcdKV, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), CompactionRevisions: orUnbounded(f.compactionRevisions), MaxBatch: maxBatch, CommitDelay: f.commitDelay, Logger: log})
+	st, err := store.New(store.Config{Client: etcdClient, KV: etcdKV, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), CompactionWrites: orUnbounded(f.compactionWrites), MaxBatch: maxBatch, CommitDelay: f.commitDelay, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -68,6 +69,9 @@ type batcher struct {
 	// first, weighted towards the latest commits. Kept by run's goroutine
 	// alone.
 	company float64
+	// written counts the writes committed: each a new version of its key
+	// in etcd's history until a compaction.
+	written atomic.Int64
 }
 
 const (
@@ -283,7 +287,11 @@ func (b *batcher) commit(batch []*txnRequest) {
 		r := live[0]
 		req := &pb.TxnRequest{Compare: ops[0].cmps[:], Success: ops[0].ops[:]}
 		resp, err := b.kv.Txn(r.ctx, req, callOptions...)
-		r.done <- single(resp, clientv3.ContextError(r.ctx, err))
+		res := single(resp, clientv3.ContextError(r.ctx, err))
+		if res.succeeded {
+			b.written.Add(1)
+		}
+		r.done <- res
 		return
 	}
 	// Each write is a nested transaction of its own.
@@ -299,14 +307,19 @@ func (b *batcher) commit(batch []*txnRequest) {
 		}
 		return
 	}
+	written := 0
 	for i, r := range live {
 		nested := resp.Responses[i].GetResponseTxn()
 		if nested == nil {
 			r.done <- txnResult{err: errors.New("etcd returned no nested transaction response")}
 			continue
 		}
+		if nested.Succeeded {
+			written++
+		}
 		r.done <- txnResult{succeeded: nested.Succeeded, rev: resp.Header.Revision}
 	}
+	b.written.Add(int64(written))
 }
 
 // callOptions are clientv3's defaults for its own calls: wait for a

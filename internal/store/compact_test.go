@@ -33,20 +33,37 @@ func startCompaction(t *testing.T, cfg Config) *compactionTest {
 	}
 	t.Cleanup(func() { e.Close() })
 	ct := &compactionTest{t: t, c: e.Client(), clk: clocktesting.NewFakeClock(time.Unix(1e9, 0)), steps: make(chan string, 100)}
-	cfg.Client, cfg.KV, cfg.Scheme, cfg.Clock = e.Client(), e.KV(), registry.Scheme, ct.clk
+	cfg.KV = e.KV()
+	ct.start(cfg)
+	return ct
+}
+
+// start runs a store of cfg on ct's etcd and clock, with ct's steps.
+func (ct *compactionTest) start(cfg Config) {
+	ct.t.Helper()
+	cfg.Client, cfg.Scheme, cfg.Clock = ct.c, registry.Scheme, ct.clk
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	var err error
 	if ct.s, err = New(cfg); err != nil {
-		t.Fatal(err)
+		ct.t.Fatal(err)
 	}
+	ct.run()
+}
+
+// run starts ct.s's group commit and compaction loop, and waits until the
+// loop waits for its timers.
+func (ct *compactionTest) run() {
+	t := ct.t
+	t.Helper()
 	ct.s.compactStepped = func(trigger string) { ct.steps <- trigger }
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	batcher, done := make(chan struct{}), make(chan struct{})
+	go func() { ct.s.batch.run(ctx); close(batcher) }()
 	go func() { ct.s.compactLoop(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); <-done; <-batcher })
 	if got := ct.next(); got != "" {
 		t.Fatalf("the loop's start: %q", got)
 	}
-	return ct
 }
 
 // next waits for the loop's next wake and returns what made it turn.
@@ -71,13 +88,14 @@ func (ct *compactionTest) step(d time.Duration, want string) {
 	}
 }
 
-// write makes n revisions.
+// write makes n writes through the store's group commit, as its kinds do.
 func (ct *compactionTest) write(n int) {
 	ct.t.Helper()
 	for range n {
 		ct.puts++
-		if _, err := ct.c.Put(context.Background(), fmt.Sprintf("/test/k%d", ct.puts%7), "v"); err != nil {
-			ct.t.Fatal(err)
+		res := ct.s.batch.do(context.Background(), write{key: fmt.Sprintf("/test/k%d", ct.puts), created: true, value: []byte("v")})
+		if res.err != nil || !res.succeeded {
+			ct.t.Fatalf("write %d: %+v", ct.puts, res)
 		}
 	}
 }
@@ -104,38 +122,38 @@ func (ct *compactionTest) compacted() int64 {
 	return 0
 }
 
-// TestCompactionByRevisions: a turn comes as soon as the bound's worth of
-// revisions has been written since the last mark, compacting to that mark;
+// TestCompactionByWrites: a turn comes as soon as the bound's worth of
+// writes has been made since the last mark, compacting to that mark;
 // the interval then starts again from that turn, so the next turn by time
 // comes a whole interval after it.
-func TestCompactionByRevisions(t *testing.T) {
-	byRevisions := compactions.WithLabelValues("revisions")
+func TestCompactionByWrites(t *testing.T) {
+	byWrites := compactions.WithLabelValues("writes")
 	byInterval := compactions.WithLabelValues("interval")
-	before, beforeInterval := counterValue(t, byRevisions), counterValue(t, byInterval)
+	before, beforeInterval := counterValue(t, byWrites), counterValue(t, byInterval)
 	// The checks come at 10, 20, 30, 40 s; the first interval would end at
 	// 22 s had it not started again.
-	ct := startCompaction(t, Config{CompactionInterval: 22 * time.Second, CompactionRevisions: 50, CompactionCheck: 10 * time.Second})
+	ct := startCompaction(t, Config{CompactionInterval: 22 * time.Second, CompactionWrites: 50, CompactionCheck: 10 * time.Second})
 
 	ct.write(60)
-	ct.step(10*time.Second, "revisions") // the first mark: nothing to compact to yet
+	ct.step(10*time.Second, "writes") // the first mark: nothing to compact to yet
 	mark1 := ct.mark()
 	if got := ct.compacted(); got != 0 {
 		t.Fatalf("compacted to %d at the first turn", got)
 	}
 	ct.write(60)
-	ct.step(10*time.Second, "revisions")
+	ct.step(10*time.Second, "writes")
 	mark2 := ct.mark()
 	if got := ct.compacted(); got != mark1 {
 		t.Fatalf("compacted to %d, want the first mark %d (the second is %d)", got, mark1, mark2)
 	}
-	if got := counterValue(t, byRevisions) - before; got != 1 {
-		t.Fatalf("%v compactions by revisions counted, want 1", got)
+	if got := counterValue(t, byWrites) - before; got != 1 {
+		t.Fatalf("%v compactions by writes counted, want 1", got)
 	}
 
 	// 25 s: past the first interval's end, but a new one began at 20 s.
 	ct.clk.Step(5 * time.Second)
 	ct.write(10)
-	ct.step(5*time.Second, "") // 30 s: a check, 11 revisions since the mark
+	ct.step(5*time.Second, "") // 30 s: a check, 10 writes since the mark
 	if got := ct.compacted(); got != mark1 {
 		t.Fatalf("compacted to %d before the interval ended", got)
 	}
@@ -152,10 +170,10 @@ func TestCompactionByRevisions(t *testing.T) {
 	}
 }
 
-// TestCompactionByInterval: with no bound on revisions only the interval
+// TestCompactionByInterval: with no bound on writes only the interval
 // turns, however much is written, as kube-apiserver's compactor does.
 func TestCompactionByInterval(t *testing.T) {
-	ct := startCompaction(t, Config{CompactionInterval: time.Minute, CompactionRevisions: -1})
+	ct := startCompaction(t, Config{CompactionInterval: time.Minute, CompactionWrites: -1})
 	ct.write(200)
 	ct.step(time.Minute, "interval")
 	mark1 := ct.mark()
@@ -169,43 +187,55 @@ func TestCompactionByInterval(t *testing.T) {
 	}
 }
 
-// TestCompactionShared: two servers on one etcd turn once between them
-// for each bound reached, and each compaction goes to a mark at least the
-// bound's worth of revisions old.
+// TestCompactionShared: two servers on one etcd, each counting its own
+// writes. A turn of one that the other has not followed yet is followed,
+// not repeated; a compaction goes to the mark of a turn at least the
+// bound's worth of writes before.
 func TestCompactionShared(t *testing.T) {
-	ct := startCompaction(t, Config{CompactionInterval: time.Hour, CompactionRevisions: 50, CompactionCheck: 10 * time.Second})
-	other, err := New(Config{Client: ct.c, KV: ct.s.cfg.KV, Scheme: registry.Scheme, Clock: ct.clk,
-		CompactionInterval: time.Hour, CompactionRevisions: 50, CompactionCheck: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	cfg := Config{CompactionInterval: time.Hour, CompactionWrites: 50, CompactionCheck: 10 * time.Second}
+	a := startCompaction(t, cfg)
+	b := a.join(cfg)
+	steps := func(wantA, wantB string) {
+		t.Helper()
+		a.clk.Step(10 * time.Second)
+		if gotA, gotB := a.next(), b.next(); gotA != wantA || gotB != wantB {
+			t.Fatalf("woke for %q and %q, want %q and %q", gotA, gotB, wantA, wantB)
+		}
+	}
+
+	a.write(60)
+	steps("writes", "") // a marks
+	mark1 := a.mark()
+	b.write(60)
+	steps("", "writes") // b finds a's turn and follows it
+	if got := a.mark(); got != mark1 {
+		t.Fatalf("the mark moved from %d to %d: b turned again", mark1, got)
+	}
+	if got := a.compacted(); got != 0 {
+		t.Fatalf("compacted to %d with one mark", got)
+	}
+	followed, err := a.c.Get(context.Background(), "/test/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherSteps := make(chan string, 100)
-	other.compactStepped = func(trigger string) { otherSteps <- trigger }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { other.compactLoop(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-otherSteps
-
-	var marks []int64
-	for turn := range 4 {
-		ct.write(60)
-		ct.clk.Step(10 * time.Second)
-		// Both see the bound reached; one turns, the other follows it.
-		if a, b := ct.next(), <-otherSteps; a != "revisions" || b != "revisions" {
-			t.Fatalf("turn %d: woke for %q and %q", turn, a, b)
-		}
-		m := ct.mark()
-		marks = append(marks, m)
-		got := ct.compacted()
-		if turn == 0 && got != 0 {
-			t.Fatalf("compacted to %d at the first turn", got)
-		}
-		if turn > 0 && got != marks[turn-1] {
-			t.Fatalf("turn %d compacted to %d, want the previous mark %d", turn, got, marks[turn-1])
-		}
-		if m-got < 50 && got != 0 {
-			t.Fatalf("turn %d kept %d revisions, fewer than the bound", turn, m-got)
-		}
+	b.write(60)
+	steps("", "writes") // b turns, compacting to where it followed a
+	mark2 := a.mark()
+	if got, want := a.compacted(), followed.Header.Revision; got != want {
+		t.Fatalf("compacted to %d, want %d, where b followed a's turn", got, want)
 	}
+	if kept := mark2 - followed.Header.Revision; kept < 50 {
+		t.Fatalf("kept %d revisions, fewer than the bound", kept)
+	}
+}
+
+// join starts a second compaction loop, of a store of its own, on ct's
+// etcd and clock.
+func (ct *compactionTest) join(cfg Config) *compactionTest {
+	t := ct.t
+	t.Helper()
+	o := &compactionTest{t: t, c: ct.c, clk: ct.clk, steps: make(chan string, 100), puts: 1 << 20}
+	cfg.KV = ct.s.cfg.KV
+	o.start(cfg)
+	return o
 }

@@ -39,7 +39,7 @@ var (
 	})
 	compactions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasehold_storage_compactions_total",
-		Help: "Compactions of etcd history this server made, by what brought them: the interval, or the revisions written since the last.",
+		Help: "Compactions of etcd history this server made, by what brought them: the interval, or the writes made since the last.",
 	}, []string{"trigger"})
 )
 

@@ -67,16 +67,18 @@ type Config struct {
 	// one interval of history for watches to resume from; default 5 min,
 	// negative disables compaction.
 	CompactionInterval time.Duration
-	// CompactionRevisions bounds that history by revisions as well: once
-	// this many have been written since the last compaction's mark, the
-	// next compaction comes at once instead of at the end of the interval.
-	// At a high write rate an interval holds millions of revisions, each in
-	// etcd's index and database; so history is at least one interval or
-	// this many revisions, whichever is less, and at most twice that.
-	// Default DefaultCompactionRevisions; negative bounds by time alone.
-	CompactionRevisions int64
-	// CompactionCheck is how often the revisions written are counted
-	// against CompactionRevisions; default 10 s.
+	// CompactionWrites bounds that history by the writes this server makes
+	// as well: once it has made this many since the last compaction's mark,
+	// the next compaction comes at once instead of at the end of the
+	// interval. At a high write rate an interval holds millions of object
+	// versions, each in etcd's index and database until the compaction an
+	// interval later; so history holds at least one interval or this many
+	// writes, whichever is less, and at most about twice that (times the
+	// servers sharing the etcd). Default DefaultCompactionWrites; negative
+	// bounds by time alone.
+	CompactionWrites int64
+	// CompactionCheck is how often the writes made are counted against
+	// CompactionWrites; default 1 s.
 	CompactionCheck time.Duration
 	// WatchCacheSize is the number of recent events each kind keeps for
 	// watches that resume from a revision; default 16384.
@@ -132,11 +134,11 @@ func New(cfg Config) (*Store, error) {
 	if cfg.CompactionInterval == 0 {
 		cfg.CompactionInterval = 5 * time.Minute
 	}
-	if cfg.CompactionRevisions == 0 {
-		cfg.CompactionRevisions = DefaultCompactionRevisions
+	if cfg.CompactionWrites == 0 {
+		cfg.CompactionWrites = DefaultCompactionWrites
 	}
 	if cfg.CompactionCheck <= 0 {
-		cfg.CompactionCheck = 10 * time.Second
+		cfg.CompactionCheck = time.Second
 	}
 	if cfg.WatchCacheSize <= 0 {
 		cfg.WatchCacheSize = 16384
@@ -265,31 +267,28 @@ func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
 	return resp.Header.Revision, nil
 }
 
-// DefaultCompactionRevisions is Config.CompactionRevisions' default: the
-// history of 50 s of 100 000 nodes renewing every 10 s. Below 1 667 writes a
-// second it is more than five minutes' worth, and compactions come every
+// DefaultCompactionWrites is Config.CompactionWrites' default: what
+// 100 000 nodes renewing every 10 s write in 20 s. Below 667 writes a second
+// it is more than five minutes' worth, and compactions come every
 // CompactionInterval, as kube-apiserver's do.
-const DefaultCompactionRevisions = 500_000
+const DefaultCompactionWrites = 200_000
 
 // compactLoop compacts to the revision it marked at its previous turn, so
 // watches can always resume from anything since that mark. A turn comes
-// every CompactionInterval, or as soon as CompactionRevisions revisions have
-// been written since the mark, after which the interval starts again.
-// Several servers sharing an etcd agree through a compare on a shared key,
-// so each turn compacts once.
+// every CompactionInterval, or as soon as this server has made
+// CompactionWrites writes since the mark, after which the interval starts
+// again. Several servers sharing an etcd agree through a compare on a
+// shared key, so each turn compacts once.
 func (s *Store) compactLoop(ctx context.Context) {
 	interval := s.cfg.Clock.NewTimer(s.cfg.CompactionInterval)
 	defer interval.Stop()
 	var check <-chan time.Time
-	if s.cfg.CompactionRevisions > 0 {
+	if s.cfg.CompactionWrites > 0 {
 		t := s.cfg.Clock.NewTicker(s.cfg.CompactionCheck)
 		defer t.Stop()
 		check = t.C()
 	}
 	c := compactor{s: s}
-	if cur, err := s.CurrentRevision(ctx); err == nil {
-		c.markRev = cur
-	}
 	if s.compactStepped != nil {
 		s.compactStepped("")
 	}
@@ -301,16 +300,8 @@ func (s *Store) compactLoop(ctx context.Context) {
 		case <-interval.C():
 			trigger = "interval"
 		case <-check:
-			cur, err := s.CurrentRevision(ctx)
-			if err != nil {
-				s.cfg.Logger.Debug("compaction: reading the revision failed", "err", err)
-				break
-			}
-			if c.markRev == 0 {
-				c.markRev = cur
-			}
-			if cur-c.markRev >= s.cfg.CompactionRevisions {
-				trigger = "revisions"
+			if s.batch.written.Load()-c.markWrites >= s.cfg.CompactionWrites {
+				trigger = "writes"
 			}
 		}
 		if trigger != "" {
@@ -335,10 +326,9 @@ func (s *Store) compactLoop(ctx context.Context) {
 type compactor struct {
 	s *Store
 	// version is the shared key's as this server last saw it; prevRev the
-	// mark, where the next compaction goes; markRev the revision when the
-	// mark was made or followed (0: not yet read), from which the revisions
-	// written are counted.
-	version, prevRev, markRev int64
+	// mark, where the next compaction goes; markWrites the server's count
+	// of writes when the mark was made or followed.
+	version, prevRev, markWrites int64
 }
 
 // turn compacts to the mark and marks the current revision, unless another
@@ -354,7 +344,7 @@ func (c *compactor) turn(ctx context.Context, trigger string) {
 		return
 	}
 	curRev := resp.Header.Revision
-	c.markRev = curRev
+	c.markWrites = s.batch.written.Load()
 	if !resp.Succeeded {
 		// Another server compacted at this turn; follow its version.
 		c.version = resp.Responses[0].GetResponseRange().Kvs[0].Version
