@@ -25,6 +25,8 @@ type procSample struct {
 	cpu     time.Duration // user + system
 	rss     uint64        // bytes
 	peakRSS uint64        // bytes (VmHWM)
+	rssAnon uint64        // bytes: heap and stacks
+	rssFile uint64        // bytes: mapped files (etcd's database among them)
 }
 
 // readProc samples process pid (0: this process).
@@ -70,6 +72,10 @@ func readProc(pid int, now time.Time) (procSample, error) {
 			dst = &s.rss
 		case "VmHWM":
 			dst = &s.peakRSS
+		case "RssAnon":
+			dst = &s.rssAnon
+		case "RssFile":
+			dst = &s.rssFile
 		default:
 			continue
 		}
@@ -95,6 +101,11 @@ type ProcessStats struct {
 	// has been since the process started.
 	RSSBytes     uint64 `json:"rssBytes"`
 	PeakRSSBytes uint64 `json:"peakRssBytes"`
+	// RSSAnonBytes and RSSFileBytes split RSSBytes at the end: anonymous
+	// memory (Go's heap, stacks) and mapped files, which for a server with
+	// etcd embedded is mostly etcd's database, resident whole.
+	RSSAnonBytes uint64 `json:"rssAnonBytes,omitempty"`
+	RSSFileBytes uint64 `json:"rssFileBytes,omitempty"`
 }
 
 // procMeter measures one process between start and stop; a zero procMeter
@@ -125,7 +136,7 @@ func (m procMeter) stop(now time.Time, ops uint64) *ProcessStats {
 		pid = os.Getpid()
 	}
 	cpu := (s.cpu - m.first.cpu).Seconds()
-	st := &ProcessStats{PID: pid, CPUSeconds: cpu, RSSBytes: s.rss, PeakRSSBytes: s.peakRSS}
+	st := &ProcessStats{PID: pid, CPUSeconds: cpu, RSSBytes: s.rss, PeakRSSBytes: s.peakRSS, RSSAnonBytes: s.rssAnon, RSSFileBytes: s.rssFile}
 	if wall := s.at.Sub(m.first.at).Seconds(); wall > 0 {
 		st.CPUCores = cpu / wall
 	}

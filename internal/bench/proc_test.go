@@ -28,6 +28,11 @@ func TestReadProcSelf(t *testing.T) {
 	if st.RSSBytes == 0 || st.PeakRSSBytes < st.RSSBytes {
 		t.Errorf("RSS %d, peak %d", st.RSSBytes, st.PeakRSSBytes)
 	}
+	// The test binary's own code is a mapped file; the heap is anonymous.
+	// (RssShmem, the rest of RSS, is 0 here.)
+	if st.RSSAnonBytes == 0 || st.RSSFileBytes == 0 || st.RSSAnonBytes+st.RSSFileBytes > st.RSSBytes {
+		t.Errorf("RSS %d: anonymous %d, files %d", st.RSSBytes, st.RSSAnonBytes, st.RSSFileBytes)
+	}
 	if st.CPUSeconds < 0 {
 		t.Errorf("CPUSeconds = %v", st.CPUSeconds)
 	}

@@ -156,7 +156,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if p.CPUSecondsPer1000Ops > 0 {
 			per = fmt.Sprintf(", %.3f CPU-s per 1000 ops", p.CPUSecondsPer1000Ops)
 		}
-		row(k, "pid %d: %.1f CPU-s (%.2f cores%s), RSS %s, peak %s", p.PID, p.CPUSeconds, p.CPUCores, per, mib(p.RSSBytes), mib(p.PeakRSSBytes))
+		split := ""
+		if p.RSSAnonBytes+p.RSSFileBytes > 0 {
+			split = fmt.Sprintf(" (anonymous %s, files %s)", mib(p.RSSAnonBytes), mib(p.RSSFileBytes))
+		}
+		row(k, "pid %d: %.1f CPU-s (%.2f cores%s), RSS %s%s, peak %s", p.PID, p.CPUSeconds, p.CPUCores, per, mib(p.RSSBytes), split, mib(p.PeakRSSBytes))
 	}
 	row("scenario", "%s", r.Scenario)
 	row("server", "%s", r.Server)
