@@ -127,8 +127,9 @@ func TestServeOnExternalEtcd(t *testing.T) {
 		wg.Go(func() {
 			for range each {
 				// Eight writers on one key conflict often: retry for as
-				// long as it takes.
-				contended := wait.Backoff{Steps: 1000, Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 100 * time.Millisecond}
+				// long as it takes, 5 to 25 ms apart. (A Backoff's Cap
+				// would end the retries once the wait reached it.)
+				contended := wait.Backoff{Steps: 1000, Duration: 5 * time.Millisecond, Factor: 1, Jitter: 4}
 				err := retry.RetryOnConflict(contended, func() error {
 					l, err := c.Get(ctx, "shared", metav1.GetOptions{})
 					if err != nil {
