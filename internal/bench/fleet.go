@@ -255,10 +255,16 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	r.cur.Store(&m)
 	procs := cfg.startMeters(start)
 	progressDone = make(chan struct{})
+	server := procs.server.sampler()
 	extra := func() string {
 		out := fmt.Sprintf("missed %d", counters.missed.Load()-before.missed)
 		if nodeWatch != nil {
 			out += fmt.Sprintf("  unknown %d/%d", nodeWatch.flippedCount.Load(), len(killed))
+		}
+		// The server's memory as it goes: history and caches grow during
+		// a run, not only by its end.
+		if cores, rss, ok := server(clk.Now()); ok {
+			out += fmt.Sprintf("  server %.2f cores, RSS %s", cores, mib(rss))
 		}
 		return out
 	}

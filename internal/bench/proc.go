@@ -146,6 +146,28 @@ func (m procMeter) stop(now time.Time, ops uint64) *ProcessStats {
 	return st
 }
 
+// sampler returns a function that reads the process again at each call and
+// gives the cores it used since the call before (the first: since m
+// started) and its RSS; ok is false when the process cannot be read.
+func (m procMeter) sampler() func(now time.Time) (cores float64, rss uint64, ok bool) {
+	prev := m.first
+	return func(now time.Time) (float64, uint64, bool) {
+		if !m.ok {
+			return 0, 0, false
+		}
+		s, err := readProc(m.pid, now)
+		if err != nil {
+			return 0, 0, false
+		}
+		var cores float64
+		if wall := s.at.Sub(prev.at).Seconds(); wall > 0 {
+			cores = (s.cpu - prev.cpu).Seconds() / wall
+		}
+		prev = s
+		return cores, s.rss, true
+	}
+}
+
 // findServerPID returns the process on this machine listening on the port
 // of serverURL, or 0 if the URL is not a loopback or local address or no
 // such process can be seen.

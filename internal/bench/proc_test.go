@@ -36,6 +36,18 @@ func TestReadProcSelf(t *testing.T) {
 	if st.CPUSeconds < 0 {
 		t.Errorf("CPUSeconds = %v", st.CPUSeconds)
 	}
+	// A sampler counts from the meter's start, then from its last call.
+	sample := m.sampler()
+	t0 := m.first.at
+	if cores, rss, ok := sample(t0.Add(1000 * time.Second)); !ok || rss == 0 || cores < 0 || cores > 1 {
+		t.Errorf("first sample: %.3f cores, RSS %d, %v", cores, rss, ok)
+	}
+	if cores, _, ok := sample(t0.Add(2000 * time.Second)); !ok || cores > 0.01 {
+		t.Errorf("second sample, 1 000 s later and idle: %.3f cores, %v", cores, ok)
+	}
+	if _, _, ok := (procMeter{}).sampler()(time.Now()); ok {
+		t.Error("a meter of no process sampled something")
+	}
 }
 
 func TestFindServerPID(t *testing.T) {
