@@ -208,7 +208,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if f.etcdServers == "" {
 		maxBatch = embedded.MaxBatch
 	}
-	st, err := store.New(store.Config{Client: etcdClient, KV: etcdKV, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), CompactionWrites: orUnbounded(f.compactionWrites), MaxBatch: maxBatch, CommitDelay: f.commitDelay, Logger: log})
+	st, err := store.New(store.Config{Client: etcdClient, KV: etcdKV, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), CompactionWrites: orDisabled(f.compactionWrites), MaxBatch: maxBatch, CommitDelay: f.commitDelay, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -504,19 +504,13 @@ func bulkLoadGC() (restore func()) {
 	return func() { debug.SetGCPercent(prev) }
 }
 
-// orUnbounded is a flag's 0 (no bound) as store.Config says it.
-func orUnbounded(n int64) int64 {
-	if n == 0 {
+// orDisabled turns a flag's 0 (off) into the negative value the configs
+// take for off, where 0 means their default.
+func orDisabled[T ~int64](v T) T {
+	if v == 0 {
 		return -1
 	}
-	return n
-}
-
-func orDisabled(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
+	return v
 }
 
 // adminCredentials loads the admin token digest, or on first start makes an
