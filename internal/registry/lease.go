@@ -29,6 +29,7 @@ var Leases = &Resource{
 	ValidateUpdate:           func(obj, _ runtime.Object) field.ErrorList { return ValidateLease(obj.(*coordinationv1.Lease)) },
 	AllowUnconditionalUpdate: true,
 	ChangedFields:            leaseChangedFields,
+	SharedStrings:            leaseSharedStrings,
 	Columns: []metav1.TableColumnDefinition{
 		{Name: "Holder", Type: "string", Description: coordinationv1.LeaseSpec{}.SwaggerDoc()["holderIdentity"]},
 		AgeColumn,
@@ -44,6 +45,14 @@ var Leases = &Resource{
 }
 
 func init() { register(Leases) }
+
+// leaseSharedStrings names a Lease's holder, which in kube-node-lease is
+// the node's name and so the lease's own.
+func leaseSharedStrings(obj runtime.Object, _, named func(*string)) {
+	if h := obj.(*coordinationv1.Lease).Spec.HolderIdentity; h != nil {
+		named(h)
+	}
+}
 
 // knownLeaseStrategies are the strategies Kubernetes defines; others must be
 // prefixed ("example.com/my-strategy").

@@ -20,8 +20,13 @@ func TestNodeSharedStrings(t *testing.T) {
 				ContainerRuntimeVersion: "c", KubeletVersion: "v", KubeProxyVersion: "p", OperatingSystem: "linux", Architecture: "amd64"},
 		},
 	}
-	named := 0
-	nodeSharedStrings(n, func(p *string) { *p = "shared"; named++ })
+	named, own := 0, 0
+	nodeSharedStrings(n, func(p *string) { *p = "shared"; named++ }, func(p *string) {
+		if p != &n.Status.Addresses[0].Address {
+			t.Error("a string other than the address named as the node's own")
+		}
+		own++
+	})
 	c, info := n.Status.Conditions[0], n.Status.NodeInfo
 	for what, got := range map[string]string{
 		"condition type": string(c.Type), "condition status": string(c.Status), "reason": c.Reason, "message": c.Message,
@@ -37,7 +42,7 @@ func TestNodeSharedStrings(t *testing.T) {
 	if n.Name != "web-1" || n.Status.Addresses[0].Address != "10.0.0.1" || info.MachineID != "m" || info.SystemUUID != "s" || info.BootID != "b" {
 		t.Error("a machine's own string was named for sharing")
 	}
-	if named != 15 {
-		t.Errorf("%d strings named, want 15", named)
+	if named != 15 || own != 1 {
+		t.Errorf("%d common and %d own strings named, want 15 and 1", named, own)
 	}
 }

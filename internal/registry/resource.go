@@ -92,10 +92,11 @@ type Resource struct {
 	// managedfields.go).
 	ChangedFields func(obj, old runtime.Object) (paths [][]string, ok bool)
 
-	// SharedStrings, when set, calls str with a pointer to each string of
-	// obj that most objects of the kind have in common, so that the watch
-	// cache can point them at one shared copy (store.StringSharing).
-	SharedStrings func(obj runtime.Object, str func(*string))
+	// SharedStrings, when set, calls common with a pointer to each string
+	// of obj that most objects of the kind have in common, and named with
+	// each that usually repeats obj's name, so that the watch cache can
+	// point them at one shared copy (store.StringSharing).
+	SharedStrings func(obj runtime.Object, common, named func(*string))
 
 	// AllowCreateOnUpdate lets PUT create a missing object.
 	AllowCreateOnUpdate bool

@@ -31,7 +31,7 @@ func TestFieldSetsShared(t *testing.T) {
 	for _, l := range []*coordinationv1.Lease{a, b, c} {
 		fs.share(l)
 	}
-	if fieldSetData(a) != fieldSetData(b) {
+	if fieldSetData(a) != fieldSetData(b) || a.ManagedFields[0].FieldsV1 != b.ManagedFields[0].FieldsV1 {
 		t.Error("equal field sets are not shared")
 	}
 	if fieldSetData(a) == fieldSetData(c) || string(c.ManagedFields[0].FieldsV1.Raw) != `{"f:metadata":{}}` {
@@ -55,7 +55,7 @@ func TestFieldSetsShared(t *testing.T) {
 // the table stops growing at its bound.
 func TestStringsShared(t *testing.T) {
 	s := newSharer()
-	s.kind = func(obj runtime.Object, str func(*string)) {
+	s.kind = func(obj runtime.Object, str, _ func(*string)) {
 		str(obj.(*coordinationv1.Lease).Spec.HolderIdentity)
 	}
 	lease := func(holder string) *coordinationv1.Lease {
@@ -94,6 +94,90 @@ func TestStringsShared(t *testing.T) {
 	s.share(d)
 	if !same(*d.Spec.HolderIdentity, *a.Spec.HolderIdentity) {
 		t.Error("a full table no longer shares what it holds")
+	}
+}
+
+// TestTimesShared: equal managedFields timestamps share one; a full table
+// starts again, so that recent times keep being shared.
+func TestTimesShared(t *testing.T) {
+	s := newSharer()
+	at := func(sec int64) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
+			{Manager: "agent", Time: ptr.To(metav1.Unix(sec, 0))},
+			{Manager: "untimed"},
+		}}}
+	}
+	a, b, c := at(100), at(100), at(101)
+	for _, l := range []*coordinationv1.Lease{a, b, c} {
+		s.share(l)
+	}
+	if a.ManagedFields[0].Time != b.ManagedFields[0].Time {
+		t.Error("equal times are not shared")
+	}
+	if a.ManagedFields[0].Time == c.ManagedFields[0].Time || c.ManagedFields[0].Time.Unix() != 101 || b.ManagedFields[0].Time.Unix() != 100 {
+		t.Error("a different time was replaced")
+	}
+	if a.ManagedFields[1].Time != nil {
+		t.Error("an unset time was set")
+	}
+	for i := range maxSharedTimes {
+		s.share(at(int64(1000 + i)))
+	}
+	if len(s.times) > maxSharedTimes {
+		t.Errorf("table holds %d times, want at most %d", len(s.times), maxSharedTimes)
+	}
+	d, e := at(5000), at(5000)
+	s.share(d)
+	s.share(e)
+	if d.ManagedFields[0].Time != e.ManagedFields[0].Time {
+		t.Error("a table that was full no longer shares new times")
+	}
+}
+
+// TestNameShared: strings that repeat the object's name, in its labels, its
+// owner references and the fields its kind names, point at the name; other
+// strings keep their own; owner references' flags keep their values.
+func TestNameShared(t *testing.T) {
+	s := newSharer()
+	s.kind = func(obj runtime.Object, _, named func(*string)) {
+		if h := obj.(*coordinationv1.Lease).Spec.HolderIdentity; h != nil {
+			named(h)
+		}
+	}
+	// Built from bytes, as a decoder builds them: equal, not shared.
+	str := func(v string) string { return string([]byte(v)) }
+	lease := func(name, holder string, controller bool) *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:   str(name),
+				Labels: map[string]string{"kubernetes.io/hostname": str(name), "other": str("other-" + name)},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: str(name),
+					Controller: ptr.To(controller), BlockOwnerDeletion: ptr.To(!controller)}},
+			},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(str(holder))},
+		}
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	a, b := lease("node-1", "node-1", true), lease("node-2", "someone-else", false)
+	s.share(a)
+	s.share(b)
+	if !same(a.Labels["kubernetes.io/hostname"], a.Name) || !same(a.OwnerReferences[0].Name, a.Name) || !same(*a.Spec.HolderIdentity, a.Name) {
+		t.Error("a string repeating the name does not share it")
+	}
+	if *b.Spec.HolderIdentity != "someone-else" || same(b.Labels["other"], b.Name) || b.Labels["other"] != "other-node-2" {
+		t.Error("a string other than the name was changed")
+	}
+	ra, rb := a.OwnerReferences[0], b.OwnerReferences[0]
+	if !*ra.Controller || *ra.BlockOwnerDeletion || *rb.Controller || !*rb.BlockOwnerDeletion {
+		t.Error("owner reference flags changed value")
+	}
+	if ra.Controller != rb.BlockOwnerDeletion || ra.BlockOwnerDeletion != rb.Controller {
+		t.Error("equal owner reference flags are not shared")
+	}
+	c := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "c", OwnerReferences: []metav1.OwnerReference{{Name: "x"}}}}
+	s.share(c)
+	if c.OwnerReferences[0].Controller != nil || c.OwnerReferences[0].BlockOwnerDeletion != nil {
+		t.Error("unset owner reference flags were set")
 	}
 }
 

@@ -1,51 +1,78 @@
 package store
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // sharer lets the objects a watch cache holds share equal values instead
 // of each holding a copy of its own:
 //
-//   - managedFields' field sets, byte for byte: every Node an agent
-//     registers carries the same 600 bytes, 60 MB at 100 000 nodes;
-//   - the strings most objects of a kind have in common: managers,
-//     operations and API versions in managedFields, owners' API versions
-//     and kinds, label keys, and what the kind's own StringSharing names
-//     (a Node's condition reasons and messages, OS and versions);
+//   - managedFields' field sets, byte for byte (the FieldsV1 that holds
+//     them too): every Node an agent registers carries the same 600
+//     bytes, 60 MB at 100 000 nodes;
+//   - the strings most objects of a kind have in common: namespaces,
+//     managers, operations and API versions in managedFields, owners' API
+//     versions and kinds, label keys, and what the kind's own
+//     StringSharing names (a Node's condition reasons and messages, OS and
+//     versions);
 //   - label values, in a table of their own: a fleet's architectures,
 //     operating systems and zones repeat, but a Node's hostname label is
-//     its own, and those must not fill the table above.
+//     its own, and those must not fill the table above;
+//   - strings that repeat the object's own name, which point at its name:
+//     a Node's hostname label and address, a node Lease's holder and the
+//     name of the Node that owns it (the kind's StringSharing names those
+//     of its own fields);
+//   - managedFields' timestamps, which have a resolution of a second:
+//     the writes of one second share one. This table holds recent times
+//     only: once full, it starts again empty;
+//   - owner references' controller and blockOwnerDeletion flags.
 //
 // The tables are bounded: once full (as the field sets of Leases soon are,
-// each naming its owner's UID) a table only reuses what it holds. Objects
+// each naming its owner's UID) a table only reuses what it holds, except
+// the table of times. Objects
 // must not be shared yet when they pass through; cached objects are never
 // modified, so sharing is safe from then on.
 type sharer struct {
-	fields      map[string][]byte
+	fields      map[string]*metav1.FieldsV1
 	strings     map[string]string
 	labelValues map[string]string
+	times       map[time.Time]*metav1.Time
 	kind        StringSharing
 }
 
-// StringSharing points those strings of obj that most objects of its kind
-// have in common at shared copies, calling str with each.
-type StringSharing func(obj runtime.Object, str func(*string))
+// StringSharing names the strings of obj's own fields that can be shared:
+// it calls common with those that most objects of its kind have in common,
+// and named with those that usually repeat obj's name.
+type StringSharing func(obj runtime.Object, common, named func(*string))
 
 const (
 	maxFieldSets     = 1024
 	maxSharedStrings = 4096
+	maxSharedTimes   = 4096
 )
 
 func newSharer() *sharer {
-	return &sharer{fields: map[string][]byte{}, strings: map[string]string{}, labelValues: map[string]string{}}
+	return &sharer{fields: map[string]*metav1.FieldsV1{}, strings: map[string]string{}, labelValues: map[string]string{}, times: map[time.Time]*metav1.Time{}}
 }
 
 func (s *sharer) share(obj runtime.Object) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return
+	}
+	if ns := m.GetNamespace(); ns != "" {
+		s.str(&ns)
+		m.SetNamespace(ns)
+	}
+	name := m.GetName()
+	named := func(p *string) {
+		if *p == name {
+			*p = name
+		}
 	}
 	// Both getters return the object's own slices.
 	mf := m.GetManagedFields()
@@ -56,11 +83,14 @@ func (s *sharer) share(obj runtime.Object) {
 		s.str(&e.APIVersion)
 		s.str(&e.FieldsType)
 		s.str(&e.Subresource)
+		if t := e.Time; t != nil {
+			e.Time = s.time(t)
+		}
 		if f := e.FieldsV1; f != nil {
-			if b, ok := s.fields[string(f.Raw)]; ok {
-				f.Raw = b
+			if shared, ok := s.fields[string(f.Raw)]; ok {
+				e.FieldsV1 = shared
 			} else if len(s.fields) < maxFieldSets {
-				s.fields[string(f.Raw)] = f.Raw
+				s.fields[string(f.Raw)] = f
 			}
 		}
 	}
@@ -68,7 +98,11 @@ func (s *sharer) share(obj runtime.Object) {
 	for k, v := range labels {
 		sk, sv := k, v
 		s.str(&sk)
-		intern(s.labelValues, &sv)
+		if sv == name {
+			sv = name
+		} else {
+			intern(s.labelValues, &sv)
+		}
 		// Assigning to a key already present stores the key given as well
 		// as the value (Go's maps do this for string keys), so the map
 		// keeps its own memory and holds the shared copies.
@@ -76,12 +110,45 @@ func (s *sharer) share(obj runtime.Object) {
 	}
 	refs := m.GetOwnerReferences()
 	for i := range refs {
-		s.str(&refs[i].APIVersion)
-		s.str(&refs[i].Kind)
+		r := &refs[i]
+		s.str(&r.APIVersion)
+		s.str(&r.Kind)
+		named(&r.Name)
+		r.Controller = sharedBool(r.Controller)
+		r.BlockOwnerDeletion = sharedBool(r.BlockOwnerDeletion)
 	}
 	if s.kind != nil {
-		s.kind(obj, s.str)
+		s.kind(obj, s.str, named)
 	}
+}
+
+// Shared values of owner references' flags.
+var yes, no = true, false
+
+// sharedBool returns a shared pointer to *b's value (nil for nil).
+func sharedBool(b *bool) *bool {
+	switch {
+	case b == nil:
+		return nil
+	case *b:
+		return &yes
+	default:
+		return &no
+	}
+}
+
+// time returns the table's copy of *t, adding t, and emptying a full
+// table first. Times share only when equal in every field (the location
+// included), so that no reader can tell one from the other.
+func (s *sharer) time(t *metav1.Time) *metav1.Time {
+	if shared, ok := s.times[t.Time]; ok {
+		return shared
+	}
+	if len(s.times) >= maxSharedTimes {
+		clear(s.times)
+	}
+	s.times[t.Time] = t
+	return t
 }
 
 // str points *p at the table's copy of its value, adding it while the
