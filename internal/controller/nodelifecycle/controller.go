@@ -181,8 +181,9 @@ type health struct {
 	// probe is when the controller last saw the lease change, or first saw
 	// the node, by its own clock.
 	probe time.Time
-	// lease identifies the lease last seen; nil when none is known.
-	lease *leaseMark
+	// lease identifies the lease last seen; zero when none is known. A
+	// value, not a pointer: every renewal seen replaces it.
+	lease leaseMark
 	// renewed is whether the lease changed since the node was registered,
 	// which is what lets the controller set an Unknown node Ready again.
 	renewed bool
@@ -215,6 +216,9 @@ func markOf(l *coordinationv1.Lease) leaseMark {
 }
 
 func (m leaseMark) equal(o leaseMark) bool { return m.uid == o.uid && m.renew.Equal(o.renew) }
+
+// known reports whether m marks a lease: every stored lease has a uid.
+func (m leaseMark) known() bool { return m.uid != "" }
 
 // New validates cfg and returns a controller.
 func New(cfg Config) (*Controller, error) {
@@ -435,10 +439,10 @@ func (c *Controller) observeLease(l *coordinationv1.Lease, initial bool) {
 			h = &health{probe: now}
 			c.health[l.Name] = h
 		}
-		if h.lease != nil && h.lease.equal(mark) {
+		if h.lease.known() && h.lease.equal(mark) {
 			return
 		}
-		h.lease = &mark
+		h.lease = mark
 		h.probe = now
 		if !initial {
 			h.renewed = true
@@ -466,7 +470,7 @@ func (c *Controller) forgetLease(name string) {
 			delete(c.health, name)
 			return
 		}
-		h.lease = nil
+		h.lease = leaseMark{}
 	})
 }
 

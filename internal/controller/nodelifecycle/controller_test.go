@@ -216,7 +216,7 @@ func (e *env) renew(node string, renewTime time.Time) {
 	}
 	e.waitFor("the renewal to be seen", func(c *Controller) bool {
 		h := c.health[node]
-		return h != nil && h.lease != nil && h.lease.renew.Equal(renewTime)
+		return h != nil && h.lease.known() && h.lease.renew.Equal(renewTime)
 	})
 }
 
@@ -485,14 +485,14 @@ func TestLeaseRecreated(t *testing.T) {
 	if err := leases.Delete(context.Background(), "web-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("the deletion to be seen", func(c *Controller) bool { return c.health["web-1"].lease == nil })
+	e.waitFor("the deletion to be seen", func(c *Controller) bool { return !c.health["web-1"].lease.known() })
 	// The same renewTime as before: only the new lease makes it a change.
 	l := nodeLease("web-1", t0)
 	l.UID = "lease-web-1-again"
 	if _, err := leases.Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("the new lease to be seen", func(c *Controller) bool { return c.health["web-1"].lease != nil })
+	e.waitFor("the new lease to be seen", func(c *Controller) bool { return c.health["web-1"].lease.known() })
 	e.step(period)
 	e.wantReady("web-1", corev1.ConditionTrue, ReasonNodeLeaseRenewed)
 }
@@ -671,7 +671,7 @@ func TestNodeWithoutLease(t *testing.T) {
 	if _, err := e.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(context.Background(), nodeLease("bare", t0), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("the new lease", func(c *Controller) bool { return c.health["bare"].lease != nil })
+	e.waitFor("the new lease", func(c *Controller) bool { return c.health["bare"].lease.known() })
 	e.step(period)
 	e.wantReady("bare", corev1.ConditionTrue, ReasonNodeLeaseRenewed)
 }
