@@ -42,6 +42,11 @@ type sharer struct {
 	labelValues map[string]string
 	times       map[time.Time]*metav1.Time
 	kind        StringSharing
+
+	// name is the name of the object being shared; common and named are
+	// str and ownName as values made once, for kind.
+	name          string
+	common, named func(*string)
 }
 
 // StringSharing names the strings of obj's own fields that can be shared:
@@ -56,7 +61,9 @@ const (
 )
 
 func newSharer() *sharer {
-	return &sharer{fields: map[string]*metav1.FieldsV1{}, strings: map[string]string{}, labelValues: map[string]string{}, times: map[time.Time]*metav1.Time{}}
+	s := &sharer{fields: map[string]*metav1.FieldsV1{}, strings: map[string]string{}, labelValues: map[string]string{}, times: map[time.Time]*metav1.Time{}}
+	s.common, s.named = s.str, s.ownName
+	return s
 }
 
 func (s *sharer) share(obj runtime.Object) {
@@ -68,12 +75,8 @@ func (s *sharer) share(obj runtime.Object) {
 		s.str(&ns)
 		m.SetNamespace(ns)
 	}
-	name := m.GetName()
-	named := func(p *string) {
-		if *p == name {
-			*p = name
-		}
-	}
+	s.name = m.GetName()
+	defer func() { s.name = "" }()
 	// Both getters return the object's own slices.
 	mf := m.GetManagedFields()
 	for i := range mf {
@@ -98,8 +101,8 @@ func (s *sharer) share(obj runtime.Object) {
 	for k, v := range labels {
 		sk, sv := k, v
 		s.str(&sk)
-		if sv == name {
-			sv = name
+		if sv == s.name {
+			sv = s.name
 		} else {
 			intern(s.labelValues, &sv)
 		}
@@ -113,12 +116,12 @@ func (s *sharer) share(obj runtime.Object) {
 		r := &refs[i]
 		s.str(&r.APIVersion)
 		s.str(&r.Kind)
-		named(&r.Name)
+		s.ownName(&r.Name)
 		r.Controller = sharedBool(r.Controller)
 		r.BlockOwnerDeletion = sharedBool(r.BlockOwnerDeletion)
 	}
 	if s.kind != nil {
-		s.kind(obj, s.str, named)
+		s.kind(obj, s.common, s.named)
 	}
 }
 
@@ -149,6 +152,13 @@ func (s *sharer) time(t *metav1.Time) *metav1.Time {
 	}
 	s.times[t.Time] = t
 	return t
+}
+
+// ownName points *p at the name of the object being shared, if equal.
+func (s *sharer) ownName(p *string) {
+	if *p == s.name {
+		*p = s.name
+	}
 }
 
 // str points *p at the table's copy of its value, adding it while the
