@@ -188,8 +188,9 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 				c.log.Error("watch cache: skipping undecodable object", "key", string(kv.Key), "err", err)
 				continue
 			}
-			c.share.share(obj)
-			items[string(kv.Key)] = obj
+			key := string(kv.Key)
+			c.share.share(obj, key)
+			items[key] = obj
 		}
 	}
 	if fetchErr != nil {
@@ -292,14 +293,16 @@ func (c *cache) apply(evs []*clientv3.Event) {
 	c.events.Add(float64(len(evs)))
 	// Decode outside the lock.
 	decoded := make([]runtime.Object, len(evs))
+	keys := make([]string, len(evs))
 	for i, ev := range evs {
+		keys[i] = string(ev.Kv.Key)
 		if ev.Type == clientv3.EventTypePut {
 			obj, err := c.k.decode(ev.Kv)
 			if err != nil {
 				c.log.Error("watch cache: skipping undecodable object", "key", string(ev.Kv.Key), "err", err)
 				continue
 			}
-			c.share.share(obj)
+			c.share.share(obj, keys[i])
 			decoded[i] = obj
 		}
 	}
@@ -307,7 +310,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 	defer c.mu.Unlock()
 	var last int64
 	for i, ev := range evs {
-		key := string(ev.Kv.Key)
+		key := keys[i]
 		rev := ev.Kv.ModRevision
 		last = rev
 		prev := c.items[key]

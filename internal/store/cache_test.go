@@ -29,7 +29,7 @@ func TestFieldSetsShared(t *testing.T) {
 	fs := newSharer()
 	a, b, c := withFieldSet(`{"f:spec":{}}`), withFieldSet(`{"f:spec":{}}`), withFieldSet(`{"f:metadata":{}}`)
 	for _, l := range []*coordinationv1.Lease{a, b, c} {
-		fs.share(l)
+		fs.share(l, "")
 	}
 	if fieldSetData(a) != fieldSetData(b) || a.ManagedFields[0].FieldsV1 != b.ManagedFields[0].FieldsV1 {
 		t.Error("equal field sets are not shared")
@@ -38,13 +38,13 @@ func TestFieldSetsShared(t *testing.T) {
 		t.Error("a different field set was replaced")
 	}
 	for i := range 2 * maxFieldSets {
-		fs.share(withFieldSet(fmt.Sprintf(`{"f:%d":{}}`, i)))
+		fs.share(withFieldSet(fmt.Sprintf(`{"f:%d":{}}`, i)), "")
 	}
 	if len(fs.fields) != maxFieldSets {
 		t.Errorf("table holds %d field sets, want at most %d", len(fs.fields), maxFieldSets)
 	}
 	d := withFieldSet(`{"f:spec":{}}`)
-	fs.share(d)
+	fs.share(d, "")
 	if fieldSetData(d) != fieldSetData(a) {
 		t.Error("a full table no longer shares what it holds")
 	}
@@ -68,7 +68,7 @@ func TestStringsShared(t *testing.T) {
 	}
 	a, b, c := lease("node-1"), lease("node-1"), lease("node-2")
 	for _, l := range []*coordinationv1.Lease{a, b, c} {
-		s.share(l)
+		s.share(l, "")
 	}
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
 	if !same(a.ManagedFields[0].Manager, c.ManagedFields[0].Manager) || !same(a.OwnerReferences[0].Kind, c.OwnerReferences[0].Kind) ||
@@ -85,13 +85,13 @@ func TestStringsShared(t *testing.T) {
 		t.Error("a different string was replaced")
 	}
 	for i := range 2 * maxSharedStrings {
-		s.share(lease(fmt.Sprintf("node-%d", i+3)))
+		s.share(lease(fmt.Sprintf("node-%d", i+3)), "")
 	}
 	if len(s.strings) != maxSharedStrings {
 		t.Errorf("table holds %d strings, want at most %d", len(s.strings), maxSharedStrings)
 	}
 	d := lease("node-1")
-	s.share(d)
+	s.share(d, "")
 	if !same(*d.Spec.HolderIdentity, *a.Spec.HolderIdentity) {
 		t.Error("a full table no longer shares what it holds")
 	}
@@ -109,7 +109,7 @@ func TestTimesShared(t *testing.T) {
 	}
 	a, b, c := at(100), at(100), at(101)
 	for _, l := range []*coordinationv1.Lease{a, b, c} {
-		s.share(l)
+		s.share(l, "")
 	}
 	if a.ManagedFields[0].Time != b.ManagedFields[0].Time {
 		t.Error("equal times are not shared")
@@ -121,22 +121,23 @@ func TestTimesShared(t *testing.T) {
 		t.Error("an unset time was set")
 	}
 	for i := range maxSharedTimes {
-		s.share(at(int64(1000 + i)))
+		s.share(at(int64(1000 + i)), "")
 	}
 	if len(s.times) > maxSharedTimes {
 		t.Errorf("table holds %d times, want at most %d", len(s.times), maxSharedTimes)
 	}
 	d, e := at(5000), at(5000)
-	s.share(d)
-	s.share(e)
+	s.share(d, "")
+	s.share(e, "")
 	if d.ManagedFields[0].Time != e.ManagedFields[0].Time {
 		t.Error("a table that was full no longer shares new times")
 	}
 }
 
-// TestNameShared: strings that repeat the object's name, in its labels, its
-// owner references and the fields its kind names, point at the name; other
-// strings keep their own; owner references' flags keep their values.
+// TestNameShared: an object's name points into its key; strings that
+// repeat the name, in its labels, its owner references and the fields its
+// kind names, point at the name; other strings keep their own; owner
+// references' flags keep their values.
 func TestNameShared(t *testing.T) {
 	s := newSharer()
 	s.kind = func(obj runtime.Object, _, named func(*string)) {
@@ -159,8 +160,15 @@ func TestNameShared(t *testing.T) {
 	}
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
 	a, b := lease("node-1", "node-1", true), lease("node-2", "someone-else", false)
-	s.share(a)
-	s.share(b)
+	keyA, keyB := str("/leases/ns/node-1"), str("/leases/ns/other-node-2")
+	s.share(a, keyA)
+	s.share(b, keyB)
+	if a.Name != "node-1" || !same(a.Name, keyA[len(keyA)-len("node-1"):]) {
+		t.Errorf("name %q does not point into its key", a.Name)
+	}
+	if b.Name != "node-2" || unsafe.StringData(b.Name) == unsafe.StringData(keyB[len(keyB)-len("node-2"):]) {
+		t.Errorf("name %q points into a key that does not end with /node-2", b.Name)
+	}
 	if !same(a.Labels["kubernetes.io/hostname"], a.Name) || !same(a.OwnerReferences[0].Name, a.Name) || !same(*a.Spec.HolderIdentity, a.Name) {
 		t.Error("a string repeating the name does not share it")
 	}
@@ -175,7 +183,7 @@ func TestNameShared(t *testing.T) {
 		t.Error("equal owner reference flags are not shared")
 	}
 	c := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "c", OwnerReferences: []metav1.OwnerReference{{Name: "x"}}}}
-	s.share(c)
+	s.share(c, "")
 	if c.OwnerReferences[0].Controller != nil || c.OwnerReferences[0].BlockOwnerDeletion != nil {
 		t.Error("unset owner reference flags were set")
 	}
@@ -204,8 +212,8 @@ func TestLabelsShared(t *testing.T) {
 	}
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
 	a, b := node("host-a"), node("host-b")
-	s.share(a)
-	s.share(b)
+	s.share(a, "")
+	s.share(b, "")
 	if !same(key(a, "kubernetes.io/arch"), key(b, "kubernetes.io/arch")) || !same(key(a, "kubernetes.io/hostname"), key(b, "kubernetes.io/hostname")) {
 		t.Error("equal label keys are not shared")
 	}
@@ -216,7 +224,7 @@ func TestLabelsShared(t *testing.T) {
 		t.Errorf("labels changed: %v, %v", a.Labels, b.Labels)
 	}
 	for i := range 2 * maxSharedStrings {
-		s.share(node(fmt.Sprintf("host-%d", i)))
+		s.share(node(fmt.Sprintf("host-%d", i)), "")
 	}
 	if len(s.labelValues) != maxSharedStrings {
 		t.Errorf("label value table holds %d strings, want at most %d", len(s.labelValues), maxSharedStrings)

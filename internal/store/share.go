@@ -22,6 +22,8 @@ import (
 //   - label values, in a table of their own: a fleet's architectures,
 //     operating systems and zones repeat, but a Node's hostname label is
 //     its own, and those must not fill the table above;
+//   - the object's name, which points into its key (the cache holds the
+//     key anyway, and the name ends it);
 //   - strings that repeat the object's own name, which point at its name:
 //     a Node's hostname label and address, a node Lease's holder and the
 //     name of the Node that owns it (the kind's StringSharing names those
@@ -66,10 +68,13 @@ func newSharer() *sharer {
 	return s
 }
 
-func (s *sharer) share(obj runtime.Object) {
+func (s *sharer) share(obj runtime.Object, key string) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return
+	}
+	if name := m.GetName(); len(key) > len(name) && key[len(key)-len(name)-1] == '/' && key[len(key)-len(name):] == name {
+		m.SetName(key[len(key)-len(name):])
 	}
 	if ns := m.GetNamespace(); ns != "" {
 		s.str(&ns)

@@ -335,7 +335,7 @@ func BenchmarkFill(b *testing.B) {
 	for range cap(errs) {
 		go func() {
 			for i := range names {
-				name := fmt.Sprintf("node-%06d", i)
+				name := fmt.Sprintf("leasehold-bench-node-%d", i) // as the bench fleet names them
 				l := lease("kube-node-lease", name, name)
 				l.Spec.LeaseDurationSeconds = ptr.To[int32](40)
 				l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
