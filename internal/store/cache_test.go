@@ -121,7 +121,7 @@ func TestTimesShared(t *testing.T) {
 		t.Error("an unset time was set")
 	}
 	for i := range maxSharedTimes {
-		s.share(at(int64(1000 + i)), "")
+		s.share(at(int64(1000+i)), "")
 	}
 	if len(s.times) > maxSharedTimes {
 		t.Errorf("table holds %d times, want at most %d", len(s.times), maxSharedTimes)
