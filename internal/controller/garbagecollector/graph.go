@@ -23,9 +23,9 @@ type objectRef struct {
 // dependent names but that has not been observed (virtual).
 type node struct {
 	ref        objectRef
-	virtual    bool
 	owners     []metav1.OwnerReference
 	dependents dependentSet
+	virtual    bool
 	// deleting: deletionTimestamp is set; foreground and orphan: it also
 	// carries the foregroundDeletion or orphan finalizer.
 	deleting   bool
@@ -43,60 +43,86 @@ func (n *node) ownerRef(uid types.UID) (metav1.OwnerReference, bool) {
 	return metav1.OwnerReference{}, false
 }
 
-// fewDependents is how many dependents an owner keeps in a slice before
-// it moves them to a map.
+// fewDependents is how many dependents an owner keeps without a map: the
+// first in the set itself, the others in a slice.
 const fewDependents = 8
 
-// dependentSet holds an owner's dependents: a few in a slice, as most
-// owners (a Node with its Lease) have one, and more in a map. A map of one
-// costs about 250 bytes: 25 MB at 100 000 nodes.
+// dependentSet holds an owner's dependents. Most owners (a Node with its
+// Lease) have one, which the set holds itself: a slice of one is a heap
+// object of its own (100 000 at 100 000 nodes), and a map of one costs
+// about 250 bytes (25 MB). Up to fewDependents the others go in a slice,
+// and beyond it all of them in a map.
 type dependentSet struct {
-	few  []*node
-	many map[types.UID]*node // once set, holds them all
+	first *node               // nil when the set is empty or in a map
+	more  []*node             // the others, while first is set
+	many  map[types.UID]*node // once set, holds them all
 }
 
 // add adds n, or replaces the dependent with n's uid.
 func (s *dependentSet) add(n *node) {
-	if s.many != nil {
+	switch {
+	case s.many != nil:
 		s.many[n.ref.uid] = n
 		return
+	case s.first == nil:
+		s.first = n
+		return
+	case s.first.ref.uid == n.ref.uid:
+		s.first = n
+		return
 	}
-	for i, d := range s.few {
+	for i, d := range s.more {
 		if d.ref.uid == n.ref.uid {
-			s.few[i] = n
+			s.more[i] = n
 			return
 		}
 	}
-	if len(s.few) < fewDependents {
-		s.few = append(s.few, n)
+	if 1+len(s.more) < fewDependents {
+		s.more = append(s.more, n)
 		return
 	}
-	s.many = make(map[types.UID]*node, len(s.few)+1)
-	for _, d := range s.few {
-		s.many[d.ref.uid] = d
+	many := make(map[types.UID]*node, 2+len(s.more))
+	for d := range s.all() {
+		many[d.ref.uid] = d
 	}
-	s.many[n.ref.uid] = n
-	s.few = nil
+	many[n.ref.uid] = n
+	s.first, s.more, s.many = nil, nil, many
 }
 
 func (s *dependentSet) remove(uid types.UID) {
-	if s.many != nil {
+	switch {
+	case s.many != nil:
 		delete(s.many, uid)
 		return
+	case s.first == nil:
+		return
+	case s.first.ref.uid == uid:
+		// The last of the others takes the first's place.
+		s.first = nil
+		if k := len(s.more); k > 0 {
+			s.first, s.more = s.more[k-1], s.more[:k-1]
+		}
+		if len(s.more) == 0 {
+			s.more = nil // let the slice's array go
+		}
+		return
 	}
-	for i, d := range s.few {
+	for i, d := range s.more {
 		if d.ref.uid == uid {
-			s.few = slices.Delete(s.few, i, i+1)
+			s.more = slices.Delete(s.more, i, i+1)
 			return
 		}
 	}
 }
 
 func (s *dependentSet) len() int {
-	if s.many != nil {
+	switch {
+	case s.many != nil:
 		return len(s.many)
+	case s.first == nil:
+		return 0
 	}
-	return len(s.few)
+	return 1 + len(s.more)
 }
 
 // all yields every dependent, in no particular order.
@@ -110,7 +136,10 @@ func (s *dependentSet) all() iter.Seq[*node] {
 			}
 			return
 		}
-		for _, d := range s.few {
+		if s.first == nil || !yield(s.first) {
+			return
+		}
+		for _, d := range s.more {
 			if !yield(d) {
 				return
 			}

@@ -305,7 +305,7 @@ func TestAbsentOwners(t *testing.T) {
 	}
 }
 
-// TestDependentSet: the set keeps each uid once, in a slice up to
+// TestDependentSet: the set keeps each uid once, without a map up to
 // fewDependents and in a map beyond, and removes from either.
 func TestDependentSet(t *testing.T) {
 	n := func(uid string) *node { return &node{ref: objectRef{uid: types.UID(uid)}} }
@@ -341,9 +341,19 @@ func TestDependentSet(t *testing.T) {
 	var small dependentSet
 	small.add(n("a"))
 	small.add(n("b"))
-	small.remove("a")
-	if got := uids(&small); !slices.Equal(got, []string{"b"}) || small.many != nil {
-		t.Errorf("small set after removing a: %v (map %v), want [b] in a slice", got, small.many != nil)
+	small.add(n("c"))
+	small.remove("a") // the first: the last of the others takes its place
+	if got := uids(&small); !slices.Equal(got, []string{"b", "c"}) || small.many != nil || small.len() != 2 {
+		t.Errorf("small set after removing a: %v (len %d, map %v), want [b c] without a map", got, small.len(), small.many != nil)
+	}
+	small.remove("b")
+	small.remove("c")
+	if got := uids(&small); len(got) != 0 || small.len() != 0 {
+		t.Errorf("emptied set holds %v (len %d)", got, small.len())
+	}
+	small.add(n("d"))
+	if got := uids(&small); !slices.Equal(got, []string{"d"}) || small.first == nil || small.more != nil {
+		t.Errorf("one dependent after emptying: %v, not held by the set itself", got)
 	}
 	for range small.all() {
 		break // stopping early is allowed
