@@ -126,7 +126,7 @@ func TestTimesShared(t *testing.T) {
 	if len(s.times) > maxSharedTimes {
 		t.Errorf("table holds %d times, want at most %d", len(s.times), maxSharedTimes)
 	}
-	d, e := at(5000), at(5000)
+	d, e := at(9000), at(9000) // newer than all the table holds
 	s.share(d, "")
 	s.share(e, "")
 	if d.ManagedFields[0].Time != e.ManagedFields[0].Time {
