@@ -35,9 +35,9 @@ import (
 //
 // The tables are bounded: once full (as the field sets of Leases soon are,
 // each naming its owner's UID) a table only reuses what it holds, except
-// the table of times. Objects
-// must not be shared yet when they pass through; cached objects are never
-// modified, so sharing is safe from then on.
+// the table of times. Objects must not be shared yet when they pass
+// through; cached objects are never modified, so sharing is safe from then
+// on.
 type sharer struct {
 	fields      map[string]*metav1.FieldsV1
 	strings     map[string]string
