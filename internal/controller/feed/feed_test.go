@@ -1,0 +1,275 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/leasehold/leasehold/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(leakcheck.Main(m, "feed.(*Feed)"))
+}
+
+func lease(name, rv string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), ResourceVersion: rv}}
+}
+
+func leaseList(rv string, items ...*coordinationv1.Lease) *coordinationv1.LeaseList {
+	l := &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: rv}}
+	for _, i := range items {
+		l.Items = append(l.Items, *i)
+	}
+	return l
+}
+
+// script is a ListerWatcher whose lists and watches the test answers one
+// by one, and a Handler that records what it is handed.
+type script struct {
+	lists   chan listAnswer
+	watches chan watchAnswer
+	// watched receives the options of every watch asked for.
+	watched chan metav1.ListOptions
+	calls   chan string
+}
+
+type listAnswer struct {
+	list kruntime.Object
+	err  error
+}
+
+type watchAnswer struct {
+	w   watch.Interface
+	err error
+}
+
+func newScript() *script {
+	return &script{lists: make(chan listAnswer), watches: make(chan watchAnswer), watched: make(chan metav1.ListOptions, 1), calls: make(chan string, 100)}
+}
+
+func (s *script) lw() cache.ListerWatcher {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (kruntime.Object, error) {
+			select {
+			case a := <-s.lists:
+				return a.list, a.err
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			s.watched <- o
+			select {
+			case a := <-s.watches:
+				return a.w, a.err
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+	}
+}
+
+func (s *script) handler() Handler {
+	return Handler{
+		Seen: func(obj kruntime.Object, initial bool) {
+			s.calls <- fmt.Sprintf("seen %s %s initial=%v", obj.(*coordinationv1.Lease).Name, obj.(*coordinationv1.Lease).ResourceVersion, initial)
+		},
+		Gone: func(obj kruntime.Object) { s.calls <- "gone " + obj.(*coordinationv1.Lease).Name },
+		Relisted: func(listed func(types.UID) bool) {
+			s.calls <- fmt.Sprintf("relisted a=%v b=%v c=%v", listed("uid-a"), listed("uid-b"), listed("uid-c"))
+		},
+	}
+}
+
+// expect reads the next calls of the handler.
+func (s *script) expect(t *testing.T, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		select {
+		case got := <-s.calls:
+			if got != w {
+				t.Fatalf("got %q, want %q", got, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no call; want %q", w)
+		}
+	}
+}
+
+// watchFrom answers the next watch, which must start at rv, with a fake
+// watcher.
+func (s *script) watchFrom(t *testing.T, rv string) *watch.RaceFreeFakeWatcher {
+	t.Helper()
+	o := <-s.watched
+	if o.ResourceVersion != rv || !o.AllowWatchBookmarks || o.TimeoutSeconds == nil {
+		t.Fatalf("watch with %+v, want from %s with bookmarks and a timeout", o, rv)
+	}
+	w := watch.NewRaceFreeFake()
+	s.watches <- watchAnswer{w: w}
+	return w
+}
+
+func run(t *testing.T, s *script, clk *clocktesting.FakeClock) *Feed {
+	t.Helper()
+	f, err := New(Config{ListerWatcher: s.lw(), Handler: s.handler(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return f
+}
+
+func TestListThenWatch(t *testing.T) {
+	s := newScript()
+	f := run(t, s, clocktesting.NewFakeClock(time.Now()))
+	if f.HasSynced() {
+		t.Fatal("synced before listing")
+	}
+	s.lists <- listAnswer{list: leaseList("10", lease("a", "5"), lease("b", "7"))}
+	s.expect(t, "seen a 5 initial=true", "seen b 7 initial=true")
+	w := s.watchFrom(t, "10")
+	if !f.HasSynced() {
+		t.Fatal("not synced after the first list")
+	}
+	w.Add(lease("c", "11"))
+	w.Modify(lease("a", "12"))
+	w.Delete(lease("b", "13"))
+	w.Action(watch.Bookmark, lease("", "20"))
+	s.expect(t, "seen c 11 initial=false", "seen a 12 initial=false", "gone b")
+	// A watch that ends is resumed from the last resourceVersion seen, a
+	// bookmark's included, without a list and without waiting.
+	w.Stop()
+	w = s.watchFrom(t, "20")
+	w.Modify(lease("c", "21"))
+	s.expect(t, "seen c 21 initial=false")
+}
+
+func TestRelistAfterExpiredWatch(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		expired func(s *script, w *watch.RaceFreeFakeWatcher)
+	}{
+		{"error event", func(_ *script, w *watch.RaceFreeFakeWatcher) {
+			w.Error(&apierrors.NewResourceExpired("too old resource version: 10 (30)").ErrStatus)
+		}},
+		{"gone error event", func(_ *script, w *watch.RaceFreeFakeWatcher) {
+			w.Error(&apierrors.NewGone("gone").ErrStatus)
+		}},
+		{"watch refused", func(s *script, w *watch.RaceFreeFakeWatcher) {
+			w.Stop()
+			<-s.watched
+			s.watches <- watchAnswer{err: apierrors.NewResourceExpired("too old resource version: 10 (30)")}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScript()
+			run(t, s, clocktesting.NewFakeClock(time.Now()))
+			s.lists <- listAnswer{list: leaseList("10", lease("a", "5"), lease("b", "7"))}
+			s.expect(t, "seen a 5 initial=true", "seen b 7 initial=true")
+			w := s.watchFrom(t, "10")
+			w.Modify(lease("a", "11"))
+			s.expect(t, "seen a 11 initial=false")
+			tc.expired(s, w)
+			// b went and c came while the feed was not watching.
+			s.lists <- listAnswer{list: leaseList("40", lease("a", "11"), lease("c", "35"))}
+			s.expect(t, "seen a 11 initial=false", "seen c 35 initial=false", "relisted a=true b=false c=true")
+			s.watchFrom(t, "40")
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	s := newScript()
+	clk := clocktesting.NewFakeClock(time.Now())
+	run(t, s, clk)
+	s.lists <- listAnswer{err: errors.New("no server")}
+	waitTimer(t, clk, minBackoff)
+	s.lists <- listAnswer{err: errors.New("no server")}
+	waitTimer(t, clk, 2*minBackoff)
+	s.lists <- listAnswer{list: leaseList("10", lease("a", "5"))}
+	s.expect(t, "seen a 5 initial=true")
+	// A watch refused waits the shortest backoff again: the list delivered.
+	<-s.watched
+	s.watches <- watchAnswer{err: errors.New("refused")}
+	waitTimer(t, clk, minBackoff)
+	// So does a watch that ends with nothing delivered.
+	w := s.watchFrom(t, "10")
+	w.Stop()
+	waitTimer(t, clk, 2*minBackoff)
+	w = s.watchFrom(t, "10")
+	w.Add(lease("b", "11"))
+	s.expect(t, "seen b 11 initial=false")
+	w.Stop()
+	s.watchFrom(t, "11")
+}
+
+// waitTimer waits for the feed to wait on its clock, checks that it waits
+// for d, and steps the clock by d.
+func waitTimer(t *testing.T, clk *clocktesting.FakeClock, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the feed does not wait")
+		}
+		runtime.Gosched()
+	}
+	clk.Step(d - time.Nanosecond)
+	if !clk.HasWaiters() {
+		t.Fatalf("the feed waited less than %v", d)
+	}
+	clk.Step(time.Nanosecond)
+}
+
+func TestNew(t *testing.T) {
+	s := newScript()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"no ListerWatcher", Config{Handler: s.handler()}},
+		{"no Seen", Config{ListerWatcher: s.lw(), Handler: Handler{Gone: s.handler().Gone, Relisted: s.handler().Relisted}}},
+		{"no Gone", Config{ListerWatcher: s.lw(), Handler: Handler{Seen: s.handler().Seen, Relisted: s.handler().Relisted}}},
+		{"no Relisted", Config{ListerWatcher: s.lw(), Handler: Handler{Seen: s.handler().Seen, Gone: s.handler().Gone}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.cfg); err == nil {
+				t.Fatal("New accepted it")
+			}
+		})
+	}
+	f, err := New(Config{ListerWatcher: s.lw(), Handler: s.handler()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := f.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if err := f.Run(ctx); err == nil {
+		t.Fatal("second Run accepted")
+	}
+}
