@@ -25,9 +25,9 @@
 // is left alone. An object with several owners is deleted only when all are
 // gone; while one remains, references to the gone ones are removed instead.
 //
-// Model: one metadata-only informer per stored resource feeds a graph of
-// owner → dependents keyed by uid (informer callbacks change it under one
-// lock). Changes that may make an object collectable put its uid on a
+// Model: one feed per stored resource (package feed: a list, then a watch,
+// of the objects' metadata) fills a graph of owner → dependents keyed by uid
+// (the feeds' handlers change it under one lock). Changes that may make an object collectable put its uid on a
 // rate-limited work queue: the owner disappearing, the owner starting a
 // foreground deletion, a reference to an owner not (or not yet) seen, a
 // reference that does not match the owner it names. Workers take uids off
@@ -53,15 +53,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/leasehold/leasehold/internal/controller/feed"
 	"github.com/leasehold/leasehold/internal/registry"
 )
 
@@ -123,7 +125,7 @@ type GarbageCollector struct {
 	graphSize  prometheus.GaugeFunc
 
 	runOnce sync.Once
-	// synced is closed once the informers have listed everything.
+	// synced is closed once the feeds have listed everything.
 	synced chan struct{}
 }
 
@@ -217,22 +219,21 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 	defer gc.toDelete.ShutDown()
 	defer gc.toOrphan.ShutDown()
 
-	informers, start, err := gc.informers()
+	feeds, err := gc.feeds()
 	if err != nil {
 		return err
 	}
-	var hasSynced []cache.InformerSynced
-	for i, r := range gc.watched {
-		if _, err := informers[i].AddEventHandler(gc.handler(r)); err != nil {
-			return fmt.Errorf("garbage collector: watching %s: %w", r.GroupResource(), err)
-		}
-		hasSynced = append(hasSynced, informers[i].HasSynced)
+	hasSynced := make([]cache.InformerSynced, len(feeds))
+	for i, f := range feeds {
+		hasSynced[i] = f.HasSynced
 	}
-	infCtx, stopInformers := context.WithCancel(ctx)
+	feedCtx, stopFeeds := context.WithCancel(ctx)
 	var running sync.WaitGroup
-	start(infCtx, &running)
+	for _, f := range feeds {
+		running.Go(func() { _ = f.Run(feedCtx) })
+	}
 	defer running.Wait()
-	defer stopInformers()
+	defer stopFeeds()
 	if !cache.WaitForCacheSync(ctx.Done(), hasSynced...) {
 		return nil
 	}
@@ -257,53 +258,52 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 	return nil
 }
 
-// informers returns an informer for each watched resource, fed by
-// Config.Reads or else by the metadata client, and the function that
-// starts them, adding each to the wait group until it stops.
-func (gc *GarbageCollector) informers() ([]cache.SharedIndexInformer, func(context.Context, *sync.WaitGroup), error) {
-	infs := make([]cache.SharedIndexInformer, len(gc.watched))
-	if gc.cfg.Reads == nil {
-		factory := metadatainformer.NewSharedInformerFactory(gc.client, 0)
-		for i, r := range gc.watched {
-			infs[i] = factory.ForResource(r.GroupVersionResource()).Informer()
-		}
-		return infs, func(ctx context.Context, wg *sync.WaitGroup) {
-			factory.Start(ctx.Done())
-			wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
-		}, nil
-	}
+// feeds returns a feed for each watched resource, read through
+// Config.Reads or else through the metadata client.
+func (gc *GarbageCollector) feeds() ([]*feed.Feed, error) {
+	feeds := make([]*feed.Feed, len(gc.watched))
 	for i, r := range gc.watched {
-		lw, err := gc.cfg.Reads(r.GroupVersionResource(), "")
+		var lw cache.ListerWatcher
+		if gc.cfg.Reads != nil {
+			var err error
+			if lw, err = gc.cfg.Reads(r.GroupVersionResource(), ""); err != nil {
+				return nil, fmt.Errorf("garbage collector: watching %s: %w", r.GroupResource(), err)
+			}
+		} else {
+			ri := gc.client.Resource(r.GroupVersionResource())
+			lw = &cache.ListWatch{
+				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return ri.List(ctx, o)
+				},
+				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					return ri.Watch(ctx, o)
+				},
+			}
+		}
+		f, err := feed.New(feed.Config{ListerWatcher: lw, Handler: gc.handler(r), Clock: gc.cfg.Clock,
+			Logger: gc.log.With("resource", r.GroupResource().String())})
 		if err != nil {
-			return nil, nil, fmt.Errorf("garbage collector: watching %s: %w", r.GroupResource(), err)
+			return nil, fmt.Errorf("garbage collector: watching %s: %w", r.GroupResource(), err)
 		}
-		infs[i] = cache.NewSharedIndexInformer(lw, r.New(), 0, cache.Indexers{})
+		feeds[i] = f
 	}
-	return infs, func(ctx context.Context, wg *sync.WaitGroup) {
-		for _, inf := range infs {
-			wg.Go(func() { inf.RunWithContext(ctx) })
-		}
-	}, nil
+	return feeds, nil
 }
 
-// handler feeds the graph from the informer of resource r.
-func (gc *GarbageCollector) handler(r *registry.Resource) cache.ResourceEventHandler {
-	upsert := func(obj any) {
-		if m, err := meta.Accessor(obj); err == nil {
-			gc.graph.observe(r, m)
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    upsert,
-		UpdateFunc: func(_, obj any) { upsert(obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
+// handler feeds the graph from the feed of resource r.
+func (gc *GarbageCollector) handler(r *registry.Resource) feed.Handler {
+	return feed.Handler{
+		Seen: func(obj runtime.Object, _ bool) {
+			if m, err := meta.Accessor(obj); err == nil {
+				gc.graph.observe(r, m)
 			}
+		},
+		Gone: func(obj runtime.Object) {
 			if m, err := meta.Accessor(obj); err == nil {
 				gc.graph.forget(m.GetUID())
 			}
 		},
+		Relisted: func(listed func(types.UID) bool) { gc.graph.forgetUnlisted(r, listed) },
 	}
 }
 
@@ -345,7 +345,7 @@ func (gc *GarbageCollector) attemptToDelete(ctx context.Context, uid types.UID) 
 	}
 	if v.ownersSolid && !v.deleting {
 		// Queued while an owner was not yet observed (a Lease seen before
-		// its Node, as every informer fills at a term's start), and every
+		// its Node, as every feed fills at a term's start), and every
 		// owner has turned up since: nothing to do, and no live reads. Were
 		// the graph behind, the owner's deletion still to come queues the
 		// object again.
@@ -354,7 +354,7 @@ func (gc *GarbageCollector) attemptToDelete(ctx context.Context, uid types.UID) 
 	latest, err := gc.resource(v.ref).Get(ctx, v.ref.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil // the informer will report the deletion
+		return nil // the feed will report the deletion
 	case err != nil:
 		return err
 	case latest.UID != uid:
@@ -472,7 +472,7 @@ const (
 	ownerUnresolvable                   // a kind leasehold does not serve, or a namespaced owner of a cluster-scoped object
 )
 
-// ownerState reads the owner named by r live, as the informer may lag.
+// ownerState reads the owner named by r live, as the feed may lag.
 func (gc *GarbageCollector) ownerState(ctx context.Context, dependent objectRef, r metav1.OwnerReference) (ownerState, error) {
 	res, ok := gc.resolve(r)
 	if !ok {

@@ -148,7 +148,7 @@ func (s *dependentSet) all() iter.Seq[*node] {
 }
 
 // graph maps every observed object, by uid, to its owners and dependents.
-// Informer callbacks change it through observe and forget; workers read it
+// The feeds' handlers change it through observe and forget; workers read it
 // through view. enqueueDelete and enqueueOrphan are called with the lock
 // held and must not call back into the graph.
 type graph struct {
@@ -175,9 +175,9 @@ func (g *graph) observe(res *registry.Resource, obj metav1.Object) {
 	defer g.mu.Unlock()
 	uid := obj.GetUID()
 	ref := objectRef{res: res, namespace: obj.GetNamespace(), name: obj.GetName(), uid: uid}
-	// Informers' objects are never modified (client-go's rule, and the
-	// watch cache's objects are shared by all its readers): the graph
-	// keeps their references without a copy.
+	// The feeds' objects are never modified (the watch cache's are shared
+	// by all its readers, and a remote read's are the graph's alone): the
+	// graph keeps their references without a copy.
 	owners := obj.GetOwnerReferences()
 	n, ok := g.nodes[uid]
 	switch {
@@ -244,6 +244,27 @@ func (g *graph) observe(res *registry.Resource, obj metav1.Object) {
 func (g *graph) forget(uid types.UID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.forgetLocked(uid)
+}
+
+// forgetUnlisted forgets every object of resource res that a new list of
+// it did not hold (listed is false for its uid): they were deleted while
+// res was not being watched.
+func (g *graph) forgetUnlisted(res *registry.Resource, listed func(types.UID) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var gone []types.UID
+	for uid, n := range g.nodes {
+		if n.ref.res == res && !listed(uid) {
+			gone = append(gone, uid)
+		}
+	}
+	for _, uid := range gone {
+		g.forgetLocked(uid)
+	}
+}
+
+func (g *graph) forgetLocked(uid types.UID) {
 	n, ok := g.nodes[uid]
 	if !ok || n.virtual {
 		return

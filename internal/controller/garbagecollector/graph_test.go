@@ -13,7 +13,7 @@ import (
 	"github.com/leasehold/leasehold/internal/registry"
 )
 
-// step is one informer notification: an object observed, or a uid gone.
+// step is one feed notification: an object observed, or a uid gone.
 type step struct {
 	res  *registry.Resource
 	obj  *metav1.PartialObjectMetadata
@@ -216,6 +216,40 @@ func TestGraph(t *testing.T) {
 				t.Errorf("graph size %d, want %d", got, tt.wantSize)
 			}
 		})
+	}
+}
+
+// TestForgetUnlisted: after a relist of one resource, the objects of that
+// resource the list did not hold are forgotten as if deleted (their
+// dependents are checked), and nothing else is.
+func TestForgetUnlisted(t *testing.T) {
+	var deletes []types.UID
+	g := newGraph(func(u types.UID) { deletes = append(deletes, u) }, func(types.UID) {})
+	g.observe(registry.Nodes, objMeta("", "n1", "node-1"))
+	g.observe(registry.Nodes, objMeta("", "n2", "node-2"))
+	g.observe(registry.Leases, objMeta("kube-node-lease", "n1", "lease-1", ownedBy("Node", "n1", "node-1", false)))
+	g.observe(registry.Leases, objMeta("kube-node-lease", "n2", "lease-2", ownedBy("Node", "n2", "node-2", false)))
+	// A placeholder for an owner never seen, named by a lease.
+	g.observe(registry.Leases, objMeta("kube-node-lease", "n3", "lease-3", ownedBy("Node", "n3", "node-3", false)))
+	deletes = nil
+
+	g.forgetUnlisted(registry.Nodes, func(uid types.UID) bool { return uid == "node-2" })
+	if want := uids("lease-1"); !slices.Equal(deletes, want) {
+		t.Errorf("queued for deletion %v, want %v", deletes, want)
+	}
+	if _, ok := g.view("node-2"); !ok {
+		t.Error("a listed node was forgotten")
+	}
+	if v, ok := g.view("node-1"); !ok || !v.virtual {
+		t.Errorf("the unlisted node is %+v (in graph %v), want a placeholder for its lease", v, ok)
+	}
+	if v, ok := g.view("node-3"); !ok || !v.virtual {
+		t.Errorf("the placeholder of node-3 is %+v (in graph %v), want it kept", v, ok)
+	}
+	for _, uid := range uids("lease-1", "lease-2", "lease-3") {
+		if _, ok := g.view(uid); !ok {
+			t.Errorf("%s, of another resource, was forgotten", uid)
+		}
 	}
 }
 
