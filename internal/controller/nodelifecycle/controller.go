@@ -5,7 +5,8 @@
 //
 // # Model
 //
-// Two informers, on Nodes and on the Leases in kube-node-lease, feed one
+// An informer on Nodes and a feed (package feed: a list and a watch that
+// keep no copy of the objects) of the Leases in kube-node-lease fill one
 // table, per node name, of the "probe time": when this controller last saw
 // the node's lease change, read from its own clock. A change is a
 // spec.renewTime different from the one last seen, or a lease created or
@@ -17,7 +18,7 @@
 // leader) gives every node a full grace period instead of declaring them all
 // dead at once.
 //
-// Run starts the informers, and once they have synced runs a monitor pass
+// Run starts them, and once they have synced runs a monitor pass
 // every MonitorPeriod on its own goroutine (the caller's). A pass visits the
 // nodes that may need something done: every node at the first pass of a
 // Run; then the nodes the node informer added, changed or deleted since the
@@ -46,8 +47,8 @@
 // Each write starts from the informer's copy (or from the controller's own
 // last write while the informer has not caught up with it); on a conflict
 // the node is read again and the change recomputed, a few times, then left
-// for the next pass. Informer callbacks only record probe times under a
-// mutex; all API writes happen in the pass.
+// for the next pass. The informer's and the feed's callbacks only record
+// probe times under a mutex; all API writes happen in the pass.
 //
 // Events go out through the events.k8s.io/v1 API (client-go's tools/events)
 // from ReportingController, regarding {v1 Node, name, uid = the node's name}:
@@ -70,8 +71,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -79,6 +82,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/controller/feed"
 )
 
 // Defaults, Kubernetes' own (--node-monitor-period and
@@ -124,10 +129,11 @@ type Config struct {
 	// events.k8s.io/v1 recorder on Client, reporting as
 	// ReportingController, and stops it when it returns.
 	Recorder events.EventRecorder
-	// Reads, when set, lists and watches Nodes and Leases for the
-	// informers in place of Client. leasehold serve passes its watch
-	// cache's in-process reads (apiserver.Server.ListerWatcher), so the
-	// informers share the cache's objects instead of decoding copies.
+	// Reads, when set, lists and watches Nodes and Leases for the node
+	// informer and the lease feed in place of Client. leasehold serve
+	// passes its watch cache's in-process reads
+	// (apiserver.Server.ListerWatcher), so the controller sees the cache's
+	// objects instead of decoding copies.
 	// Writes and Events always go through Client.
 	Reads func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error)
 }
@@ -273,14 +279,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.health, c.dirty, c.due, c.byState = map[string]*health{}, map[string]struct{}{}, nil, map[string]int{}
 	})
 	ctx, cancel := context.WithCancel(ctx)
-	nodeInformer, leaseInformer, start, err := c.informers()
+	nodeInformer, leases, start, err := c.informers(c.leaseHandler())
 	if err != nil {
 		cancel()
 		return err
 	}
 	var started sync.WaitGroup
 	// Deferred in this order, cancel runs first, then Run waits for the
-	// informers to stop.
+	// informer and the feed to stop.
 	defer started.Wait()
 	defer cancel()
 
@@ -316,33 +322,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("nodelifecycle: %w", err)
 	}
-	leaseHandler, err := leaseInformer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			if l, ok := obj.(*coordinationv1.Lease); ok {
-				c.observeLease(l, initial)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if l, ok := obj.(*coordinationv1.Lease); ok {
-				c.observeLease(l, false)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if l, ok := obj.(*coordinationv1.Lease); ok {
-				c.forgetLease(l.Name)
-			}
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("nodelifecycle: %w", err)
-	}
 	start(ctx, &started)
-	// The handlers' HasSynced, not the informers': the first pass visits
-	// every node only once every node's first notification has come.
-	if !cache.WaitForCacheSync(ctx.Done(), nodeHandler.HasSynced, leaseHandler.HasSynced) {
+	// The node handler's HasSynced, not the informer's: the first pass
+	// visits every node only once every node's first notification has come.
+	if !cache.WaitForCacheSync(ctx.Done(), nodeHandler.HasSynced, leases.HasSynced) {
 		return nil // ctx ended
 	}
 
@@ -378,47 +361,80 @@ func (c *Controller) locked(f func()) {
 	f()
 }
 
-// informers returns the informers on Nodes and on the Leases of
-// kube-node-lease, fed by Reads or else by Client, and the function that
-// starts them, adding each to the wait group until it stops.
-func (c *Controller) informers() (nodes, leases cache.SharedIndexInformer, start func(context.Context, *sync.WaitGroup), err error) {
+// informers returns the informer on Nodes and the feed of the Leases of
+// kube-node-lease, which calls leaseHandler, both read through Reads or
+// else through Client, and the function that starts them, adding each to
+// the wait group until it stops.
+func (c *Controller) informers(leaseHandler feed.Handler) (nodes cache.SharedIndexInformer, leases *feed.Feed, start func(context.Context, *sync.WaitGroup), err error) {
+	var leaseLW cache.ListerWatcher
 	if c.reads == nil {
 		nodeFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(dropManagedFields))
-		leaseFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
-			informers.WithNamespace(corev1.NamespaceNodeLease), informers.WithTransform(dropManagedFields))
 		nodes = nodeFactory.Core().V1().Nodes().Informer()
-		leases = leaseFactory.Coordination().V1().Leases().Informer()
-		return nodes, leases, func(ctx context.Context, wg *sync.WaitGroup) {
+		client := c.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+		leaseLW = &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return client.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return client.Watch(ctx, o)
+			},
+		}
+		start = func(ctx context.Context, wg *sync.WaitGroup) {
 			nodeFactory.Start(ctx.Done())
-			leaseFactory.Start(ctx.Done())
 			wg.Go(func() {
 				<-ctx.Done()
 				nodeFactory.Shutdown()
-				leaseFactory.Shutdown()
 			})
-		}, nil
+		}
+	} else {
+		// The objects are the watch cache's own, shared: no transform may
+		// touch them, and none is needed, as they cost the controller
+		// nothing.
+		nodeLW, err := c.reads(corev1.SchemeGroupVersion.WithResource("nodes"), "")
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("nodelifecycle: %w", err)
+		}
+		if leaseLW, err = c.reads(coordinationv1.SchemeGroupVersion.WithResource("leases"), corev1.NamespaceNodeLease); err != nil {
+			return nil, nil, nil, fmt.Errorf("nodelifecycle: %w", err)
+		}
+		nodes = cache.NewSharedIndexInformer(nodeLW, &corev1.Node{}, 0, cache.Indexers{})
+		start = func(ctx context.Context, wg *sync.WaitGroup) {
+			wg.Go(func() { nodes.RunWithContext(ctx) })
+		}
 	}
-	// The objects are the watch cache's own, shared: no transform may
-	// touch them, and none is needed, as they cost the controller nothing.
-	nodeLW, err := c.reads(corev1.SchemeGroupVersion.WithResource("nodes"), "")
+	// The controller keeps what it needs of a lease in its health table (a
+	// leaseMark), and no informer's store of the leases besides.
+	leases, err = feed.New(feed.Config{ListerWatcher: leaseLW, Handler: leaseHandler, Clock: c.clock, Logger: c.log.With("resource", "leases")})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("nodelifecycle: %w", err)
 	}
-	leaseLW, err := c.reads(coordinationv1.SchemeGroupVersion.WithResource("leases"), corev1.NamespaceNodeLease)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("nodelifecycle: %w", err)
-	}
-	nodes = cache.NewSharedIndexInformer(nodeLW, &corev1.Node{}, 0, cache.Indexers{})
-	leases = cache.NewSharedIndexInformer(leaseLW, &coordinationv1.Lease{}, 0, cache.Indexers{})
+	startNodes := start
 	return nodes, leases, func(ctx context.Context, wg *sync.WaitGroup) {
-		wg.Go(func() { nodes.RunWithContext(ctx) })
-		wg.Go(func() { leases.RunWithContext(ctx) })
+		startNodes(ctx, wg)
+		wg.Go(func() { _ = leases.Run(ctx) })
 	}, nil
 }
 
-// dropManagedFields is the informers' transform: the controller never reads
-// managedFields, and they are a good part of every node and lease it
-// caches, one of each per node of the fleet.
+// leaseHandler feeds the health table from the leases' feed.
+func (c *Controller) leaseHandler() feed.Handler {
+	return feed.Handler{
+		Seen: func(obj runtime.Object, initial bool) {
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				c.observeLease(l, initial)
+			}
+		},
+		Gone: func(obj runtime.Object) {
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				c.forgetLease(l.Name)
+			}
+		},
+		Relisted: c.forgetUnlistedLeases,
+	}
+}
+
+// dropManagedFields is the node informer's transform when it reads through
+// Client: the controller never reads managedFields, and they are a good
+// part of every node it caches, one per node of the fleet.
 func dropManagedFields(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
@@ -461,17 +477,32 @@ func (c *Controller) observeLease(l *coordinationv1.Lease, initial bool) {
 // of that name counts as a renewal. The probe time stays: a node without a
 // lease expires like one whose lease stopped.
 func (c *Controller) forgetLease(name string) {
+	c.update(func() { c.forgetLeaseLocked(name) })
+}
+
+// forgetUnlistedLeases forgets, after a relist of the leases, every lease
+// the list did not hold (listed is false for its uid): they were deleted
+// while the controller was not watching.
+func (c *Controller) forgetUnlistedLeases(listed func(types.UID) bool) {
 	c.update(func() {
-		h := c.health[name]
-		if h == nil {
-			return
+		for name, h := range c.health {
+			if h.lease.known() && !listed(h.lease.uid) {
+				c.forgetLeaseLocked(name)
+			}
 		}
-		if h.uid == "" {
-			delete(c.health, name)
-			return
-		}
-		h.lease = leaseMark{}
 	})
+}
+
+func (c *Controller) forgetLeaseLocked(name string) {
+	h := c.health[name]
+	if h == nil {
+		return
+	}
+	if h.uid == "" {
+		delete(c.health, name)
+		return
+	}
+	h.lease = leaseMark{}
 }
 
 // monitor is one pass: it visits the nodes named in dirty and those due

@@ -497,6 +497,33 @@ func TestLeaseRecreated(t *testing.T) {
 	e.wantReady("web-1", corev1.ConditionTrue, ReasonNodeLeaseRenewed)
 }
 
+// TestLeaseGoneWhileNotWatching: a relist of the leases that no longer
+// holds one forgets it, as its deletion would have; the node's grace period
+// runs on from its last renewal seen, and a lease that comes back is a
+// renewal.
+func TestLeaseGoneWhileNotWatching(t *testing.T) {
+	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0), readyNode("web-2"), nodeLease("web-2", t0), nodeLease("stray", t0))
+	e.c.forgetUnlistedLeases(func(uid types.UID) bool { return uid == "lease-web-2" })
+	e.c.mu.Lock()
+	web1, web2 := *e.c.health["web-1"], *e.c.health["web-2"]
+	_, stray := e.c.health["stray"]
+	e.c.mu.Unlock()
+	if web1.lease.known() || web1.uid == "" {
+		t.Errorf("web-1 is %+v, want its node kept and its lease forgotten", web1)
+	}
+	if !web2.lease.known() {
+		t.Errorf("web-2 is %+v, want its lease kept", web2)
+	}
+	if stray {
+		t.Error("the lease of no node is still in the table")
+	}
+	e.step(grace + period)
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.renew("web-1", t0)
+	e.step(period)
+	e.wantReady("web-1", corev1.ConditionTrue, ReasonNodeLeaseRenewed)
+}
+
 // TestNodeDeleted removes a node: RemovingNode, and its state is dropped.
 func TestNodeDeleted(t *testing.T) {
 	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0), readyNode("web-2"), nodeLease("web-2", t0))
