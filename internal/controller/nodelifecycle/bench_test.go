@@ -9,8 +9,8 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -27,13 +27,11 @@ func BenchmarkMonitorPeriod(b *testing.B) {
 }
 
 func benchmarkMonitorPeriod(b *testing.B, nodes int) {
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	all := make([]*corev1.Node, nodes)
 	leases := make([]*coordinationv1.Lease, nodes)
 	for i := range nodes {
 		name := fmt.Sprintf("node-%d", i)
-		if err := indexer.Add(readyNode(name)); err != nil {
-			b.Fatal(err)
-		}
+		all[i] = readyNode(name)
 		leases[i] = nodeLease(name, t0)
 	}
 	clk := clocktesting.NewFakeClock(t0)
@@ -49,8 +47,8 @@ func benchmarkMonitorPeriod(b *testing.B, nodes int) {
 	for _, l := range leases {
 		c.observeLease(l, true)
 	}
-	touchAll(c, indexer)
-	c.monitor(ctx, indexer) // registers every node
+	seeAll(c, all)
+	c.monitor(ctx) // registers every node
 	renewals := 0
 	b.ReportAllocs()
 	for b.Loop() {
@@ -61,15 +59,16 @@ func benchmarkMonitorPeriod(b *testing.B, nodes int) {
 			l.Spec.RenewTime.Time = t0.Add(time.Duration(renewals) * time.Millisecond)
 			c.observeLease(l, false)
 		}
-		c.monitor(ctx, indexer)
+		c.monitor(ctx)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(nodes), "ns/node")
 }
 
-// touchAll marks every node of store for the next pass, as the node
-// informer's first notifications do when Run starts.
-func touchAll(c *Controller, store cache.Store) {
-	for _, name := range store.ListKeys() {
-		c.dirty[name] = struct{}{}
+// seeAll hands every node to the controller as the node feed's first list
+// does when Run starts.
+func seeAll(c *Controller, nodes []*corev1.Node) {
+	seen := c.nodeHandler().Seen
+	for _, n := range nodes {
+		seen(n, true)
 	}
 }

@@ -5,10 +5,11 @@
 //
 // # Model
 //
-// An informer on Nodes and a feed (package feed: a list and a watch that
-// keep no copy of the objects) of the Leases in kube-node-lease fill one
-// table, per node name, of the "probe time": when this controller last saw
-// the node's lease change, read from its own clock. A change is a
+// Two feeds (package feed: a list and a watch that hand each object to the
+// controller and keep none), of the Nodes and of the Leases in
+// kube-node-lease, fill one table, per node name, of the node as last seen
+// and of the "probe time": when this controller last saw the node's lease
+// change, read from its own clock. A change is a
 // spec.renewTime different from the one last seen, or a lease created or
 // replaced (a new uid). The renewTime value itself is never compared with
 // any clock: an agent whose clock is hours ahead or behind renews just as
@@ -21,7 +22,7 @@
 // Run starts them, and once they have synced runs a monitor pass
 // every MonitorPeriod on its own goroutine (the caller's). A pass visits the
 // nodes that may need something done: every node at the first pass of a
-// Run; then the nodes the node informer added, changed or deleted since the
+// Run; then the nodes the node feed added, changed or deleted since the
 // last pass, the nodes whose lease has been silent for longer than
 // GracePeriod (a queue ordered by probe time holds each registered node
 // once, so a pass finds them without looking at the others), the nodes not
@@ -44,11 +45,11 @@
 //     NoExecute, follow the Ready condition, with Update;
 //   - emits NodeNotReady and NodeReady when Ready leaves or reaches True.
 //
-// Each write starts from the informer's copy (or from the controller's own
-// last write while the informer has not caught up with it); on a conflict
+// Each write starts from the node as last seen (or from the controller's
+// own last write while the feed has not caught up with it); on a conflict
 // the node is read again and the change recomputed, a few times, then left
-// for the next pass. The informer's and the feed's callbacks only record
-// probe times under a mutex; all API writes happen in the pass.
+// for the next pass. The feeds' callbacks only record what they see under
+// a mutex; all API writes happen in the pass.
 //
 // Events go out through the events.k8s.io/v1 API (client-go's tools/events)
 // from ReportingController, regarding {v1 Node, name, uid = the node's name}:
@@ -69,13 +70,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
@@ -130,7 +129,7 @@ type Config struct {
 	// ReportingController, and stops it when it returns.
 	Recorder events.EventRecorder
 	// Reads, when set, lists and watches Nodes and Leases for the node
-	// informer and the lease feed in place of Client. leasehold serve
+	// and lease feeds in place of Client. leasehold serve
 	// passes its watch cache's in-process reads
 	// (apiserver.Server.ListerWatcher), so the controller sees the cache's
 	// objects instead of decoding copies.
@@ -173,9 +172,9 @@ type Controller struct {
 	passes  int
 	// visits is how many nodes the last pass visited.
 	visits int
-	// nodeEvents counts the node informer's notifications: passes read
-	// nodes from the informer, and a test waits on this to know a change
-	// has reached it.
+	// nodeEvents counts the node feed's notifications: passes read nodes
+	// from the table the feed fills, and a test waits on this to know a
+	// change has reached it.
 	nodeEvents int
 	// changed is closed and replaced whenever the fields above change, so
 	// that tests can wait for the controller without sleeping.
@@ -195,10 +194,14 @@ type health struct {
 	renewed bool
 	// uid is the uid of the Node registered under this name, "" before.
 	uid types.UID
+	// node is the Node of this name as last seen, nil once it is gone (or
+	// before it is seen). From the watch cache it is the cache's own
+	// object, shared: never modified.
+	node *corev1.Node
 	// ready is the Ready status the last pass left the node with.
 	ready corev1.ConditionStatus
 	// written is the node as the controller last wrote it, and superseded
-	// the resourceVersions its writes replaced: while the informer still
+	// the resourceVersions its writes replaced: while the feed still
 	// shows one of those, its copy is older than written, which is used
 	// instead (saving a write that could only conflict).
 	written    *corev1.Node
@@ -279,14 +282,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.health, c.dirty, c.due, c.byState = map[string]*health{}, map[string]struct{}{}, nil, map[string]int{}
 	})
 	ctx, cancel := context.WithCancel(ctx)
-	nodeInformer, leases, start, err := c.informers(c.leaseHandler())
+	nodes, leases, err := c.feeds()
 	if err != nil {
 		cancel()
 		return err
 	}
 	var started sync.WaitGroup
 	// Deferred in this order, cancel runs first, then Run waits for the
-	// informer and the feed to stop.
+	// feeds to stop.
 	defer started.Wait()
 	defer cancel()
 
@@ -303,29 +306,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.recorder = b.NewRecorder(scheme.Scheme, ReportingController)
 	}
 
-	// Every notification of the node informer, deletions included, makes
-	// the node one the next pass visits; the informer's store already
-	// holds the change (or lacks the node) when the notification comes.
-	nodeSeen := func(obj any) {
-		name, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-		if err != nil {
-			return
-		}
-		c.update(func() {
-			c.nodeEvents++
-			c.dirty[name] = struct{}{}
-		})
-	}
-	nodeHandler, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: nodeSeen, UpdateFunc: func(_, obj any) { nodeSeen(obj) }, DeleteFunc: nodeSeen,
-	})
-	if err != nil {
-		return fmt.Errorf("nodelifecycle: %w", err)
-	}
-	start(ctx, &started)
-	// The node handler's HasSynced, not the informer's: the first pass
-	// visits every node only once every node's first notification has come.
-	if !cache.WaitForCacheSync(ctx.Done(), nodeHandler.HasSynced, leases.HasSynced) {
+	started.Go(func() { _ = nodes.Run(ctx) })
+	started.Go(func() { _ = leases.Run(ctx) })
+	// The first pass visits every node only once every node and every
+	// lease of the first lists has been seen.
+	if !cache.WaitForCacheSync(ctx.Done(), nodes.HasSynced, leases.HasSynced) {
 		return nil // ctx ended
 	}
 
@@ -333,7 +318,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	ticker := c.clock.NewTicker(c.period)
 	defer ticker.Stop()
 	for {
-		c.monitor(ctx, nodeInformer.GetStore())
+		c.monitor(ctx)
 		select {
 		case <-ctx.Done():
 			c.log.Info("node lifecycle controller stopped")
@@ -361,58 +346,100 @@ func (c *Controller) locked(f func()) {
 	f()
 }
 
-// informers returns the informer on Nodes and the feed of the Leases of
-// kube-node-lease, which calls leaseHandler, both read through Reads or
-// else through Client, and the function that starts them, adding each to
-// the wait group until it stops.
-func (c *Controller) informers(leaseHandler feed.Handler) (nodes cache.SharedIndexInformer, leases *feed.Feed, start func(context.Context, *sync.WaitGroup), err error) {
-	var leaseLW cache.ListerWatcher
+// feeds returns the feeds of the Nodes and of the Leases of
+// kube-node-lease, read through Reads or else through Client.
+func (c *Controller) feeds() (nodes, leases *feed.Feed, err error) {
+	var nodeLW, leaseLW cache.ListerWatcher
 	if c.reads == nil {
-		nodeFactory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTransform(dropManagedFields))
-		nodes = nodeFactory.Core().V1().Nodes().Informer()
-		client := c.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-		leaseLW = &cache.ListWatch{
+		nodeClient := c.client.CoreV1().Nodes()
+		nodeLW = &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return client.List(ctx, o)
+				return nodeClient.List(ctx, o)
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return client.Watch(ctx, o)
+				return nodeClient.Watch(ctx, o)
 			},
 		}
-		start = func(ctx context.Context, wg *sync.WaitGroup) {
-			nodeFactory.Start(ctx.Done())
-			wg.Go(func() {
-				<-ctx.Done()
-				nodeFactory.Shutdown()
-			})
+		leaseClient := c.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+		leaseLW = &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return leaseClient.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return leaseClient.Watch(ctx, o)
+			},
 		}
 	} else {
-		// The objects are the watch cache's own, shared: no transform may
-		// touch them, and none is needed, as they cost the controller
-		// nothing.
-		nodeLW, err := c.reads(corev1.SchemeGroupVersion.WithResource("nodes"), "")
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("nodelifecycle: %w", err)
+		if nodeLW, err = c.reads(corev1.SchemeGroupVersion.WithResource("nodes"), ""); err != nil {
+			return nil, nil, fmt.Errorf("nodelifecycle: %w", err)
 		}
 		if leaseLW, err = c.reads(coordinationv1.SchemeGroupVersion.WithResource("leases"), corev1.NamespaceNodeLease); err != nil {
-			return nil, nil, nil, fmt.Errorf("nodelifecycle: %w", err)
-		}
-		nodes = cache.NewSharedIndexInformer(nodeLW, &corev1.Node{}, 0, cache.Indexers{})
-		start = func(ctx context.Context, wg *sync.WaitGroup) {
-			wg.Go(func() { nodes.RunWithContext(ctx) })
+			return nil, nil, fmt.Errorf("nodelifecycle: %w", err)
 		}
 	}
-	// The controller keeps what it needs of a lease in its health table (a
-	// leaseMark), and no informer's store of the leases besides.
-	leases, err = feed.New(feed.Config{ListerWatcher: leaseLW, Handler: leaseHandler, Clock: c.clock, Logger: c.log.With("resource", "leases")})
+	// The controller keeps what it needs of each node and lease in its
+	// health table, and no informer's store of them besides.
+	nodes, err = feed.New(feed.Config{ListerWatcher: nodeLW, Handler: c.nodeHandler(), Clock: c.clock, Logger: c.log.With("resource", "nodes")})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("nodelifecycle: %w", err)
+		return nil, nil, fmt.Errorf("nodelifecycle: %w", err)
 	}
-	startNodes := start
-	return nodes, leases, func(ctx context.Context, wg *sync.WaitGroup) {
-		startNodes(ctx, wg)
-		wg.Go(func() { _ = leases.Run(ctx) })
-	}, nil
+	leases, err = feed.New(feed.Config{ListerWatcher: leaseLW, Handler: c.leaseHandler(), Clock: c.clock, Logger: c.log.With("resource", "leases")})
+	if err != nil {
+		return nil, nil, fmt.Errorf("nodelifecycle: %w", err)
+	}
+	return nodes, leases, nil
+}
+
+// nodeHandler keeps each node's last state in the health table. Every
+// change, deletions included, makes the node one the next pass visits.
+func (c *Controller) nodeHandler() feed.Handler {
+	return feed.Handler{
+		Seen: func(obj runtime.Object, _ bool) {
+			n, ok := obj.(*corev1.Node)
+			if !ok {
+				return
+			}
+			if c.reads == nil {
+				// A copy decoded for the controller alone, which never
+				// reads managedFields: a good part of every node it keeps.
+				n.ManagedFields = nil
+			}
+			c.update(func() {
+				h := c.health[n.Name]
+				if h == nil {
+					h = &health{}
+					c.health[n.Name] = h
+				}
+				h.node = n
+				c.nodeEvents++
+				c.dirty[n.Name] = struct{}{}
+			})
+		},
+		Gone: func(obj runtime.Object) {
+			if n, ok := obj.(*corev1.Node); ok {
+				c.update(func() { c.nodeGoneLocked(n.Name) })
+			}
+		},
+		Relisted: func(listed func(types.UID) bool) {
+			c.update(func() {
+				for name, h := range c.health {
+					if h.node != nil && !listed(h.node.UID) {
+						c.nodeGoneLocked(name)
+					}
+				}
+			})
+		},
+	}
+}
+
+// nodeGoneLocked records that the node name is gone; the next pass forgets
+// it. Callers hold c.mu.
+func (c *Controller) nodeGoneLocked(name string) {
+	c.nodeEvents++
+	c.dirty[name] = struct{}{}
+	if h := c.health[name]; h != nil {
+		h.node = nil
+	}
 }
 
 // leaseHandler feeds the health table from the leases' feed.
@@ -430,16 +457,6 @@ func (c *Controller) leaseHandler() feed.Handler {
 		},
 		Relisted: c.forgetUnlistedLeases,
 	}
-}
-
-// dropManagedFields is the node informer's transform when it reads through
-// Client: the controller never reads managedFields, and they are a good
-// part of every node it caches, one per node of the fleet.
-func dropManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // observeLease records a sighting of a node lease. Leases in the initial
@@ -498,7 +515,7 @@ func (c *Controller) forgetLeaseLocked(name string) {
 	if h == nil {
 		return
 	}
-	if h.uid == "" {
+	if h.uid == "" && h.node == nil {
 		delete(c.health, name)
 		return
 	}
@@ -506,8 +523,8 @@ func (c *Controller) forgetLeaseLocked(name string) {
 }
 
 // monitor is one pass: it visits the nodes named in dirty and those due
-// (see the package doc), reading them from the informer's store.
-func (c *Controller) monitor(ctx context.Context, nodes cache.Store) {
+// (see the package doc), as the health table last saw them.
+func (c *Controller) monitor(ctx context.Context) {
 	now := c.clock.Now()
 	var visit []string
 	c.locked(func() {
@@ -527,12 +544,17 @@ func (c *Controller) monitor(ctx context.Context, nodes cache.Store) {
 			// node. The next Run starts afresh.
 			return
 		}
-		obj, exists, err := nodes.GetByKey(name)
-		if err != nil || !exists {
+		var n *corev1.Node
+		c.locked(func() {
+			if h := c.health[name]; h != nil {
+				n = h.node
+			}
+		})
+		if n == nil {
 			c.forgetNode(name)
 			continue
 		}
-		c.monitorNode(ctx, obj.(*corev1.Node), now)
+		c.monitorNode(ctx, n, now)
 		visits++
 	}
 	c.update(func() {
@@ -544,12 +566,19 @@ func (c *Controller) monitor(ctx context.Context, nodes cache.Store) {
 	})
 }
 
-// forgetNode drops a registered node the informer no longer holds.
+// forgetNode drops a node that is gone, announcing it if it was
+// registered.
 func (c *Controller) forgetNode(name string) {
 	var removed bool
 	c.locked(func() {
 		h := c.health[name]
-		if h == nil || h.uid == "" {
+		if h == nil || h.node != nil {
+			return
+		}
+		if h.uid == "" {
+			if !h.lease.known() {
+				delete(c.health, name)
+			}
 			return
 		}
 		c.byState[stateOf(h.ready)]--
@@ -642,7 +671,7 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 			if replaced != "" {
 				c.byState[stateOf(h.ready)]--
 			}
-			*h = health{probe: now, lease: h.lease, uid: n.UID, queued: h.queued}
+			*h = health{probe: now, lease: h.lease, uid: n.UID, queued: h.queued, node: h.node}
 			c.byState[stateOf(h.ready)]++
 			c.queueLocked(n.Name, h)
 		}

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
@@ -114,7 +113,7 @@ func newStoppedEnv(t *testing.T, objs ...runtime.Object) *env {
 	e := &env{t: t, clock: clocktesting.NewFakeClock(t0), client: fake.NewClientset(objs...), watches: make(chan struct{}, 64)}
 	// The fake clientset delivers only the changes made after a watch is
 	// registered, and cannot resume one: a change made between the
-	// informer's list and its watch would never reach it. So start() waits
+	// feed's list and its watch would never reach it. So start() waits
 	// for the watches, which this reactor registers itself.
 	e.client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
 		w, err := e.client.Tracker().Watch(action.GetResource(), action.GetNamespace())
@@ -162,7 +161,7 @@ func (e *env) start() {
 		select {
 		case <-e.watches:
 		case <-time.After(time.Minute):
-			e.t.Fatal("gave up waiting for the informers' watches")
+			e.t.Fatal("gave up waiting for the feeds' watches")
 		}
 	}
 }
@@ -392,7 +391,7 @@ func TestRenewalsKeepNodeReady(t *testing.T) {
 }
 
 // TestPassVisitsWhatNeedsIt: the first pass visits every node; after it, a
-// pass visits only a node the informer changed and a node whose lease went
+// pass visits only a node the feed changed and a node whose lease went
 // silent, never the Ready nodes that keep renewing.
 func TestPassVisitsWhatNeedsIt(t *testing.T) {
 	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0), readyNode("web-2"), nodeLease("web-2", t0),
@@ -421,7 +420,7 @@ func TestPassVisitsWhatNeedsIt(t *testing.T) {
 	if _, err := e.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("the informer to see web-2 changed", func(c *Controller) bool { return c.nodeEvents > seen })
+	e.waitFor("the feed to see web-2 changed", func(c *Controller) bool { return c.nodeEvents > seen })
 	e.renew("web-1", t0.Add(2*period))
 	e.renew("web-2", t0.Add(2*period))
 	e.step(period)
@@ -524,13 +523,52 @@ func TestLeaseGoneWhileNotWatching(t *testing.T) {
 	e.wantReady("web-1", corev1.ConditionTrue, ReasonNodeLeaseRenewed)
 }
 
+// TestNodeGoneWhileNotWatching: a relist of the nodes that no longer holds
+// one makes the next pass forget it, as its deletion would have.
+func TestNodeGoneWhileNotWatching(t *testing.T) {
+	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0), readyNode("web-2"), nodeLease("web-2", t0))
+	e.c.nodeHandler().Relisted(func(uid types.UID) bool { return uid == "uid-web-2" })
+	e.renew("web-2", t0.Add(period))
+	e.step(period)
+	e.c.mu.Lock()
+	_, web1 := e.c.health["web-1"]
+	_, web2 := e.c.health["web-2"]
+	e.c.mu.Unlock()
+	if web1 || !web2 {
+		t.Fatalf("web-1 known %v, web-2 known %v; want only web-2", web1, web2)
+	}
+	e.wantEvents("web-1", EventRegisteredNode, EventRemovingNode)
+	e.wantEvents("web-2", EventRegisteredNode)
+}
+
+// TestLeaseGoneBeforeNodeRegistered: a node seen but not yet registered by
+// a pass stays known when its lease goes, and the pass registers it.
+func TestLeaseGoneBeforeNodeRegistered(t *testing.T) {
+	rec := &recorder{}
+	c, err := New(Config{Client: fake.NewClientset(), Clock: clocktesting.NewFakeClock(t0), GracePeriod: grace, Recorder: rec, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.recorder = c.events // as Run sets it
+	c.observeLease(nodeLease("web-1", t0), true)
+	seeAll(c, []*corev1.Node{readyNode("web-1")})
+	c.forgetLease("web-1")
+	c.monitor(context.Background())
+	if got, want := rec.reasons("web-1"), []string{EventRegisteredNode}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if h := c.health["web-1"]; h == nil || h.uid != "uid-web-1" || h.lease.known() {
+		t.Errorf("web-1 is %+v, want registered without a lease", h)
+	}
+}
+
 // TestNodeDeleted removes a node: RemovingNode, and its state is dropped.
 func TestNodeDeleted(t *testing.T) {
 	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0), readyNode("web-2"), nodeLease("web-2", t0))
 	if err := e.client.CoreV1().Nodes().Delete(context.Background(), "web-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Waits until a pass no longer finds the node (the informer may lag a
+	// Waits until a pass no longer finds the node (the feed may lag a
 	// pass behind the deletion); web-2 keeps renewing meanwhile, so however
 	// many passes that takes it stays Ready.
 	for i := 1; ; i++ {
@@ -572,11 +610,11 @@ func TestNodeReplaced(t *testing.T) {
 	if _, err := nodes.Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Passes read the informer. Stepping the clock before it shows the new
+	// Passes read what the feed saw. Stepping the clock before it shows the new
 	// node would let the old one expire, and the fake clientset, which has
 	// no resourceVersions, would let the controller's write of the old node
 	// replace the new one.
-	e.waitFor("the informer to see the node replaced", func(c *Controller) bool { return c.nodeEvents >= seen+2 })
+	e.waitFor("the feed to see the node replaced", func(c *Controller) bool { return c.nodeEvents >= seen+2 })
 	e.step(period)
 	e.c.mu.Lock()
 	if h := e.c.health["web-1"]; h == nil || h.uid != n.UID {
@@ -875,14 +913,12 @@ func TestRunAgain(t *testing.T) {
 // controller stops) writes nothing more, counts as no pass and forgets no
 // node, rather than trying, failing and logging each remaining node.
 func TestMonitorPassStopsWithItsContext(t *testing.T) {
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	var nodes []runtime.Object
+	var seen []*corev1.Node
 	for i := range 3 {
 		n := readyNode(fmt.Sprintf("node-%d", i))
 		nodes = append(nodes, n)
-		if err := indexer.Add(n); err != nil {
-			t.Fatal(err)
-		}
+		seen = append(seen, n.DeepCopy())
 	}
 	client := fake.NewClientset(nodes...)
 	clk := clocktesting.NewFakeClock(t0)
@@ -891,14 +927,14 @@ func TestMonitorPassStopsWithItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.recorder = c.events // as Run sets it
-	touchAll(c, indexer)
-	c.monitor(context.Background(), indexer) // registers the nodes
+	seeAll(c, seen)
+	c.monitor(context.Background()) // registers the nodes
 	client.ClearActions()
 	clk.Step(2 * grace) // every node is due to be marked Unknown
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	c.monitor(ctx, indexer)
+	c.monitor(ctx)
 	if a := client.Actions(); len(a) != 0 {
 		t.Fatalf("a pass after its context ended made %d requests, the first %s %s", len(a), a[0].GetVerb(), a[0].GetResource().Resource)
 	}

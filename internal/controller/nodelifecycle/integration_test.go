@@ -27,7 +27,7 @@ const (
 )
 
 // startController runs a lifecycle controller against the server until the
-// test ends, recording Events through the API. With s, its informers read
+// test ends, recording Events through the API. With s, its feeds read
 // the server's watch cache in process, as in leasehold serve; without, they
 // list and watch through client.
 func startController(t *testing.T, client kubernetes.Interface, s *apiservertest.Server) {
@@ -211,7 +211,7 @@ func wantEvents(t *testing.T, client kubernetes.Interface, name string, want ...
 	}
 }
 
-// TestServer runs the controller against a real server, its informers on
+// TestServer runs the controller against a real server, its feeds on
 // the watch cache as in leasehold serve: a node whose lease is renewed stays
 // Ready, goes Unknown with the unreachable taints once the renewals stop,
 // and comes back when they resume.
