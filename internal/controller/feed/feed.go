@@ -242,6 +242,17 @@ func (f *Feed) watch(ctx context.Context, rv string) (string, bool, error) {
 	}
 }
 
+// ListWatch makes a ListerWatcher of a client's List and Watch, for a feed
+// that reads through the API (typed clients and the metadata client alike).
+func ListWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error), watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: watchFunc,
+	}
+}
+
 // expired reports whether err says the server no longer has the
 // resourceVersion asked for.
 func expired(err error) bool {

@@ -56,7 +56,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -271,14 +270,7 @@ func (gc *GarbageCollector) feeds() ([]*feed.Feed, error) {
 			}
 		} else {
 			ri := gc.client.Resource(r.GroupVersionResource())
-			lw = &cache.ListWatch{
-				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-					return ri.List(ctx, o)
-				},
-				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-					return ri.Watch(ctx, o)
-				},
-			}
+			lw = feed.ListWatch(ri.List, ri.Watch)
 		}
 		f, err := feed.New(feed.Config{ListerWatcher: lw, Handler: gc.handler(r), Clock: gc.cfg.Clock,
 			Logger: gc.log.With("resource", r.GroupResource().String())})

@@ -74,7 +74,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
@@ -352,23 +351,9 @@ func (c *Controller) feeds() (nodes, leases *feed.Feed, err error) {
 	var nodeLW, leaseLW cache.ListerWatcher
 	if c.reads == nil {
 		nodeClient := c.client.CoreV1().Nodes()
-		nodeLW = &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return nodeClient.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return nodeClient.Watch(ctx, o)
-			},
-		}
+		nodeLW = feed.ListWatch(nodeClient.List, nodeClient.Watch)
 		leaseClient := c.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-		leaseLW = &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return leaseClient.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return leaseClient.Watch(ctx, o)
-			},
-		}
+		leaseLW = feed.ListWatch(leaseClient.List, leaseClient.Watch)
 	} else {
 		if nodeLW, err = c.reads(corev1.SchemeGroupVersion.WithResource("nodes"), ""); err != nil {
 			return nil, nil, fmt.Errorf("nodelifecycle: %w", err)
