@@ -14,6 +14,12 @@ import (
 	"github.com/leasehold/leasehold/internal/controller/feed"
 )
 
+// listThenWatch is a server that serves no watch-list streams (as
+// leasehold's watch cache, in process), so the feed lists, then watches.
+type listThenWatch struct{}
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
 // A controller that keeps the holder of every lease, and nothing else.
 func Example() {
 	lease := func(name, holder, rv string) *coordinationv1.Lease {
@@ -23,7 +29,7 @@ func Example() {
 		}
 	}
 	changes := watch.NewRaceFreeFake()
-	lw := &cache.ListWatch{
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 			return &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: "10"},
 				Items: []coordinationv1.Lease{*lease("scheduler", "replica-a", "9")}}, nil
@@ -32,7 +38,7 @@ func Example() {
 			fmt.Println("watching from", o.ResourceVersion)
 			return changes, nil
 		},
-	}
+	}, listThenWatch{})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	holders := map[string]string{} // the controller's own table

@@ -17,35 +17,33 @@
 //
 // # Model
 //
-// Run lists, calls Handler.Seen for every object listed, and then watches
-// from the list's resourceVersion, with bookmarks, calling Seen for objects
-// added or changed and Gone for objects deleted. When a watch ends it
-// watches again from the last resourceVersion it saw. When the server no
-// longer has that resourceVersion (410 Gone, or an expired one), Run lists
-// again, calls Seen for every object listed and then Handler.Relisted, which
-// forgets whatever the handler holds of objects not listed. Failed lists
-// and watches, and watches that end with nothing delivered, are followed by
-// a backoff that doubles from 800 ms to 30 s and starts again once a list
-// or a watch has delivered something. HasSynced reports whether the first
-// list has been handed to the handler.
+// A Feed is client-go's Reflector writing into the handler instead of a
+// store: the Reflector lists (in pages, through the API), watches from the
+// list's resourceVersion with bookmarks, watches again after a watch ends,
+// lists again when the server no longer has the resourceVersion it asks
+// for, and backs off after failures, all as it does for an informer. The
+// Feed turns what it would write to a store into calls of the handler: the
+// objects of a list to Seen and then, after every list but the first, to
+// Relisted, which forgets whatever the handler holds of objects not listed;
+// an added or changed object to Seen, a deleted one to Gone. HasSynced
+// reports whether the first list has been handed to the handler.
 package feed
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync/atomic"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
 
@@ -72,32 +70,21 @@ type Config struct {
 	ListerWatcher cache.ListerWatcher
 	// Handler receives the objects. Seen, Gone and Relisted are required.
 	Handler Handler
-	// Clock times the backoff after failures; default the real clock.
+	// Clock is the Reflector's (watch timeouts, retries of a watch);
+	// default the real clock.
 	Clock clock.Clock
-	// Logger; default slog.Default().
+	// Logger receives the Reflector's log; default slog.Default().
 	Logger *slog.Logger
 }
 
 // Feed follows one resource for one Handler.
 type Feed struct {
-	lw      cache.ListerWatcherWithContext
+	r       *cache.Reflector
 	h       Handler
-	clock   clock.Clock
 	log     *slog.Logger
 	synced  atomic.Bool
 	running atomic.Bool
 }
-
-// Backoff after a failed list or watch.
-const (
-	minBackoff = 800 * time.Millisecond
-	maxBackoff = 30 * time.Second
-)
-
-// Watches are renewed after a random time between minWatchTimeout and twice
-// that, as client-go's reflector does, so that a remote server's watches do
-// not all end at once.
-const minWatchTimeout = 5 * time.Minute
 
 // New validates cfg and returns a Feed; Run starts it.
 func New(cfg Config) (*Feed, error) {
@@ -107,13 +94,19 @@ func New(cfg Config) (*Feed, error) {
 	if cfg.Handler.Seen == nil || cfg.Handler.Gone == nil || cfg.Handler.Relisted == nil {
 		return nil, errors.New("feed: Handler needs Seen, Gone and Relisted")
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Feed{lw: cache.ToListerWatcherWithContext(cfg.ListerWatcher), h: cfg.Handler, clock: cfg.Clock, log: cfg.Logger}, nil
+	return newFeed(cfg, nil), nil
+}
+
+// newFeed makes the Feed of a valid cfg; backoff, when set, replaces the
+// Reflector's between lists (which waits on the real clock whatever Clock).
+func newFeed(cfg Config, backoff *wait.Backoff) *Feed {
+	f := &Feed{h: cfg.Handler, log: cfg.Logger}
+	// No expected type: the collector's feeds carry any kind, as metadata.
+	f.r = cache.NewReflectorWithOptions(cfg.ListerWatcher, nil, (*handlerStore)(f), cache.ReflectorOptions{Clock: cfg.Clock, Backoff: backoff})
+	return f
 }
 
 // HasSynced reports whether the first list has been handed to the handler.
@@ -125,62 +118,40 @@ func (f *Feed) Run(ctx context.Context) error {
 	if !f.running.CompareAndSwap(false, true) {
 		return errors.New("feed: Run called twice")
 	}
-	rv := ""
-	backoff := time.Duration(0)
-	for ctx.Err() == nil {
-		if backoff > 0 {
-			t := f.clock.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C():
-			}
-		}
-		var err error
-		delivered := true
-		if rv == "" {
-			rv, err = f.list(ctx)
-		} else {
-			rv, delivered, err = f.watch(ctx, rv)
-		}
-		switch {
-		case ctx.Err() != nil:
-		case err == nil && delivered:
-			backoff = 0
-		case err == nil:
-			// A watch that ended with nothing delivered: wait before the
-			// next, so that a server ending every watch is not asked again
-			// and again at once.
-			backoff = min(max(2*backoff, minBackoff), maxBackoff)
-		case expired(err):
-			f.log.Info("watch fell behind the server's history; listing again", "err", err)
-			rv, backoff = "", 0
-		default:
-			backoff = min(max(2*backoff, minBackoff), maxBackoff)
-			f.log.Warn("feed failed; retrying", "err", err, "after", backoff)
-		}
-	}
+	f.r.RunWithContext(klog.NewContext(ctx, logr.FromSlogHandler(f.log.Handler())))
 	return nil
 }
 
-// list lists the resource, hands its objects to the handler and returns
-// the list's resourceVersion.
-func (f *Feed) list(ctx context.Context) (string, error) {
-	list, err := f.lw.ListWithContext(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", fmt.Errorf("feed: list: %w", err)
-	}
-	lm, err := meta.ListAccessor(list)
-	if err != nil {
-		return "", fmt.Errorf("feed: list: %w", err)
-	}
-	first := !f.synced.Load()
+// handlerStore is what the Reflector writes to: the Feed's handler.
+type handlerStore Feed
+
+var _ cache.ReflectorStore = (*handlerStore)(nil)
+
+func (s *handlerStore) Add(obj any) error {
+	s.h.Seen(obj.(runtime.Object), false)
+	return nil
+}
+
+func (s *handlerStore) Update(obj any) error {
+	s.h.Seen(obj.(runtime.Object), false)
+	return nil
+}
+
+func (s *handlerStore) Delete(obj any) error {
+	s.h.Gone(obj.(runtime.Object))
+	return nil
+}
+
+// Replace hands a list's objects to the handler; after every list but the
+// first it then tells the handler which uids the list held.
+func (s *handlerStore) Replace(items []any, _ string) error {
+	first := !s.synced.Load()
 	var listed map[types.UID]struct{}
 	if !first {
-		listed = map[types.UID]struct{}{}
+		listed = make(map[types.UID]struct{}, len(items))
 	}
-	err = meta.EachListItem(list, func(obj runtime.Object) error {
+	for _, item := range items {
+		obj := item.(runtime.Object)
 		if listed != nil {
 			m, err := meta.Accessor(obj)
 			if err != nil {
@@ -188,73 +159,29 @@ func (f *Feed) list(ctx context.Context) (string, error) {
 			}
 			listed[m.GetUID()] = struct{}{}
 		}
-		f.h.Seen(obj, first)
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("feed: list: %w", err)
+		s.h.Seen(obj, first)
 	}
 	if first {
-		f.synced.Store(true)
+		s.synced.Store(true)
 	} else {
-		f.h.Relisted(func(uid types.UID) bool { _, ok := listed[uid]; return ok })
+		s.h.Relisted(func(uid types.UID) bool { _, ok := listed[uid]; return ok })
 	}
-	return lm.GetResourceVersion(), nil
+	return nil
 }
 
-// watch watches from rv until the watch ends, handing its objects to the
-// handler. It returns the last resourceVersion seen and whether the watch
-// delivered anything.
-func (f *Feed) watch(ctx context.Context, rv string) (string, bool, error) {
-	timeout := int64((minWatchTimeout + rand.N(minWatchTimeout)) / time.Second)
-	w, err := f.lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
-	if err != nil {
-		return rv, false, fmt.Errorf("feed: watch: %w", err)
-	}
-	defer w.Stop()
-	delivered := false
-	for {
-		select {
-		case <-ctx.Done():
-			return rv, delivered, nil
-		case e, ok := <-w.ResultChan():
-			if !ok {
-				return rv, delivered, nil
-			}
-			if e.Type == watch.Error {
-				return rv, delivered, fmt.Errorf("feed: watch: %w", apierrors.FromObject(e.Object))
-			}
-			m, err := meta.Accessor(e.Object)
-			if err != nil {
-				return rv, delivered, fmt.Errorf("feed: watch: %w", err)
-			}
-			delivered = true
-			switch e.Type {
-			case watch.Added, watch.Modified:
-				f.h.Seen(e.Object, false)
-			case watch.Deleted:
-				f.h.Gone(e.Object)
-			}
-			if v := m.GetResourceVersion(); v != "" {
-				rv = v
-			}
-		}
-	}
-}
+// Resync does nothing: the Reflector calls it only with a resync period,
+// and a Feed has none.
+func (s *handlerStore) Resync() error { return nil }
 
 // ListWatch makes a ListerWatcher of a client's List and Watch, for a feed
 // that reads through the API (typed clients and the metadata client alike).
-func ListWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error), watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
-	return &cache.ListWatch{
+// client is the clientset they come from, which tells the Reflector
+// whether it serves watch-list streams (a fake one does not).
+func ListWatch[L runtime.Object](client any, list func(context.Context, metav1.ListOptions) (L, error), watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return list(ctx, o)
 		},
 		WatchFuncWithContext: watchFunc,
-	}
-}
-
-// expired reports whether err says the server no longer has the
-// resourceVersion asked for.
-func expired(err error) bool {
-	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+	}, client)
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
-	"runtime"
 	"testing"
 	"time"
 
@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -61,8 +62,14 @@ func newScript() *script {
 	return &script{lists: make(chan listAnswer), watches: make(chan watchAnswer), watched: make(chan metav1.ListOptions, 1), calls: make(chan string, 100)}
 }
 
+// listThenWatch is a client that serves no watch-list streams, so that
+// the Reflector lists and then watches, as from leasehold's watch cache.
+type listThenWatch struct{}
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
 func (s *script) lw() cache.ListerWatcher {
-	return &cache.ListWatch{
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (kruntime.Object, error) {
 			select {
 			case a := <-s.lists:
@@ -80,7 +87,7 @@ func (s *script) lw() cache.ListerWatcher {
 				return nil, ctx.Err()
 			}
 		},
-	}
+	}, listThenWatch{})
 }
 
 func (s *script) handler() Handler {
@@ -125,10 +132,10 @@ func (s *script) watchFrom(t *testing.T, rv string) *watch.RaceFreeFakeWatcher {
 
 func run(t *testing.T, s *script, clk *clocktesting.FakeClock) *Feed {
 	t.Helper()
-	f, err := New(Config{ListerWatcher: s.lw(), Handler: s.handler(), Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A millisecond between lists: the Reflector's backoff waits on the
+	// real clock.
+	f := newFeed(Config{ListerWatcher: s.lw(), Handler: s.handler(), Clock: clk, Logger: slog.Default()},
+		&wait.Backoff{Duration: time.Millisecond, Cap: time.Millisecond, Steps: 1, Factor: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
@@ -200,47 +207,17 @@ func TestRelistAfterExpiredWatch(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
+// TestListRetried: a list that fails is tried again.
+func TestListRetried(t *testing.T) {
 	s := newScript()
-	clk := clocktesting.NewFakeClock(time.Now())
-	run(t, s, clk)
+	f := run(t, s, clocktesting.NewFakeClock(time.Now()))
 	s.lists <- listAnswer{err: errors.New("no server")}
-	waitTimer(t, clk, minBackoff)
-	s.lists <- listAnswer{err: errors.New("no server")}
-	waitTimer(t, clk, 2*minBackoff)
 	s.lists <- listAnswer{list: leaseList("10", lease("a", "5"))}
 	s.expect(t, "seen a 5 initial=true")
-	// A watch refused waits the shortest backoff again: the list delivered.
-	<-s.watched
-	s.watches <- watchAnswer{err: errors.New("refused")}
-	waitTimer(t, clk, minBackoff)
-	// So does a watch that ends with nothing delivered.
-	w := s.watchFrom(t, "10")
-	w.Stop()
-	waitTimer(t, clk, 2*minBackoff)
-	w = s.watchFrom(t, "10")
-	w.Add(lease("b", "11"))
-	s.expect(t, "seen b 11 initial=false")
-	w.Stop()
-	s.watchFrom(t, "11")
-}
-
-// waitTimer waits for the feed to wait on its clock, checks that it waits
-// for d, and steps the clock by d.
-func waitTimer(t *testing.T, clk *clocktesting.FakeClock, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("the feed does not wait")
-		}
-		runtime.Gosched()
+	s.watchFrom(t, "10")
+	if !f.HasSynced() {
+		t.Fatal("not synced after the first list")
 	}
-	clk.Step(d - time.Nanosecond)
-	if !clk.HasWaiters() {
-		t.Fatalf("the feed waited less than %v", d)
-	}
-	clk.Step(time.Nanosecond)
 }
 
 func TestNew(t *testing.T) {

@@ -270,7 +270,7 @@ func (gc *GarbageCollector) feeds() ([]*feed.Feed, error) {
 			}
 		} else {
 			ri := gc.client.Resource(r.GroupVersionResource())
-			lw = feed.ListWatch(ri.List, ri.Watch)
+			lw = feed.ListWatch(gc.client, ri.List, ri.Watch)
 		}
 		f, err := feed.New(feed.Config{ListerWatcher: lw, Handler: gc.handler(r), Clock: gc.cfg.Clock,
 			Logger: gc.log.With("resource", r.GroupResource().String())})

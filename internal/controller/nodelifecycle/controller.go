@@ -351,9 +351,9 @@ func (c *Controller) feeds() (nodes, leases *feed.Feed, err error) {
 	var nodeLW, leaseLW cache.ListerWatcher
 	if c.reads == nil {
 		nodeClient := c.client.CoreV1().Nodes()
-		nodeLW = feed.ListWatch(nodeClient.List, nodeClient.Watch)
+		nodeLW = feed.ListWatch(c.client, nodeClient.List, nodeClient.Watch)
 		leaseClient := c.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-		leaseLW = feed.ListWatch(leaseClient.List, leaseClient.Watch)
+		leaseLW = feed.ListWatch(c.client, leaseClient.List, leaseClient.Watch)
 	} else {
 		if nodeLW, err = c.reads(corev1.SchemeGroupVersion.WithResource("nodes"), ""); err != nil {
 			return nil, nil, fmt.Errorf("nodelifecycle: %w", err)
