@@ -299,7 +299,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 		if ev.Type == clientv3.EventTypePut {
 			obj, err := c.k.decode(ev.Kv)
 			if err != nil {
-				c.log.Error("watch cache: skipping undecodable object", "key", string(ev.Kv.Key), "err", err)
+				c.log.Error("watch cache: skipping undecodable object", "key", keys[i], "err", err)
 				continue
 			}
 			c.share.share(obj, keys[i])
