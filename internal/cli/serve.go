@@ -213,7 +213,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(apiserver.GoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(apiserver.Collectors()...)
 	reg.MustRegister(store.Collectors()...)
 	reg.MustRegister(apiserver.GuardCollectors()...)
