@@ -5,15 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/leasehold/leasehold/internal/apiserver"
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 	"github.com/leasehold/leasehold/internal/bench"
 	"github.com/leasehold/leasehold/internal/controller/nodelifecycle"
@@ -101,6 +106,10 @@ func TestThroughput(t *testing.T) {
 	if e := r.EtcdProcess; e == nil || e.PID != os.Getpid() || e.CPUSeconds <= 0 {
 		t.Errorf("etcd process figures: %+v", e)
 	}
+	// This server serves no /metrics: no collector figures.
+	if c := r.ServerCollector; c != nil {
+		t.Errorf("server collector %+v from a server without /metrics", c)
+	}
 	var table bytes.Buffer
 	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "etcd process") {
 		t.Errorf("table lacks the etcd process (%v):\n%s", err, table.String())
@@ -152,12 +161,33 @@ func runFleet(t *testing.T, cfg bench.FleetConfig) *bench.Report {
 }
 
 func TestFleet(t *testing.T) {
-	s := apiservertest.Start(t, apiservertest.Options{})
+	// The server's /metrics gives its garbage collector, as leasehold
+	// serve's does.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(apiserver.GoCollector())
+	s := apiservertest.Start(t, apiservertest.Options{Extra: map[string]http.Handler{"/metrics": promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}})
 	client := kubernetes.NewForConfigOrDie(s.Config)
 	var progress syncbuf.Buffer
 	const nodes, interval = 20, 500 * time.Millisecond
 	cfg := bench.FleetConfig{Common: common(t, s, &progress), Nodes: nodes, Interval: interval, LeaseDuration: 2 * time.Second, NodePrefix: "bench-"}
+	// The server runs in this process: collections forced while the fleet
+	// runs are its collector's.
+	stopGC := make(chan struct{})
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		for {
+			select {
+			case <-stopGC:
+				return
+			case <-time.After(100 * time.Millisecond):
+				runtime.GC()
+			}
+		}
+	}()
 	r := runFleet(t, cfg)
+	close(stopGC)
+	<-gcDone
 	checkReport(t, r, "fleet", &progress, "fleet")
 	// Every agent renews once per slot: at most one more slot than the
 	// duration holds, fewer only if some were missed.
@@ -170,6 +200,9 @@ func TestFleet(t *testing.T) {
 	}
 	if r.Fleet == nil || r.Fleet.Nodes != nodes || r.Kill != nil {
 		t.Fatalf("fleet report %+v, kill %+v", r.Fleet, r.Kill)
+	}
+	if c := r.ServerCollector; c == nil || c.Collections == 0 || c.CPUSeconds <= 0 || c.CPUSecondsPer1000Ops != c.CPUSeconds/float64(r.Ops)*1000 {
+		t.Errorf("server collector %+v, want the collections forced during the run, from /metrics", c)
 	}
 	// Each node has its lease, owned by it, as the agent makes them.
 	nl, err := client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: bench.BenchLabel})

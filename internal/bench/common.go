@@ -93,11 +93,15 @@ func (c *Common) setDefaults() error {
 }
 
 // meters measure the processes of a scenario over its measurement: the
-// server when it is known, its etcd when named, and this load generator.
-type meters struct{ server, etcd, self procMeter }
+// server when it is known, its etcd when named, and this load generator;
+// and the server's garbage collector as the server reports it.
+type meters struct {
+	server, etcd, self procMeter
+	collector          collectorMeter
+}
 
-func (c *Common) startMeters(now time.Time) meters {
-	m := meters{self: startProcMeter(0, now)}
+func (c *Common) startMeters(ctx context.Context, now time.Time) meters {
+	m := meters{self: startProcMeter(0, now), collector: c.startCollectorMeter(ctx)}
 	pid := c.ServerPID
 	if pid == 0 {
 		pid = findServerPID(c.REST.Host)
@@ -112,10 +116,11 @@ func (c *Common) startMeters(now time.Time) meters {
 }
 
 // stop sets r's process figures, ops being what the scenario did.
-func (m meters) stop(now time.Time, ops uint64, r *Report) {
+func (m meters) stop(ctx context.Context, now time.Time, ops uint64, r *Report) {
 	r.LoadGenerator = m.self.stop(now, ops)
 	r.ServerProcess = m.server.stop(now, ops)
 	r.EtcdProcess = m.etcd.stop(now, ops)
+	r.ServerCollector = m.collector.stop(ctx, ops)
 }
 
 // pool is a small set of clientsets, each with its own transport and so its

@@ -253,7 +253,7 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	start := clk.Now()
 	before := counters.snapshot()
 	r.cur.Store(&m)
-	procs := cfg.startMeters(start)
+	procs := cfg.startMeters(ctx, start)
 	progressDone = make(chan struct{})
 	server := procs.server.sampler()
 	extra := func() string {
@@ -304,7 +304,7 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 			StatusPosts: after.statusPosts - before.statusPosts,
 		},
 	}
-	procs.stop(end, ops, rep)
+	procs.stop(ctx, end, ops, rep)
 	if nodeWatch != nil {
 		rep.Kill = nodeWatch.report(r.agents, killedAt, start)
 	}

@@ -87,7 +87,7 @@ func (l *List) Run(ctx context.Context) (*Report, error) {
 		c listCounters
 	)
 	begin := clk.Now()
-	procs := cfg.startMeters(begin)
+	procs := cfg.startMeters(ctx, begin)
 	runCtx, stopRun := context.WithTimeout(ctx, cfg.Duration)
 	defer stopRun()
 	progressDone := make(chan struct{})
@@ -134,7 +134,7 @@ func (l *List) Run(ctx context.Context) (*Report, error) {
 		r.List.PagesPerList = float64(c.pages.Load()) / float64(ops)
 		r.List.BytesPerList = float64(c.bytes.Load()) / float64(ops)
 	}
-	procs.stop(end, ops, r)
+	procs.stop(ctx, end, ops, r)
 	return r, nil
 }
 

@@ -33,6 +33,10 @@ type Report struct {
 	ServerProcess *ProcessStats `json:"serverProcess,omitempty"`
 	EtcdProcess   *ProcessStats `json:"etcdProcess,omitempty"`
 	LoadGenerator *ProcessStats `json:"loadGenerator,omitempty"`
+	// ServerCollector is the server's Go garbage collector over the
+	// measurement, as the server reports it on /metrics; nil when it
+	// reports no such figures (another API server) or /metrics is refused.
+	ServerCollector *CollectorStats `json:"serverCollector,omitempty"`
 	// ErrorSamples are the first distinct error messages.
 	ErrorSamples []string `json:"errorSamples,omitempty"`
 
@@ -178,6 +182,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	proc("server process", r.ServerProcess)
 	proc("etcd process", r.EtcdProcess)
 	proc("load generator", r.LoadGenerator)
+	if c := r.ServerCollector; c != nil {
+		row("server collector", "%.1f CPU-s in %d collections (%.3f CPU-s per 1000 ops)", c.CPUSeconds, c.Collections, c.CPUSecondsPer1000Ops)
+	}
 	if e := r.Etcd; e != nil {
 		row("raw etcd", "%s, %d-byte values", e.Endpoint, e.ValueBytes)
 		row("  puts", "%d ok, %d errors in %.1fs", e.Ops, e.Errors, e.Seconds)

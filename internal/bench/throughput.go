@@ -111,7 +111,7 @@ func (t *Throughput) Run(ctx context.Context) (*Report, error) {
 	var m meter
 	clk := cfg.Clock
 	start := clk.Now()
-	procs := cfg.startMeters(start)
+	procs := cfg.startMeters(ctx, start)
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	progressDone := make(chan struct{})
 	go func() { progress(runCtx, &cfg.Common, "throughput", &m, nil); close(progressDone) }()
@@ -135,7 +135,7 @@ func (t *Throughput) Run(ctx context.Context) (*Report, error) {
 		Ops: m.ops.Load(), Errors: m.errs.Load(), OpsPerSecond: float64(m.ops.Load()) / secs,
 		Latency: snap.Percentiles(), ErrorSamples: m.errorSamples(),
 	}
-	procs.stop(end, m.ops.Load(), r)
+	procs.stop(ctx, end, m.ops.Load(), r)
 
 	if cfg.EtcdEmbedded || len(cfg.EtcdEndpoints) > 0 {
 		value, err := encodeLease(leases[0])

@@ -170,7 +170,7 @@ func (w *Watch) Run(ctx context.Context) (*Report, error) {
 
 	opened.Wait()
 	begin := clk.Now()
-	procs := cfg.startMeters(begin)
+	procs := cfg.startMeters(ctx, begin)
 	runCtx, stopRun := context.WithTimeout(ctx, cfg.Duration)
 	defer stopRun()
 	progressDone := make(chan struct{})
@@ -225,7 +225,7 @@ func (w *Watch) Run(ctx context.Context) (*Report, error) {
 	if expected > d {
 		r.Watch.Lost = expected - d
 	}
-	procs.stop(end, ops, r)
+	procs.stop(ctx, end, ops, r)
 	return r, nil
 }
 

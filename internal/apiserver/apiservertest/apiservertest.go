@@ -8,6 +8,7 @@ import (
 	"context"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -55,6 +56,8 @@ type Options struct {
 	RequestReadTimeout                              time.Duration
 	// Dashboard sets apiserver.Config.Dashboard; nil serves none.
 	Dashboard fs.FS
+	// Extra sets apiserver.Config.Extra (for example a /metrics).
+	Extra map[string]http.Handler
 }
 
 // Server is a running test server.
@@ -111,7 +114,7 @@ func Start(t testing.TB, opts Options) *Server {
 		Store: st, Authenticator: tokens, OpenAPI: docs, GarbageCollection: opts.GarbageCollection, Logger: log,
 		Authorization: opts.Authorization, Audit: opts.Audit,
 		MaxRequestsInFlight: opts.MaxRequestsInFlight, MaxRequestsInFlightPerUser: opts.MaxRequestsInFlightPerUser,
-		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard,
+		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard, Extra: opts.Extra,
 	})
 	if err != nil {
 		t.Fatal(err)
