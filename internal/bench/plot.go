@@ -47,6 +47,7 @@ type PlotConfig struct {
 type scalePoint struct {
 	nodes  int
 	cpu    float64 // server CPU-seconds per 1000 renewals
+	gc     float64 // of it, the server's Go collector
 	rss    float64 // server resident set per lease, KiB
 	p99    float64 // renewal latency, ms
 	behind bool    // renewed well below the offered rate
@@ -58,7 +59,7 @@ func scalePoints(reports []*Report) ([]scalePoint, error) {
 		if r.Scenario != "fleet" || r.Fleet == nil || r.Fleet.Nodes <= 0 {
 			return nil, fmt.Errorf("bench: report %d is a %q report, not a fleet one", i+1, r.Scenario)
 		}
-		p := scalePoint{nodes: r.Fleet.Nodes, cpu: math.NaN(), rss: math.NaN(), p99: math.NaN()}
+		p := scalePoint{nodes: r.Fleet.Nodes, cpu: math.NaN(), gc: math.NaN(), rss: math.NaN(), p99: math.NaN()}
 		if r.Latency.Count > 0 {
 			p.p99 = r.Latency.P99
 		}
@@ -67,6 +68,9 @@ func scalePoints(reports []*Report) ([]scalePoint, error) {
 				p.cpu = s.CPUSecondsPer1000Ops
 			}
 			p.rss = float64(s.RSSBytes) / 1024 / float64(r.Fleet.Nodes)
+		}
+		if c := r.ServerCollector; c != nil && r.Ops > 0 {
+			p.gc = c.CPUSecondsPer1000Ops
 		}
 		p.behind = r.TargetOpsPerSecond > 0 && r.OpsPerSecond < keptUpFraction*r.TargetOpsPerSecond
 		pts = append(pts, p)
@@ -92,15 +96,26 @@ type panel struct {
 	value       func(scalePoint) float64
 }
 
-var panels = []panel{
-	{"server CPU-seconds per 1 000 renewals", "CPU-s", func(p scalePoint) float64 { return p.cpu }},
-	{"server resident memory per lease", "KiB", func(p scalePoint) float64 { return p.rss }},
-	{"renewal latency, 99th percentile", "ms", func(p scalePoint) float64 { return p.p99 }},
+var (
+	cpuPanel       = panel{"server CPU-seconds per 1 000 renewals", "CPU-s", func(p scalePoint) float64 { return p.cpu }}
+	collectorPanel = panel{"of it, the server's Go garbage collector", "CPU-s", func(p scalePoint) float64 { return p.gc }}
+	rssPanel       = panel{"server resident memory per lease", "KiB", func(p scalePoint) float64 { return p.rss }}
+	p99Panel       = panel{"renewal latency, 99th percentile", "ms", func(p scalePoint) float64 { return p.p99 }}
+)
+
+// panelsFor chooses the panels of pts: the collector's only when some run
+// reports it (reports of other servers, and of leasehold before 7fbd5f1, do
+// not).
+func panelsFor(pts []scalePoint) []panel {
+	if slices.ContainsFunc(pts, func(p scalePoint) bool { return !math.IsNaN(p.gc) }) {
+		return []panel{cpuPanel, collectorPanel, rssPanel, p99Panel}
+	}
+	return []panel{cpuPanel, rssPanel, p99Panel}
 }
 
 // WritePlot draws the fleet reports as an SVG image: one panel per figure
-// (server CPU per 1000 renewals, server memory per lease, renewal p99
-// latency) over a shared logarithmic axis of the number of nodes. Runs that
+// (server CPU per 1000 renewals, the part of it its Go collector took when
+// the reports give it, server memory per lease, renewal p99 latency) over a shared logarithmic axis of the number of nodes. Runs that
 // renewed below 95% of the offered rate have hollow markers.
 func WritePlot(w io.Writer, reports []*Report, cfg PlotConfig) error {
 	pts, err := scalePoints(reports)
@@ -113,6 +128,7 @@ func WritePlot(w io.Writer, reports []*Report, cfg PlotConfig) error {
 	if cfg.Title == "" {
 		cfg.Title = "leasehold fleet scaling"
 	}
+	panels := panelsFor(pts)
 	xt := logTicks(float64(pts[0].nodes), float64(pts[len(pts)-1].nodes))
 	// The frame reaches a little beyond the outer ticks, so that no marker
 	// sits on it.

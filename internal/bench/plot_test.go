@@ -92,6 +92,12 @@ func fleetReport(n int, keptUp float64, server bool) *Report {
 	return r
 }
 
+// withCollector adds the server's collector figures to r.
+func withCollector(r *Report) *Report {
+	r.ServerCollector = &CollectorStats{CPUSeconds: 0.3, CPUSecondsPer1000Ops: 0.05, Collections: 4}
+	return r
+}
+
 // svgCounts is what a test looks for in a plot.
 type svgCounts struct {
 	panels  int
@@ -175,6 +181,9 @@ func TestWritePlot(t *testing.T) {
 		{"one fell behind", []*Report{fleetReport(1000, 1, true), fleetReport(100000, 0.8, true)}, "16 cores <AMD> & NVMe", []int{2, 2, 2}, 3, 2},
 		{"just keeping up", []*Report{fleetReport(1000, 0.96, true)}, "", []int{1, 1, 1}, 0, 1},
 		{"server not measured", []*Report{fleetReport(1000, 1, true), fleetReport(2000, 1, false)}, "", []int{1, 1, 2}, 0, 1},
+		// The collector's panel comes second, with a marker for each run
+		// that reports it.
+		{"collector", []*Report{withCollector(fleetReport(1000, 1, true)), fleetReport(10000, 1, true), withCollector(fleetReport(100000, 1, true))}, "", []int{3, 2, 3, 3}, 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,8 +192,11 @@ func TestWritePlot(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := readSVG(t, b.Bytes())
-			if c.panels != 3 || !slices.Equal(c.markers, tt.markers) {
-				t.Errorf("%d panels with %v markers, want 3 with %v", c.panels, c.markers, tt.markers)
+			if c.panels != len(tt.markers) || !slices.Equal(c.markers, tt.markers) {
+				t.Errorf("%d panels with %v markers, want %d with %v", c.panels, c.markers, len(tt.markers), tt.markers)
+			}
+			if hasGC := slices.Contains(c.texts, collectorPanel.title); hasGC != (len(tt.markers) == 4) {
+				t.Errorf("collector panel drawn: %v, with %d panels", hasGC, c.panels)
 			}
 			if c.behind != tt.behind || c.legend != tt.legend {
 				t.Errorf("%d hollow markers, %d in the legend; want %d and %d", c.behind, c.legend, tt.behind, tt.legend)
