@@ -9,7 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 )
 
@@ -50,12 +50,12 @@ func (c *Common) startCollectorMeter(ctx context.Context) collectorMeter {
 	cfg := rest.CopyConfig(c.REST)
 	cfg.AcceptContentTypes = "text/plain"
 	cfg.Timeout = collectorTimeout
-	cs, err := kubernetes.NewForConfig(cfg)
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		c.Logger.Debug("server collector not measured", "err", err)
 		return collectorMeter{}
 	}
-	client := cs.Discovery().RESTClient()
+	client := dc.RESTClient()
 	start, err := readCollector(ctx, client)
 	if err != nil {
 		c.Logger.Debug("server collector not measured", "err", err)

@@ -115,8 +115,9 @@ func panelsFor(pts []scalePoint) []panel {
 
 // WritePlot draws the fleet reports as an SVG image: one panel per figure
 // (server CPU per 1000 renewals, the part of it its Go collector took when
-// the reports give it, server memory per lease, renewal p99 latency) over a shared logarithmic axis of the number of nodes. Runs that
-// renewed below 95% of the offered rate have hollow markers.
+// the reports give it, server memory per lease, renewal p99 latency) over
+// a shared logarithmic axis of the number of nodes. Runs that renewed below
+// 95% of the offered rate have hollow markers.
 func WritePlot(w io.Writer, reports []*Report, cfg PlotConfig) error {
 	pts, err := scalePoints(reports)
 	if err != nil {
