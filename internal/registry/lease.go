@@ -46,12 +46,42 @@ var Leases = &Resource{
 
 func init() { register(Leases) }
 
-// leaseSharedStrings names a Lease's holder, which in kube-node-lease is
-// the node's name and so the lease's own.
+// leaseSharedStrings shares what a Lease's spec repeats. Its holder is, in
+// kube-node-lease, the node's name and so the lease's own: the holder then
+// points at the lease's name field itself, and the string and its pointer
+// cost nothing of their own. Its duration and transitions point at shared
+// copies of their values. At 100 000 node leases these are 200 000 heap
+// objects fewer for the collector to mark.
 func leaseSharedStrings(obj runtime.Object, _, named func(*string)) {
-	if h := obj.(*coordinationv1.Lease).Spec.HolderIdentity; h != nil {
-		named(h)
+	l := obj.(*coordinationv1.Lease)
+	if h := l.Spec.HolderIdentity; h != nil {
+		if *h == l.Name {
+			l.Spec.HolderIdentity = &l.Name
+		} else {
+			named(h)
+		}
 	}
+	l.Spec.LeaseDurationSeconds = sharedInt32(l.Spec.LeaseDurationSeconds)
+	l.Spec.LeaseTransitions = sharedInt32(l.Spec.LeaseTransitions)
+}
+
+// smallInt32s holds the values sharedInt32 shares: durations of up to an
+// hour, and as many transitions. Nothing writes to it after init.
+var smallInt32s [3601]int32
+
+func init() {
+	for i := range smallInt32s {
+		smallInt32s[i] = int32(i)
+	}
+}
+
+// sharedInt32 returns a pointer to a shared copy of *p when it has one, and
+// p otherwise (nil for nil).
+func sharedInt32(p *int32) *int32 {
+	if p != nil && *p >= 0 && int(*p) < len(smallInt32s) {
+		return &smallInt32s[*p]
+	}
+	return p
 }
 
 // knownLeaseStrategies are the strategies Kubernetes defines; others must be

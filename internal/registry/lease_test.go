@@ -62,3 +62,44 @@ func TestEqualLeaseSpecs(t *testing.T) {
 		t.Error("two empty specs differ")
 	}
 }
+
+// TestLeaseSharedStrings: a node lease's holder points at its own name, its
+// duration and transitions at shared values; another holder is named for
+// sharing, and what has no shared copy is left as it was.
+func TestLeaseSharedStrings(t *testing.T) {
+	lease := func(name, holder string, duration, transitions *int32) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: duration, LeaseTransitions: transitions}}
+	}
+	noNamed := func(*string) { t.Error("a node lease's holder named for sharing") }
+
+	a, b := lease("node-a", "node-a", ptr.To[int32](40), ptr.To[int32](0)), lease("node-b", "node-b", ptr.To[int32](40), nil)
+	leaseSharedStrings(a, nil, noNamed)
+	leaseSharedStrings(b, nil, noNamed)
+	if a.Spec.HolderIdentity != &a.Name || *a.Spec.HolderIdentity != "node-a" {
+		t.Errorf("holder %q does not point at the lease's own name", *a.Spec.HolderIdentity)
+	}
+	if a.Spec.LeaseDurationSeconds != b.Spec.LeaseDurationSeconds || *a.Spec.LeaseDurationSeconds != 40 {
+		t.Error("equal durations not shared")
+	}
+	if *a.Spec.LeaseTransitions != 0 || b.Spec.LeaseTransitions != nil {
+		t.Error("transitions changed")
+	}
+
+	long, negative := ptr.To[int32](86400), ptr.To[int32](-1)
+	other := lease("leader", "replica-1", long, negative)
+	holder := other.Spec.HolderIdentity
+	named := 0
+	leaseSharedStrings(other, nil, func(p *string) {
+		if p != holder {
+			t.Error("named a string other than the holder")
+		}
+		named++
+	})
+	if named != 1 || other.Spec.HolderIdentity != holder || *holder != "replica-1" {
+		t.Errorf("another holder: named %d times, holder %q", named, *other.Spec.HolderIdentity)
+	}
+	if other.Spec.LeaseDurationSeconds != long || other.Spec.LeaseTransitions != negative || *long != 86400 || *negative != -1 {
+		t.Error("a value without a shared copy was replaced")
+	}
+}
