@@ -157,7 +157,8 @@ func WritePlot(w io.Writer, reports []*Report, cfg PlotConfig) error {
 				maxY = max(maxY, v)
 			}
 		}
-		yt := linearTicks(maxY)
+		// Room above the highest marker for its label.
+		yt := linearTicks(maxY * 1.1)
 		ypos := func(v float64) float64 { return bottom - v/yt.hi*panelHeight }
 
 		fmt.Fprintf(&b, "<g class=\"panel\">\n")
@@ -177,23 +178,22 @@ func WritePlot(w io.Writer, reports []*Report, cfg PlotConfig) error {
 		fmt.Fprintf(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"none\" stroke=\"#444\"/>\n", plotLeft, top, innerW, panelHeight)
 		fmt.Fprintf(&b, "<text x=\"20\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 20 %.1f)\">%s</text>\n", (top+bottom)/2, (top+bottom)/2, escape(pn.unit))
 
+		groups := valuesByNodes(pts, pn.value)
 		var line []string
-		for _, p := range pts {
-			if v := pn.value(p); !math.IsNaN(v) {
-				line = append(line, fmt.Sprintf("%.1f,%.1f", xpos(float64(p.nodes)), ypos(v)))
-			}
+		for _, g := range groups {
+			line = append(line, fmt.Sprintf("%.1f,%.1f", xpos(float64(g.nodes)), ypos(median(g.values))))
 		}
 		if len(line) > 1 {
 			fmt.Fprintf(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"#1f5fa8\" stroke-width=\"2\"/>\n", strings.Join(line, " "))
 		}
 		for _, p := range pts {
-			v := pn.value(p)
-			if math.IsNaN(v) {
-				continue
+			if v := pn.value(p); !math.IsNaN(v) {
+				marker(&b, xpos(float64(p.nodes)), ypos(v), p.behind)
 			}
-			x, y := xpos(float64(p.nodes)), ypos(v)
-			marker(&b, x, y, p.behind)
-			text(&b, x, y-9, "middle", `font-size="10" fill="#333"`, strconv.FormatFloat(v, 'g', 3, 64))
+		}
+		// Each N's figure (the median of its runs) above its highest marker.
+		for _, g := range groups {
+			text(&b, xpos(float64(g.nodes)), ypos(slices.Max(g.values))-9, "middle", `font-size="10" fill="#333"`, strconv.FormatFloat(median(g.values), 'g', 3, 64))
 		}
 		fmt.Fprintf(&b, "</g>\n")
 	}
@@ -204,16 +204,68 @@ func WritePlot(w io.Writer, reports []*Report, cfg PlotConfig) error {
 	return err
 }
 
-// legend explains the markers under the title; the hollow one only when
-// some run fell behind.
+// nodeValues are the figures of one panel's runs at one N.
+type nodeValues struct {
+	nodes  int
+	values []float64
+}
+
+// valuesByNodes groups the figures value gives of pts (sorted by N) by N,
+// leaving out what the reports lack.
+func valuesByNodes(pts []scalePoint, value func(scalePoint) float64) []nodeValues {
+	var out []nodeValues
+	for _, p := range pts {
+		v := value(p)
+		if math.IsNaN(v) {
+			continue
+		}
+		if len(out) == 0 || out[len(out)-1].nodes != p.nodes {
+			out = append(out, nodeValues{nodes: p.nodes})
+		}
+		out[len(out)-1].values = append(out[len(out)-1].values, v)
+	}
+	return out
+}
+
+// median of vs (not empty): the middle value, or the mean of the two in
+// the middle.
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// legend explains the markers under the title: a run on schedule; a hollow
+// one when some run fell behind; the line when some N had several runs.
+// Two to a row.
 func legend(b *bytes.Buffer, pts []scalePoint) {
-	y := 52.0
-	marker(b, plotLeft+6, y-4, false)
-	text(b, plotLeft+16, y, "start", "", "one fleet run, renewing on schedule")
+	items := []func(x, y float64){func(x, y float64) {
+		marker(b, x+6, y-4, false)
+		text(b, x+16, y, "start", "", "one fleet run, renewing on schedule")
+	}}
 	if slices.ContainsFunc(pts, func(p scalePoint) bool { return p.behind }) {
-		x := float64(plotLeft + 300)
-		marker(b, x, y-4, true)
-		text(b, x+10, y, "start", "", fmt.Sprintf("fell behind: under %.0f%% of the offered renewals/s", keptUpFraction*100))
+		items = append(items, func(x, y float64) {
+			marker(b, x, y-4, true)
+			text(b, x+10, y, "start", "", fmt.Sprintf("fell behind: under %.0f%% of the offered renewals/s", keptUpFraction*100))
+		})
+	}
+	for i := 1; i < len(pts); i++ {
+		if pts[i].nodes == pts[i-1].nodes {
+			items = append(items, func(x, y float64) {
+				fmt.Fprintf(b, "<line class=\"median\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f5fa8\" stroke-width=\"2\"/>\n", x, y-4, x+14, y-4)
+				text(b, x+20, y, "start", "", "median of the runs at each N (its figure)")
+			})
+			break
+		}
+	}
+	y := 52.0
+	if len(items) > 2 {
+		y = 46
+	}
+	for i, item := range items {
+		item(float64(plotLeft+300*(i%2)), y+18*float64(i/2))
 	}
 }
 

@@ -253,3 +253,62 @@ func TestReadReports(t *testing.T) {
 		t.Errorf("empty input: %v, %v", got, err)
 	}
 }
+
+// TestWritePlotRepeatedRuns: several runs at one N each get a marker, the
+// line joins each N's median, and the label gives the median alone.
+func TestWritePlotRepeatedRuns(t *testing.T) {
+	withCPU := func(n int, cpu float64) *Report {
+		r := fleetReport(n, 1, true)
+		r.ServerProcess.CPUSecondsPer1000Ops = cpu
+		return r
+	}
+	reports := []*Report{withCPU(1000, 0.41), withCPU(10000, 0.71), withCPU(1000, 0.63), withCPU(10000, 0.93), withCPU(10000, 0.87)}
+	var b bytes.Buffer
+	if err := WritePlot(&b, reports, PlotConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	c := readSVG(t, b.Bytes())
+	if !slices.Equal(c.markers, []int{5, 5, 5}) || c.legend != 1 {
+		t.Errorf("%v markers and %d in the legend, want 5 a panel and 1", c.markers, c.legend)
+	}
+	for _, want := range []string{"0.52", "0.87", "median of the runs at each N (its figure)"} {
+		if !slices.Contains(c.texts, want) {
+			t.Errorf("no text %q in %q", want, c.texts)
+		}
+	}
+	for _, single := range []string{"0.41", "0.63", "0.71", "0.93"} {
+		if slices.Contains(c.texts, single) {
+			t.Errorf("a single run's figure %q labelled", single)
+		}
+	}
+	doc := b.String()
+	start := strings.Index(doc, `<polyline points="`)
+	if start < 0 {
+		t.Fatal("no line")
+	}
+	points := strings.Fields(doc[start+len(`<polyline points="`) : start+strings.Index(doc[start:], `" `)])
+	if len(points) != 2 {
+		t.Errorf("the first panel's line has %d points (%q), want one per N", len(points), points)
+	}
+
+	// One run per N: no line in the legend, as before.
+	b.Reset()
+	if err := WritePlot(&b, reports[:2], PlotConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "median of the runs") {
+		t.Error("the median's legend drawn with one run per N")
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tt := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{4, 1}, 2.5}, {[]float64{9, 1, 5}, 5}, {[]float64{7, 1, 3, 5}, 4}} {
+		in := slices.Clone(tt.in)
+		if got := median(tt.in); got != tt.want || !slices.Equal(in, tt.in) {
+			t.Errorf("median(%v) = %v, want %v, input left alone", in, got, tt.want)
+		}
+	}
+}
