@@ -73,6 +73,12 @@
 #   BENCH_THROUGHPUT_DURATION  throughput measurement (default 30s)
 #   BENCH_WATCH_DURATION       watch measurement (default 30s)
 #   BENCH_LIST_DURATION        list measurement per fleet size (default 5s)
+#   BENCH_ROUNDS               rounds of the fleet sizes (default 1): each
+#                              round runs fleet, list and restart at every
+#                              N in turn, so that a machine's slow drift
+#                              falls on every N alike; round R's results
+#                              end in -rR, and the plot joins each N's
+#                              median
 #   BENCH_RESTARTS             restarts per fleet size; the median is kept
 #                              (default 3)
 #   BENCH_SERVE_FLAGS          extra flags for every `leasehold serve`
@@ -94,6 +100,7 @@ BENCH_THROUGHPUT_DURATION=${BENCH_THROUGHPUT_DURATION:-30s}
 BENCH_WATCH_DURATION=${BENCH_WATCH_DURATION:-30s}
 BENCH_LIST_DURATION=${BENCH_LIST_DURATION:-5s}
 BENCH_RESTARTS=${BENCH_RESTARTS:-3}
+BENCH_ROUNDS=${BENCH_ROUNDS:-1}
 BENCH_SERVE_FLAGS=${BENCH_SERVE_FLAGS:-}
 BENCH_RATE=${BENCH_RATE:-}
 BENCH_COMPARE_NODES=${BENCH_COMPARE_NODES:-10000}
@@ -380,8 +387,13 @@ bench fleet "$BENCH_OUT/ceiling-fleet-$BENCH_CEILING_NODES.json" --nodes "$BENCH
 stop_server
 fi
 
+for ((round = 1; round <= BENCH_ROUNDS; round++)); do
+wanted fleet || break
+((BENCH_ROUNDS == 1)) || log "round $round of $BENCH_ROUNDS"
 for n in $BENCH_NODES; do
-	wanted fleet || break
+	# A single round's results keep the names they have always had.
+	run=$n
+	((BENCH_ROUNDS == 1)) || run=$n-r$round
 	interval=$BENCH_INTERVAL lease=$BENCH_LEASE_DURATION report=()
 	if [[ -n $BENCH_RATE ]]; then
 		# Milliseconds, so that any N and rate give a whole interval.
@@ -396,11 +408,11 @@ for n in $BENCH_NODES; do
 		report=(--node-status-report-period "$((30 * ms))ms")
 	fi
 	log "fleet: $n nodes renewing every $interval, for $BENCH_DURATION"
-	fresh_server "fleet-$n"
-	bench fleet "$BENCH_OUT/fleet-$n.json" --nodes "$n" --interval "$interval" --lease-duration "$lease" --duration "$BENCH_DURATION" "${report[@]}"
+	fresh_server "fleet-$run"
+	bench fleet "$BENCH_OUT/fleet-$run.json" --nodes "$n" --interval "$interval" --lease-duration "$lease" --duration "$BENCH_DURATION" "${report[@]}"
 
 	log "list: the $n leases of kube-node-lease, unpaginated, for $BENCH_LIST_DURATION"
-	bench list "$BENCH_OUT/list-$n.json" --duration "$BENCH_LIST_DURATION" --chunk-size 0
+	bench list "$BENCH_OUT/list-$run.json" --duration "$BENCH_LIST_DURATION" --chunk-size 0
 
 	log "restart with $n nodes and leases, $BENCH_RESTARTS times"
 	runs=() fills=()
@@ -418,12 +430,13 @@ for n in $BENCH_NODES; do
 	ready=$(median "${runs[@]}")
 	filled=$(median "${fills[@]}")
 	printf '{"nodes": %d, "readySeconds": %s, "runs": [%s], "cachesFilledSeconds": %s, "fills": [%s]}\n' \
-		"$n" "$ready" "$(IFS=,; echo "${runs[*]}")" "$filled" "$(IFS=,; echo "${fills[*]}")" >"$BENCH_OUT/restart-$n.json"
+		"$n" "$ready" "$(IFS=,; echo "${runs[*]}")" "$filled" "$(IFS=,; echo "${fills[*]}")" >"$BENCH_OUT/restart-$run.json"
 	echo "ready ${ready}s after exec, caches filled ${filled}s (medians of $BENCH_RESTARTS), with $n nodes and leases" >&2
-	echo "results: $BENCH_OUT/restart-$n.json" >&2
+	echo "results: $BENCH_OUT/restart-$run.json" >&2
 	stop_server
 	rm -rf "$DATA_DIR"
 	FLEET_SERVE_FLAGS=""
+done
 done
 
 if wanted watch; then
