@@ -116,8 +116,9 @@ func panelsFor(pts []scalePoint) []panel {
 // WritePlot draws the fleet reports as an SVG image: one panel per figure
 // (server CPU per 1000 renewals, the part of it its Go collector took when
 // the reports give it, server memory per lease, renewal p99 latency) over
-// a shared logarithmic axis of the number of nodes. Runs that renewed below
-// 95% of the offered rate have hollow markers.
+// a shared logarithmic axis of the number of nodes. Each run is a marker,
+// hollow when it renewed below 95% of the offered rate; the line joins the
+// median of the runs at each N, and each N is labelled with it.
 func WritePlot(w io.Writer, reports []*Report, cfg PlotConfig) error {
 	pts, err := scalePoints(reports)
 	if err != nil {

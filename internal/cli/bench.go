@@ -257,7 +257,8 @@ func runBenchPlot(args []string) error {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: leasehold bench plot [--out FILE] [--title TITLE] REPORT.json...\n\n"+
 			"Reads fleet reports, as 'leasehold bench fleet --json' prints them (a file may hold\n"+
-			"several, one after another), and draws them as an SVG scaling curve.\n\n")
+			"several, one after another), and draws them as an SVG scaling curve: a marker per\n"+
+			"run, and a line through the median of the runs at each number of nodes.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
