@@ -188,9 +188,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 				c.log.Error("watch cache: skipping undecodable object", "key", string(kv.Key), "err", err)
 				continue
 			}
-			key := string(kv.Key)
-			c.share.share(obj, key)
-			items[key] = obj
+			items[c.share.share(obj, string(kv.Key))] = obj
 		}
 	}
 	if fetchErr != nil {
@@ -302,7 +300,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 				c.log.Error("watch cache: skipping undecodable object", "key", keys[i], "err", err)
 				continue
 			}
-			c.share.share(obj, keys[i])
+			keys[i] = c.share.share(obj, keys[i])
 			decoded[i] = obj
 		}
 	}
