@@ -52,7 +52,7 @@ func init() { register(Leases) }
 // cost nothing of their own. Its duration and transitions point at shared
 // copies of their values. At 100 000 node leases these are 200 000 heap
 // objects fewer for the collector to mark.
-func leaseSharedStrings(obj runtime.Object, _, named, _ func(*string)) {
+func leaseSharedStrings(obj runtime.Object, _, named func(*string)) {
 	l := obj.(*coordinationv1.Lease)
 	if h := l.Spec.HolderIdentity; h != nil {
 		if *h == l.Name {

@@ -74,8 +74,8 @@ func TestLeaseSharedStrings(t *testing.T) {
 	noNamed := func(*string) { t.Error("a node lease's holder named for sharing") }
 
 	a, b := lease("node-a", "node-a", ptr.To[int32](40), ptr.To[int32](0)), lease("node-b", "node-b", ptr.To[int32](40), nil)
-	leaseSharedStrings(a, nil, noNamed, nil)
-	leaseSharedStrings(b, nil, noNamed, nil)
+	leaseSharedStrings(a, nil, noNamed)
+	leaseSharedStrings(b, nil, noNamed)
 	if a.Spec.HolderIdentity != &a.Name || *a.Spec.HolderIdentity != "node-a" {
 		t.Errorf("holder %q does not point at the lease's own name", *a.Spec.HolderIdentity)
 	}
@@ -95,7 +95,7 @@ func TestLeaseSharedStrings(t *testing.T) {
 			t.Error("named a string other than the holder")
 		}
 		named++
-	}, nil)
+	})
 	if named != 1 || other.Spec.HolderIdentity != holder || *holder != "replica-1" {
 		t.Errorf("another holder: named %d times, holder %q", named, *other.Spec.HolderIdentity)
 	}

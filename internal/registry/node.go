@@ -214,12 +214,12 @@ func nodeChangedFields(obj, old runtime.Object) ([][]string, bool) {
 
 // nodeSharedStrings names what a fleet's Nodes mostly have in common: the
 // conditions' types, statuses, reasons and messages, the addresses' types,
-// taints, and the OS, kernel and versions. With the managedFields and
-// owner strings the store shares for every kind, 18 MB of the heap at
-// 100 000 nodes and leases. An address that is the node's name (its
-// Hostname address, as agents report it) shares the name. The machine,
-// system and boot IDs are each machine's own, and named as such.
-func nodeSharedStrings(obj runtime.Object, str, named, own func(*string)) {
+// taints, and the OS, kernel and versions (not the machine, system and
+// boot IDs, which are each machine's own). With the managedFields and owner
+// strings the store shares for every kind, 18 MB of the heap at 100 000
+// nodes and leases. An address that is the node's name (its Hostname
+// address, as agents report it) shares the name.
+func nodeSharedStrings(obj runtime.Object, str, named func(*string)) {
 	n := obj.(*corev1.Node)
 	for i := range n.Status.Conditions {
 		c := &n.Status.Conditions[i]
@@ -243,7 +243,4 @@ func nodeSharedStrings(obj runtime.Object, str, named, own func(*string)) {
 		&info.KubeletVersion, &info.KubeProxyVersion, &info.OperatingSystem, &info.Architecture} {
 		str(p)
 	}
-	own(&info.MachineID)
-	own(&info.SystemUUID)
-	own(&info.BootID)
 }

@@ -95,11 +95,10 @@ type Resource struct {
 	// SharedStrings, when set, calls common with a pointer to each string
 	// of obj that most objects of the kind have in common, and named with
 	// each that usually repeats obj's name, so that the watch cache can
-	// point them at one shared copy, and own with each that is obj's
-	// alone, which the cache packs with obj's key (store.StringSharing).
-	// It may point obj's pointer fields at shared values itself, as a
-	// Lease's holder at its own name.
-	SharedStrings func(obj runtime.Object, common, named, own func(*string))
+	// point them at one shared copy (store.StringSharing). It may point
+	// obj's pointer fields at shared values itself, as a Lease's holder at
+	// its own name.
+	SharedStrings func(obj runtime.Object, common, named func(*string))
 
 	// AllowCreateOnUpdate lets PUT create a missing object.
 	AllowCreateOnUpdate bool

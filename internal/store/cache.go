@@ -188,7 +188,9 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 				c.log.Error("watch cache: skipping undecodable object", "key", string(kv.Key), "err", err)
 				continue
 			}
-			items[c.share.share(obj, string(kv.Key))] = obj
+			key := string(kv.Key)
+			c.share.share(obj, key)
+			items[key] = obj
 		}
 	}
 	if fetchErr != nil {
@@ -300,7 +302,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 				c.log.Error("watch cache: skipping undecodable object", "key", keys[i], "err", err)
 				continue
 			}
-			keys[i] = c.share.share(obj, keys[i])
+			c.share.share(obj, keys[i])
 			decoded[i] = obj
 		}
 	}

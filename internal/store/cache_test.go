@@ -8,7 +8,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -56,7 +55,7 @@ func TestFieldSetsShared(t *testing.T) {
 // the table stops growing at its bound.
 func TestStringsShared(t *testing.T) {
 	s := newSharer()
-	s.kind = func(obj runtime.Object, str, _, _ func(*string)) {
+	s.kind = func(obj runtime.Object, str, _ func(*string)) {
 		str(obj.(*coordinationv1.Lease).Spec.HolderIdentity)
 	}
 	lease := func(holder string) *coordinationv1.Lease {
@@ -141,7 +140,7 @@ func TestTimesShared(t *testing.T) {
 // references' flags keep their values.
 func TestNameShared(t *testing.T) {
 	s := newSharer()
-	s.kind = func(obj runtime.Object, _, named, _ func(*string)) {
+	s.kind = func(obj runtime.Object, _, named func(*string)) {
 		if h := obj.(*coordinationv1.Lease).Spec.HolderIdentity; h != nil {
 			named(h)
 		}
@@ -162,7 +161,8 @@ func TestNameShared(t *testing.T) {
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
 	a, b := lease("node-1", "node-1", true), lease("node-2", "someone-else", false)
 	keyA, keyB := str("/leases/ns/node-1"), str("/leases/ns/other-node-2")
-	keyA, keyB = s.share(a, keyA), s.share(b, keyB)
+	s.share(a, keyA)
+	s.share(b, keyB)
 	if a.Name != "node-1" || !same(a.Name, keyA[len(keyA)-len("node-1"):]) {
 		t.Errorf("name %q does not point into its key", a.Name)
 	}
@@ -231,57 +231,5 @@ func TestLabelsShared(t *testing.T) {
 	}
 	if len(s.strings) != 2 {
 		t.Errorf("hostnames reached the table of other strings: it holds %d", len(s.strings))
-	}
-}
-
-// TestOwnStringsPacked: an object's key, uid, resourceVersion, owners' uids
-// and the strings its kind names as its own end up in one string of the
-// object's own, with their values unchanged; the key returned is that
-// copy, and the name points into it. An object with a key alone keeps it.
-func TestOwnStringsPacked(t *testing.T) {
-	s := newSharer()
-	s.kind = func(obj runtime.Object, _, _, own func(*string)) {
-		own(obj.(*coordinationv1.Lease).Spec.HolderIdentity)
-	}
-	str := func(v string) string { return string([]byte(v)) }
-	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: str("node-1"), Namespace: str("kube-node-lease"), UID: types.UID(str("1b4e28ba-2fa1-11d2-883f-0016d3cca427")), ResourceVersion: str("4711"),
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: str("node-1"), UID: types.UID(str("6fa459ea-ee8a-3ca4-894e-db77e160355e"))}, {Name: str("no-uid")}}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(str("elsewhere"))},
-	}
-	in := str("/leases/kube-node-lease/node-1")
-	key := s.share(l, in)
-
-	own := []string{key, string(l.UID), l.ResourceVersion, string(l.OwnerReferences[0].UID), *l.Spec.HolderIdentity}
-	want := []string{in, "1b4e28ba-2fa1-11d2-883f-0016d3cca427", "4711", "6fa459ea-ee8a-3ca4-894e-db77e160355e", "elsewhere"}
-	total, first := 0, uintptr(0)
-	for i, v := range own {
-		if v != want[i] {
-			t.Fatalf("own string %d is %q, want %q", i, v, want[i])
-		}
-		total += len(v)
-		if p := uintptr(unsafe.Pointer(unsafe.StringData(v))); first == 0 || p < first {
-			first = p
-		}
-	}
-	for i, v := range own {
-		if end := uintptr(unsafe.Pointer(unsafe.StringData(v))) - first + uintptr(len(v)); end > uintptr(total) {
-			t.Errorf("own string %d (%q) lies outside the %d bytes they take together", i, v, total)
-		}
-	}
-	if unsafe.StringData(key) == unsafe.StringData(in) {
-		t.Error("the key returned is the one given, not its packed copy")
-	}
-	if l.Name != "node-1" || unsafe.StringData(l.Name) != unsafe.StringData(key[len(key)-len("node-1"):]) {
-		t.Errorf("name %q does not point into the packed key", l.Name)
-	}
-	if l.OwnerReferences[1].UID != "" || l.OwnerReferences[1].Name != "no-uid" {
-		t.Error("an owner without a uid changed")
-	}
-
-	alone := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
-	s.kind = nil
-	if in := str("/leases/ns/n"); unsafe.StringData(s.share(alone, in)) != unsafe.StringData(in) {
-		t.Error("a key with nothing to pack with it was copied")
 	}
 }

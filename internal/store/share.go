@@ -1,13 +1,11 @@
 package store
 
 import (
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // sharer lets the objects a watch cache holds share equal values instead
@@ -35,12 +33,6 @@ import (
 //     only: once full, it starts again empty;
 //   - owner references' controller and blockOwnerDeletion flags.
 //
-// What is the object's own and shared with no other (its key, uid and
-// resourceVersion, its owners' uids, and what the kind's StringSharing
-// names as its own) it packs into one string of its own: one heap object
-// where there were several, so that the collector, following the
-// object's pointers, reads one place in the heap instead of one for each.
-//
 // The tables are bounded: once full (as the field sets of Leases soon are,
 // each naming its owner's UID) a table only reuses what it holds, except
 // the table of times. Objects must not be shared yet when they pass
@@ -53,19 +45,16 @@ type sharer struct {
 	times       map[time.Time]*metav1.Time
 	kind        StringSharing
 
-	// name is the name of the object being shared. commons, nameds and
-	// owns collect the strings kind names, through collectCommon,
-	// collectNamed and collectOwn (made once), until they are shared.
-	name                                    string
-	commons, nameds, owns                   []*string
-	collectCommon, collectNamed, collectOwn func(*string)
+	// name is the name of the object being shared; common and named are
+	// str and ownName as values made once, for kind.
+	name          string
+	common, named func(*string)
 }
 
 // StringSharing names the strings of obj's own fields that can be shared:
 // it calls common with those that most objects of its kind have in common,
-// named with those that usually repeat obj's name, and own with those
-// that are obj's alone (a machine's IDs), which are packed with its key.
-type StringSharing func(obj runtime.Object, common, named, own func(*string))
+// and named with those that usually repeat obj's name.
+type StringSharing func(obj runtime.Object, common, named func(*string))
 
 const (
 	maxFieldSets     = 1024
@@ -75,24 +64,15 @@ const (
 
 func newSharer() *sharer {
 	s := &sharer{fields: map[string]*metav1.FieldsV1{}, strings: map[string]string{}, labelValues: map[string]string{}, times: map[time.Time]*metav1.Time{}}
-	s.collectCommon = func(p *string) { s.commons = append(s.commons, p) }
-	s.collectNamed = func(p *string) { s.nameds = append(s.nameds, p) }
-	s.collectOwn = func(p *string) { s.owns = append(s.owns, p) }
+	s.common, s.named = s.str, s.ownName
 	return s
 }
 
-// share has obj, about to be cached under key, share what it can, and
-// returns the key to cache it under: a copy in obj's own packed string.
-func (s *sharer) share(obj runtime.Object, key string) string {
+func (s *sharer) share(obj runtime.Object, key string) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
-		return key
+		return
 	}
-	s.commons, s.nameds, s.owns = s.commons[:0], s.nameds[:0], s.owns[:0]
-	if s.kind != nil {
-		s.kind(obj, s.collectCommon, s.collectNamed, s.collectOwn)
-	}
-	key = s.pack(m, key)
 	if name := m.GetName(); len(key) > len(name) && key[len(key)-len(name)-1] == '/' && key[len(key)-len(name):] == name {
 		m.SetName(key[len(key)-len(name):])
 	}
@@ -145,52 +125,9 @@ func (s *sharer) share(obj runtime.Object, key string) string {
 		r.Controller = sharedBool(r.Controller)
 		r.BlockOwnerDeletion = sharedBool(r.BlockOwnerDeletion)
 	}
-	for _, p := range s.commons {
-		s.str(p)
+	if s.kind != nil {
+		s.kind(obj, s.common, s.named)
 	}
-	for _, p := range s.nameds {
-		s.ownName(p)
-	}
-	return key
-}
-
-// pack copies key, the uid and resourceVersion of m, its owners' uids and
-// the strings in s.owns into one new string, points each at its copy
-// there, and returns key's copy. What is shared with other objects is
-// never among them, so the object holds the packed string alone.
-func (s *sharer) pack(m metav1.Object, key string) string {
-	uid, rv := string(m.GetUID()), m.GetResourceVersion()
-	refs := m.GetOwnerReferences() // the object's own slice
-	s.owns = append(s.owns, &key, &uid, &rv)
-	for i := range refs {
-		s.owns = append(s.owns, (*string)(&refs[i].UID))
-	}
-	n, size := 0, 0
-	for _, p := range s.owns {
-		if *p != "" {
-			n++
-			size += len(*p)
-		}
-	}
-	if n < 2 {
-		return key
-	}
-	var b strings.Builder
-	b.Grow(size)
-	for _, p := range s.owns {
-		b.WriteString(*p)
-	}
-	packed, at := b.String(), 0
-	for _, p := range s.owns {
-		l := len(*p)
-		if l > 0 {
-			*p = packed[at : at+l]
-		}
-		at += l
-	}
-	m.SetUID(types.UID(uid))
-	m.SetResourceVersion(rv)
-	return key
 }
 
 // Shared values of owner references' flags.
