@@ -185,6 +185,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c := r.ServerCollector; c != nil {
 		row("server collector", "%.1f CPU-s in %d collections (%.3f CPU-s per 1000 ops)", c.CPUSeconds, c.Collections, c.CPUSecondsPer1000Ops)
 	}
+	// The load generator does the same work per op whatever the server
+	// and the fleet's size, so the server's CPU against it compares runs
+	// made while the machine's speed drifted.
+	if s, l := r.ServerProcess, r.LoadGenerator; s != nil && l != nil && s.PID != l.PID && l.CPUSeconds > 0 {
+		ratio := fmt.Sprintf("%.2f", s.CPUSeconds/l.CPUSeconds)
+		if c := r.ServerCollector; c != nil {
+			ratio += fmt.Sprintf(" (%.2f without the server's collector)", (s.CPUSeconds-c.CPUSeconds)/l.CPUSeconds)
+		}
+		row("server ÷ load CPU", "%s", ratio)
+	}
 	if e := r.Etcd; e != nil {
 		row("raw etcd", "%s, %d-byte values", e.Endpoint, e.ValueBytes)
 		row("  puts", "%d ok, %d errors in %.1fs", e.Ops, e.Errors, e.Seconds)
