@@ -50,8 +50,10 @@ func init() { register(Leases) }
 // kube-node-lease, the node's name and so the lease's own: the holder then
 // points at the lease's name field itself, and the string and its pointer
 // cost nothing of their own. Its duration and transitions point at shared
-// copies of their values. At 100 000 node leases these are 200 000 heap
-// objects fewer for the collector to mark.
+// copies of their values. At 100 000 node leases the heap held a tenth of
+// a million objects fewer for the collector to mark, not two a lease: Go's
+// allocator packs a 4-byte duration with other small objects into one
+// block, which outlives it.
 func leaseSharedStrings(obj runtime.Object, _, named func(*string)) {
 	l := obj.(*coordinationv1.Lease)
 	if h := l.Spec.HolderIdentity; h != nil {
