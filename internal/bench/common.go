@@ -121,6 +121,7 @@ func (m meters) stop(ctx context.Context, now time.Time, ops uint64, r *Report) 
 	r.ServerProcess = m.server.stop(now, ops)
 	r.EtcdProcess = m.etcd.stop(now, ops)
 	r.ServerCollector = m.collector.stop(ctx, ops)
+	r.ServerToLoadCPU = r.serverToLoadCPU()
 }
 
 // pool is a small set of clientsets, each with its own transport and so its

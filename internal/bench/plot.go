@@ -48,6 +48,8 @@ type scalePoint struct {
 	nodes  int
 	cpu    float64 // server CPU-seconds per 1000 renewals
 	gc     float64 // of it, the server's Go collector
+	load   float64 // server CPU ÷ load generator CPU
+	loadGC float64 // the same without the server's collector
 	rss    float64 // server resident set per lease, KiB
 	p99    float64 // renewal latency, ms
 	behind bool    // renewed well below the offered rate
@@ -59,7 +61,7 @@ func scalePoints(reports []*Report) ([]scalePoint, error) {
 		if r.Scenario != "fleet" || r.Fleet == nil || r.Fleet.Nodes <= 0 {
 			return nil, fmt.Errorf("bench: report %d is a %q report, not a fleet one", i+1, r.Scenario)
 		}
-		p := scalePoint{nodes: r.Fleet.Nodes, cpu: math.NaN(), gc: math.NaN(), rss: math.NaN(), p99: math.NaN()}
+		p := scalePoint{nodes: r.Fleet.Nodes, cpu: math.NaN(), gc: math.NaN(), load: math.NaN(), loadGC: math.NaN(), rss: math.NaN(), p99: math.NaN()}
 		if r.Latency.Count > 0 {
 			p.p99 = r.Latency.P99
 		}
@@ -71,6 +73,12 @@ func scalePoints(reports []*Report) ([]scalePoint, error) {
 		}
 		if c := r.ServerCollector; c != nil && r.Ops > 0 {
 			p.gc = c.CPUSecondsPer1000Ops
+		}
+		if c := r.serverToLoadCPU(); c != nil {
+			p.load = c.All
+			if r.ServerCollector != nil {
+				p.loadGC = c.WithoutCollector
+			}
 		}
 		p.behind = r.TargetOpsPerSecond > 0 && r.OpsPerSecond < keptUpFraction*r.TargetOpsPerSecond
 		pts = append(pts, p)
@@ -99,23 +107,42 @@ type panel struct {
 var (
 	cpuPanel       = panel{"server CPU-seconds per 1 000 renewals", "CPU-s", func(p scalePoint) float64 { return p.cpu }}
 	collectorPanel = panel{"of it, the server's Go garbage collector", "CPU-s", func(p scalePoint) float64 { return p.gc }}
-	rssPanel       = panel{"server resident memory per lease", "KiB", func(p scalePoint) float64 { return p.rss }}
-	p99Panel       = panel{"renewal latency, 99th percentile", "ms", func(p scalePoint) float64 { return p.p99 }}
+	loadPanel      = panel{"server CPU ÷ the load generator's CPU", "ratio", func(p scalePoint) float64 { return p.load }}
+	// loadNoGCPanel is loadPanel with the server's collector left out.
+	loadNoGCPanel = panel{"server CPU without its collector ÷ the load generator's CPU", "ratio", func(p scalePoint) float64 { return p.loadGC }}
+	rssPanel      = panel{"server resident memory per lease", "KiB", func(p scalePoint) float64 { return p.rss }}
+	p99Panel      = panel{"renewal latency, 99th percentile", "ms", func(p scalePoint) float64 { return p.p99 }}
 )
 
-// panelsFor chooses the panels of pts: the collector's only when some run
-// reports it (reports of other servers, and of leasehold before 7fbd5f1, do
-// not).
+// panelsFor chooses the panels of pts. The collector's is there only when
+// some run reports it (reports of other servers, and of leasehold before
+// 7fbd5f1, do not); then the ratio of the server's CPU to the load
+// generator's leaves the collector out, and the runs that do not report it
+// are left out of that panel. The ratio is there only when some run has
+// it: the server and the load generator were separate processes.
 func panelsFor(pts []scalePoint) []panel {
-	if slices.ContainsFunc(pts, func(p scalePoint) bool { return !math.IsNaN(p.gc) }) {
-		return []panel{cpuPanel, collectorPanel, rssPanel, p99Panel}
+	known := func(v func(scalePoint) float64) bool {
+		return slices.ContainsFunc(pts, func(p scalePoint) bool { return !math.IsNaN(v(p)) })
 	}
-	return []panel{cpuPanel, rssPanel, p99Panel}
+	gc := known(collectorPanel.value)
+	panels := []panel{cpuPanel}
+	if gc {
+		panels = append(panels, collectorPanel)
+	}
+	switch {
+	case gc && known(loadNoGCPanel.value):
+		panels = append(panels, loadNoGCPanel)
+	case !gc && known(loadPanel.value):
+		panels = append(panels, loadPanel)
+	}
+	return append(panels, rssPanel, p99Panel)
 }
 
 // WritePlot draws the fleet reports as an SVG image: one panel per figure
 // (server CPU per 1000 renewals, the part of it its Go collector took when
-// the reports give it, server memory per lease, renewal p99 latency) over
+// the reports give it, the server's CPU against the load generator's when
+// they were separate processes, server memory per lease, renewal p99
+// latency) over
 // a shared logarithmic axis of the number of nodes. Each run is a marker,
 // hollow when it renewed below 95% of the offered rate; the line joins the
 // median of the runs at each N, and each N is labelled with it.

@@ -254,6 +254,58 @@ func TestReadReports(t *testing.T) {
 	}
 }
 
+// TestWritePlotLoadRatio: the server's CPU against the load generator's
+// gets a panel when the runs measured both as separate processes, without
+// the collector when the runs report it.
+func TestWritePlotLoadRatio(t *testing.T) {
+	withLoad := func(r *Report, pid int) *Report {
+		r.ServerProcess.PID = 10
+		r.LoadGenerator = &ProcessStats{PID: pid, CPUSeconds: 1.5}
+		return r
+	}
+	tests := []struct {
+		name    string
+		reports []*Report
+		title   string // the ratio's panel; "" for none
+		markers []int
+		labels  []string
+	}{
+		// 3 CPU-s of the server's, 0.3 of them its collector's, against
+		// 1.5 of the load generator's.
+		{"with the collector", []*Report{withLoad(withCollector(fleetReport(1000, 1, true)), 20), withLoad(withCollector(fleetReport(100000, 1, true)), 20)},
+			loadNoGCPanel.title, []int{2, 2, 2, 2, 2}, []string{"1.8"}},
+		{"without it", []*Report{withLoad(fleetReport(1000, 1, true), 20), withLoad(fleetReport(100000, 1, true), 20)},
+			loadPanel.title, []int{2, 2, 2, 2}, []string{"2"}},
+		// A run without the collector's figures is left out of the ratio
+		// without them, rather than mixed in with its collector counted.
+		{"some without the collector", []*Report{withLoad(withCollector(fleetReport(1000, 1, true)), 20), withLoad(fleetReport(100000, 1, true), 20)},
+			loadNoGCPanel.title, []int{2, 1, 1, 2, 2}, []string{"1.8"}},
+		{"one process", []*Report{withLoad(withCollector(fleetReport(1000, 1, true)), 10)}, "", []int{1, 1, 1, 1}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := WritePlot(&b, tt.reports, PlotConfig{}); err != nil {
+				t.Fatal(err)
+			}
+			c := readSVG(t, b.Bytes())
+			if !slices.Equal(c.markers, tt.markers) {
+				t.Errorf("%v markers per panel, want %v", c.markers, tt.markers)
+			}
+			for _, p := range []panel{loadPanel, loadNoGCPanel} {
+				if got, want := slices.Contains(c.texts, p.title), p.title == tt.title; got != want {
+					t.Errorf("panel %q drawn: %v, want %v", p.title, got, want)
+				}
+			}
+			for _, want := range tt.labels {
+				if !slices.Contains(c.texts, want) {
+					t.Errorf("no label %q in %q", want, c.texts)
+				}
+			}
+		})
+	}
+}
+
 // TestWritePlotRepeatedRuns: several runs at one N each get a marker, the
 // line joins each N's median, and the label gives the median alone.
 func TestWritePlotRepeatedRuns(t *testing.T) {

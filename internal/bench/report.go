@@ -37,6 +37,10 @@ type Report struct {
 	// measurement, as the server reports it on /metrics; nil when it
 	// reports no such figures (another API server) or /metrics is refused.
 	ServerCollector *CollectorStats `json:"serverCollector,omitempty"`
+	// ServerToLoadCPU sets the server's CPU against the load generator's;
+	// nil unless both were measured as separate processes and the load
+	// generator used some.
+	ServerToLoadCPU *CPURatio `json:"serverToLoadCPU,omitempty"`
 	// ErrorSamples are the first distinct error messages.
 	ErrorSamples []string `json:"errorSamples,omitempty"`
 
@@ -45,6 +49,33 @@ type Report struct {
 	Kill  *KillReport  `json:"kill,omitempty"`
 	Watch *WatchReport `json:"watch,omitempty"`
 	List  *ListReport  `json:"list,omitempty"`
+}
+
+// CPURatio is the server's CPU time over the measurement divided by the load
+// generator's. The load generator does the same work per operation
+// whatever the server does and however many nodes the fleet has, so the
+// ratio compares runs made while the machine's speed drifted, as a
+// shared machine's does.
+type CPURatio struct {
+	All float64 `json:"all"`
+	// WithoutCollector leaves the server's Go collector out of the
+	// server's CPU; absent when the server does not report its collector.
+	WithoutCollector float64 `json:"withoutCollector,omitempty"`
+}
+
+// serverToLoadCPU works out r.ServerToLoadCPU from the process and
+// collector figures, so that reports written before the field existed
+// give it too.
+func (r *Report) serverToLoadCPU() *CPURatio {
+	s, l := r.ServerProcess, r.LoadGenerator
+	if s == nil || l == nil || s.PID == l.PID || l.CPUSeconds <= 0 {
+		return nil
+	}
+	c := &CPURatio{All: s.CPUSeconds / l.CPUSeconds}
+	if gc := r.ServerCollector; gc != nil {
+		c.WithoutCollector = (s.CPUSeconds - gc.CPUSeconds) / l.CPUSeconds
+	}
+	return c
 }
 
 // EtcdReport is the bare etcd doing one put per update at the same
@@ -185,13 +216,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c := r.ServerCollector; c != nil {
 		row("server collector", "%.1f CPU-s in %d collections (%.3f CPU-s per 1000 ops)", c.CPUSeconds, c.Collections, c.CPUSecondsPer1000Ops)
 	}
-	// The load generator does the same work per op whatever the server
-	// and the fleet's size, so the server's CPU against it compares runs
-	// made while the machine's speed drifted.
-	if s, l := r.ServerProcess, r.LoadGenerator; s != nil && l != nil && s.PID != l.PID && l.CPUSeconds > 0 {
-		ratio := fmt.Sprintf("%.2f", s.CPUSeconds/l.CPUSeconds)
-		if c := r.ServerCollector; c != nil {
-			ratio += fmt.Sprintf(" (%.2f without the server's collector)", (s.CPUSeconds-c.CPUSeconds)/l.CPUSeconds)
+	if c := r.serverToLoadCPU(); c != nil {
+		ratio := fmt.Sprintf("%.2f", c.All)
+		if r.ServerCollector != nil {
+			ratio += fmt.Sprintf(" (%.2f without the server's collector)", c.WithoutCollector)
 		}
 		row("server ÷ load CPU", "%s", ratio)
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -23,11 +24,12 @@ func TestTableServerToLoad(t *testing.T) {
 		name string
 		r    *Report
 		want string // the row's figures; "" for no row
+		json string // the report's serverToLoadCPU, "" for none
 	}{
-		{"two processes, with the collector", report(10, 20, 10, true), "2.40 (2.10 without the server's collector)"},
-		{"two processes", report(10, 20, 10, false), "2.40"},
-		{"one process", report(10, 10, 10, true), ""},
-		{"no load CPU", report(10, 20, 0, true), ""},
+		{"two processes, with the collector", report(10, 20, 10, true), "2.40 (2.10 without the server's collector)", `{"all":2.4,"withoutCollector":2.1}`},
+		{"two processes", report(10, 20, 10, false), "2.40", `{"all":2.4}`},
+		{"one process", report(10, 10, 10, true), "", ""},
+		{"no load CPU", report(10, 20, 0, true), "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,6 +45,26 @@ func TestTableServerToLoad(t *testing.T) {
 			}
 			if got != tt.want {
 				t.Errorf("row %q, want %q in:\n%s", got, tt.want, b.String())
+			}
+
+			// The JSON gives the same figures, as meters.stop sets them.
+			tt.r.ServerToLoadCPU = tt.r.serverToLoadCPU()
+			b.Reset()
+			if err := tt.r.WriteJSON(&b); err != nil {
+				t.Fatal(err)
+			}
+			var doc struct{ ServerToLoadCPU json.RawMessage }
+			if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			var compact bytes.Buffer
+			if len(doc.ServerToLoadCPU) > 0 {
+				if err := json.Compact(&compact, doc.ServerToLoadCPU); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if compact.String() != tt.json {
+				t.Errorf("serverToLoadCPU %s, want %s", compact.String(), tt.json)
 			}
 		})
 	}

@@ -258,7 +258,10 @@ func runBenchPlot(args []string) error {
 		fmt.Fprint(fs.Output(), "Usage: leasehold bench plot [--out FILE] [--title TITLE] REPORT.json...\n\n"+
 			"Reads fleet reports, as 'leasehold bench fleet --json' prints them (a file may hold\n"+
 			"several, one after another), and draws them as an SVG scaling curve: a marker per\n"+
-			"run, and a line through the median of the runs at each number of nodes.\n\n")
+			"run, and a line through the median of the runs at each number of nodes. Its panels:\n"+
+			"the server's CPU per 1000 renewals, the part its Go collector took, the server's CPU\n"+
+			"against the load generator's (a yardstick of the machine's speed), memory per lease\n"+
+			"and p99 latency; a panel whose figures no report gives is left out.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
