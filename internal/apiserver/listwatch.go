@@ -60,6 +60,12 @@ func (lw *listWatch) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	return lw.WatchWithContext(context.Background(), opts)
 }
 
+// SharesObjects reports whether the objects lw hands out are the watch
+// cache's own, shared with every reader (and never modified), so that a
+// controller may hold them at no cost; for a resource served from etcd
+// alone each is a copy decoded for this reader.
+func (lw *listWatch) SharesObjects() bool { return lw.k.WatchCacheEnabled() }
+
 // IsWatchListSemanticsUnSupported tells client-go's reflector to list and
 // then watch: a list from the cache costs no more than the initial events
 // of a watch-list would.

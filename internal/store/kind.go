@@ -202,6 +202,10 @@ func (k *Kind) ShareStrings(f StringSharing) {
 	}
 }
 
+// WatchCacheEnabled reports whether the kind is served from a watch cache,
+// whose objects its readers share.
+func (k *Kind) WatchCacheEnabled() bool { return k.cache != nil }
+
 // DisableWatchCache serves the kind from etcd alone, as kube-apiserver
 // serves Events by default: lists read etcd, watches are etcd watches of
 // their own, and nothing of the kind is held in memory or read at start.

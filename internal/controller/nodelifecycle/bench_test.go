@@ -67,7 +67,7 @@ func benchmarkMonitorPeriod(b *testing.B, nodes int) {
 // seeAll hands every node to the controller as the node feed's first list
 // does when Run starts.
 func seeAll(c *Controller, nodes []*corev1.Node) {
-	seen := c.nodeHandler().Seen
+	seen := c.nodeHandler(true).Seen
 	for _, n := range nodes {
 		seen(n, true)
 	}

@@ -193,10 +193,9 @@ type health struct {
 	renewed bool
 	// uid is the uid of the Node registered under this name, "" before.
 	uid types.UID
-	// node is the Node of this name as last seen, nil once it is gone (or
-	// before it is seen). From the watch cache it is the cache's own
-	// object, shared: never modified.
-	node *corev1.Node
+	// node is what the controller knows of the Node of this name as last
+	// seen; node.seen is false once it is gone (or before it is seen).
+	node nodeState
 	// ready is the Ready status the last pass left the node with.
 	ready corev1.ConditionStatus
 	// written is the node as the controller last wrote it, and superseded
@@ -207,6 +206,60 @@ type health struct {
 	superseded []string
 	// queued is whether the node is in the due queue.
 	queued bool
+}
+
+// nodeState is what a pass needs of a node to tell whether it has anything
+// to write. When the node feed shares the watch cache's objects it holds
+// the node itself as well, at no cost; otherwise the node was decoded for
+// the controller alone, and keeping it would be a second copy of every
+// Node in memory (about 1.5 KB each), so a pass that has something to
+// write reads the node again first.
+type nodeState struct {
+	seen bool
+	uid  types.UID
+	rv   string
+	// ready is the status of the Ready condition ("" without one), and
+	// reason its reason while it is not True (for the NodeNotReady event).
+	ready  corev1.ConditionStatus
+	reason string
+	// unknown: markUnknown would change nothing; taintsMatch:
+	// reconcileTaints would change nothing for ready.
+	unknown, taintsMatch bool
+	// obj is the node itself when shared with the watch cache, else nil.
+	obj *corev1.Node
+}
+
+// stateOfNode sums n up; keep says whether to hold n itself.
+func stateOfNode(n *corev1.Node, keep bool) nodeState {
+	st := nodeState{seen: true, uid: n.UID, rv: n.ResourceVersion}
+	// The statuses the API allows as the package's constants: a decoded
+	// copy's own string would be one more small object per node.
+	switch ready := readyStatus(n); ready {
+	case corev1.ConditionTrue:
+		st.ready = corev1.ConditionTrue
+	case corev1.ConditionFalse:
+		st.ready = corev1.ConditionFalse
+	case corev1.ConditionUnknown:
+		st.ready = corev1.ConditionUnknown
+	default:
+		st.ready = ready
+	}
+	if rc := readyCondition(n); rc != nil && st.ready != corev1.ConditionTrue {
+		st.reason = rc.Reason
+	}
+	// Whether the changes of a pass would change anything, asked of a
+	// scratch node holding what they read and edit. Neither answer depends
+	// on the time given.
+	var scratch corev1.Node
+	scratch.CreationTimestamp = n.CreationTimestamp
+	scratch.Status.Conditions = slices.Clone(n.Status.Conditions)
+	scratch.Spec.Taints = n.Spec.Taints
+	st.unknown = !markUnknown(&scratch, time.Time{})
+	st.taintsMatch = !reconcileTaints(&scratch, st.ready, time.Time{})
+	if keep {
+		st.obj = n
+	}
+	return st
 }
 
 // leaseMark is what tells one sighting of a lease from the next.
@@ -364,7 +417,7 @@ func (c *Controller) feeds() (nodes, leases *feed.Feed, err error) {
 	}
 	// The controller keeps what it needs of each node and lease in its
 	// health table, and no informer's store of them besides.
-	nodes, err = feed.New(feed.Config{ListerWatcher: nodeLW, Handler: c.nodeHandler(), Clock: c.clock, Logger: c.log.With("resource", "nodes")})
+	nodes, err = feed.New(feed.Config{ListerWatcher: nodeLW, Handler: c.nodeHandler(sharesObjects(nodeLW)), Clock: c.clock, Logger: c.log.With("resource", "nodes")})
 	if err != nil {
 		return nil, nil, fmt.Errorf("nodelifecycle: %w", err)
 	}
@@ -375,27 +428,31 @@ func (c *Controller) feeds() (nodes, leases *feed.Feed, err error) {
 	return nodes, leases, nil
 }
 
+// sharesObjects reports whether lw hands out objects it shares with others
+// and never changes (leasehold's watch cache does), which the controller
+// can hold at no cost.
+func sharesObjects(lw cache.ListerWatcher) bool {
+	s, ok := lw.(interface{ SharesObjects() bool })
+	return ok && s.SharesObjects()
+}
+
 // nodeHandler keeps each node's last state in the health table. Every
 // change, deletions included, makes the node one the next pass visits.
-func (c *Controller) nodeHandler() feed.Handler {
+func (c *Controller) nodeHandler(shared bool) feed.Handler {
 	return feed.Handler{
 		Seen: func(obj runtime.Object, _ bool) {
 			n, ok := obj.(*corev1.Node)
 			if !ok {
 				return
 			}
-			if c.reads == nil {
-				// A copy decoded for the controller alone, which never
-				// reads managedFields: a good part of every node it keeps.
-				n.ManagedFields = nil
-			}
+			st := stateOfNode(n, shared)
 			c.update(func() {
 				h := c.health[n.Name]
 				if h == nil {
 					h = &health{}
 					c.health[n.Name] = h
 				}
-				h.node = n
+				h.node = st
 				c.nodeEvents++
 				c.dirty[n.Name] = struct{}{}
 			})
@@ -408,7 +465,7 @@ func (c *Controller) nodeHandler() feed.Handler {
 		Relisted: func(listed func(types.UID) bool) {
 			c.update(func() {
 				for name, h := range c.health {
-					if h.node != nil && !listed(h.node.UID) {
+					if h.node.seen && !listed(h.node.uid) {
 						c.nodeGoneLocked(name)
 					}
 				}
@@ -423,7 +480,7 @@ func (c *Controller) nodeGoneLocked(name string) {
 	c.nodeEvents++
 	c.dirty[name] = struct{}{}
 	if h := c.health[name]; h != nil {
-		h.node = nil
+		h.node = nodeState{}
 	}
 }
 
@@ -500,7 +557,7 @@ func (c *Controller) forgetLeaseLocked(name string) {
 	if h == nil {
 		return
 	}
-	if h.uid == "" && h.node == nil {
+	if h.uid == "" && !h.node.seen {
 		delete(c.health, name)
 		return
 	}
@@ -529,17 +586,17 @@ func (c *Controller) monitor(ctx context.Context) {
 			// node. The next Run starts afresh.
 			return
 		}
-		var n *corev1.Node
+		var n nodeState
 		c.locked(func() {
 			if h := c.health[name]; h != nil {
 				n = h.node
 			}
 		})
-		if n == nil {
+		if !n.seen {
 			c.forgetNode(name)
 			continue
 		}
-		c.monitorNode(ctx, n, now)
+		c.monitorNode(ctx, name, n, now)
 		visits++
 	}
 	c.update(func() {
@@ -557,7 +614,7 @@ func (c *Controller) forgetNode(name string) {
 	var removed bool
 	c.locked(func() {
 		h := c.health[name]
-		if h == nil || h.node != nil {
+		if h == nil || h.node.seen {
 			return
 		}
 		if h.uid == "" {
@@ -630,10 +687,11 @@ func (q *dueQueue) Pop() any {
 	return e
 }
 
-// monitorNode registers n if it is new, brings its Ready condition and
-// taints in line with its lease, and returns the Ready status it leaves. A
-// node whose write failed is visited again at the next pass.
-func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.Time) corev1.ConditionStatus {
+// monitorNode registers the node name, last seen as seen, if it is new,
+// brings its Ready condition and taints in line with its lease, and
+// returns the Ready status it leaves. A node whose write failed is visited
+// again at the next pass.
+func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeState, now time.Time) corev1.ConditionStatus {
 	var (
 		h          *health
 		registered bool
@@ -642,80 +700,105 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 		renewed    bool
 		before     corev1.ConditionStatus
 		superseded []string
+		written    *corev1.Node
 	)
 	c.locked(func() {
-		h = c.health[n.Name]
+		h = c.health[name]
 		if h == nil {
 			h = &health{}
-			c.health[n.Name] = h
+			c.health[name] = h
 		}
-		if h.uid != n.UID {
+		if h.uid != seen.uid {
 			// A new node, or a new one of an old name: a fresh grace period,
 			// and only renewals seen from now on count.
 			registered, replaced = true, h.uid
 			if replaced != "" {
 				c.byState[stateOf(h.ready)]--
 			}
-			*h = health{probe: now, lease: h.lease, uid: n.UID, queued: h.queued, node: h.node}
+			*h = health{probe: now, lease: h.lease, uid: seen.uid, queued: h.queued, node: h.node}
 			c.byState[stateOf(h.ready)]++
-			c.queueLocked(n.Name, h)
+			c.queueLocked(name, h)
 		}
-		if h.written != nil && slices.Contains(h.superseded, n.ResourceVersion) {
-			n = h.written
+		if h.written != nil && slices.Contains(h.superseded, seen.rv) {
+			written = h.written
 		} else {
 			h.written, h.superseded = nil, nil
 		}
 		probe, renewed, before = h.probe, h.renewed, h.ready
 		superseded = slices.Clone(h.superseded)
 	})
+	if written != nil {
+		// The feed still shows a node older than the controller's own
+		// last write of it.
+		seen = stateOfNode(written, true)
+	}
 	if replaced != "" {
-		c.event(n.Name, EventRemovingNode, "Remove", "Node %s was replaced by a new node of that name", n.Name)
+		c.event(name, EventRemovingNode, "Remove", "Node %s was replaced by a new node of that name", name)
 	}
 	if registered {
 		// Every node counts as registered when a term starts, so at Info a
 		// new leader would log one line per node of the fleet; Kubernetes'
 		// controller logs this at verbosity 1 too.
-		c.log.Debug("node registered", "node", n.Name)
-		c.event(n.Name, EventRegisteredNode, "Register", "Node %s is monitored by the node lifecycle controller", n.Name)
+		c.log.Debug("node registered", "node", name)
+		c.event(name, EventRegisteredNode, "Register", "Node %s is monitored by the node lifecycle controller", name)
 	}
 
 	var (
-		cur   = n
+		cur   *corev1.Node
 		wrote bool
 		err   error
+		after = seen.ready
 	)
-	switch {
-	case expired(probe, c.grace, now):
-		cur, wrote, err = c.write(ctx, n, true, &superseded, func(n *corev1.Node) bool { return markUnknown(n, now) })
-		if wrote {
-			c.log.Warn("node lease not renewed within the grace period, node marked Unknown", "node", n.Name, "silentFor", now.Sub(probe), "gracePeriod", c.grace)
+	// Most nodes in most passes need nothing written, which the summary
+	// tells; a node that does is read again unless the feed's own copy is
+	// at hand.
+	silent := expired(probe, c.grace, now)
+	if seen.obj == nil && (silent && !seen.unknown || !silent && renewed && seen.ready == corev1.ConditionUnknown || !seen.taintsMatch) {
+		n, gerr := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case gerr != nil && !apierrors.IsNotFound(gerr):
+			err = fmt.Errorf("reading node %s: %w", name, gerr)
+		case gerr == nil && n.UID == seen.uid:
+			seen.obj = n
 		}
-	case renewed && readyStatus(n) == corev1.ConditionUnknown: // markRenewed changes nothing otherwise
-		cur, wrote, err = c.write(ctx, n, true, &superseded, func(n *corev1.Node) bool { return markRenewed(n, now) })
-		if wrote {
-			c.log.Info("node lease renewed again, node marked Ready", "node", n.Name)
-		}
+		// Otherwise gone or replaced since: the feed tells, and the next
+		// pass visits it.
 	}
-	// A Ready node without the lifecycle taints, most nodes in most passes,
-	// needs no taint write: skip even write's scratch copy.
-	if ready := readyStatus(cur); err == nil && (ready != corev1.ConditionTrue || hasLifecycleTaint(cur)) {
-		var tainted bool
-		cur, tainted, err = c.write(ctx, cur, false, &superseded, func(n *corev1.Node) bool { return reconcileTaints(n, ready, now) })
-		wrote = wrote || tainted
+	if n := seen.obj; n != nil {
+		cur = n
+		switch {
+		case silent:
+			cur, wrote, err = c.write(ctx, n, true, &superseded, func(n *corev1.Node) bool { return markUnknown(n, now) })
+			if wrote {
+				c.log.Warn("node lease not renewed within the grace period, node marked Unknown", "node", name, "silentFor", now.Sub(probe), "gracePeriod", c.grace)
+			}
+		case renewed && readyStatus(n) == corev1.ConditionUnknown: // markRenewed changes nothing otherwise
+			cur, wrote, err = c.write(ctx, n, true, &superseded, func(n *corev1.Node) bool { return markRenewed(n, now) })
+			if wrote {
+				c.log.Info("node lease renewed again, node marked Ready", "node", name)
+			}
+		}
+		// A Ready node without the lifecycle taints, most nodes in most
+		// passes, needs no taint write: skip even write's scratch copy.
+		if ready := readyStatus(cur); err == nil && (ready != corev1.ConditionTrue || hasLifecycleTaint(cur)) {
+			var tainted bool
+			cur, tainted, err = c.write(ctx, cur, false, &superseded, func(n *corev1.Node) bool { return reconcileTaints(n, ready, now) })
+			wrote = wrote || tainted
+		}
+		after = readyStatus(cur)
 	}
 	if err != nil {
 		c.metrics.writeErrors.Inc()
-		c.log.Info("node update failed, retrying at the next pass", "node", n.Name, "err", err)
-		c.locked(func() { c.dirty[n.Name] = struct{}{} })
+		c.log.Info("node update failed, retrying at the next pass", "node", name, "err", err)
+		c.locked(func() { c.dirty[name] = struct{}{} })
 	}
 
-	after := readyStatus(cur)
 	if before == after && !wrote {
 		// Nothing to record: most nodes in most passes.
 		return after
 	}
 	c.locked(func() {
-		if c.health[n.Name] != h {
+		if c.health[name] != h {
 			return
 		}
 		c.byState[stateOf(h.ready)]--
@@ -731,13 +814,16 @@ func (c *Controller) monitorNode(ctx context.Context, n *corev1.Node, now time.T
 	c.metrics.transitions.WithLabelValues(stateOf(after)).Inc()
 	switch {
 	case after == corev1.ConditionTrue:
-		c.event(n.Name, EventNodeReady, "StatusChange", "Node %s is now Ready", n.Name)
+		c.event(name, EventNodeReady, "StatusChange", "Node %s is now Ready", name)
 	case before == corev1.ConditionTrue:
-		reason := ""
-		if rc := readyCondition(cur); rc != nil {
-			reason = rc.Reason
+		reason := seen.reason
+		if cur != nil {
+			reason = ""
+			if rc := readyCondition(cur); rc != nil {
+				reason = rc.Reason
+			}
 		}
-		c.event(n.Name, EventNodeNotReady, "StatusChange", "Node %s is now NotReady (Ready=%s, %s)", n.Name, after, reason)
+		c.event(name, EventNodeNotReady, "StatusChange", "Node %s is now NotReady (Ready=%s, %s)", name, after, reason)
 	}
 	return after
 }

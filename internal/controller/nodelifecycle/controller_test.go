@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,6 +264,42 @@ func (e *env) wantEvents(node string, want ...string) {
 }
 
 const agentReason = "LeaseholdAgentReady"
+
+// TestUnsharedNodesNotKept: a node feed that decodes copies for the
+// controller alone (the client's here; leasehold's own for a resource served
+// without a watch cache) leaves no node in the table, and a pass reads a
+// node only once it has something to write to it.
+func TestUnsharedNodesNotKept(t *testing.T) {
+	e := newStoppedEnv(t, readyNode("web-1"), nodeLease("web-1", t0))
+	var gets atomic.Int32
+	e.client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets.Add(1)
+		return false, nil, nil
+	})
+	e.start()
+	for i := 1; i <= int(2*grace/period); i++ {
+		e.renew("web-1", t0.Add(time.Duration(i)*period))
+		e.step(period)
+	}
+	if n := gets.Load(); n != 0 {
+		t.Errorf("%d reads of a Ready node with nothing to write", n)
+	}
+	e.wantReady("web-1", corev1.ConditionTrue, agentReason) // a read of its own
+	before := gets.Load()
+	e.c.mu.Lock()
+	st := e.c.health["web-1"].node
+	e.c.mu.Unlock()
+	if !st.seen || st.obj != nil || st.uid != "uid-web-1" || st.ready != corev1.ConditionTrue || !st.taintsMatch || st.unknown {
+		t.Errorf("table holds %+v, want a summary of a Ready node without the node", st)
+	}
+
+	// Silent: read, then marked Unknown and tainted.
+	e.step(grace + period)
+	if gets.Load() == before {
+		t.Error("marked Unknown without reading the node")
+	}
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+}
 
 func readyNode(name string) *corev1.Node {
 	return &corev1.Node{
@@ -527,7 +564,7 @@ func TestLeaseGoneWhileNotWatching(t *testing.T) {
 // one makes the next pass forget it, as its deletion would have.
 func TestNodeGoneWhileNotWatching(t *testing.T) {
 	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0), readyNode("web-2"), nodeLease("web-2", t0))
-	e.c.nodeHandler().Relisted(func(uid types.UID) bool { return uid == "uid-web-2" })
+	e.c.nodeHandler(false).Relisted(func(uid types.UID) bool { return uid == "uid-web-2" })
 	e.renew("web-2", t0.Add(period))
 	e.step(period)
 	e.c.mu.Lock()
@@ -781,7 +818,9 @@ func TestConflictRetried(t *testing.T) {
 	mu.Lock()
 	got := slices.Clone(actions)
 	mu.Unlock()
-	want := []string{"update/status", "get/", "update/status", "update/", "get/", "update/"}
+	// The feed through the client decodes copies, which the controller
+	// does not keep: it reads the node before its first write.
+	want := []string{"get/", "update/status", "get/", "update/status", "update/", "get/", "update/"}
 	if !slices.Equal(got, want) {
 		t.Errorf("node actions %v, want %v", got, want)
 	}
