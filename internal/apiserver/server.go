@@ -17,7 +17,9 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -76,6 +78,14 @@ type Config struct {
 	// deletes it then); default one hour, as kube-apiserver's --event-ttl;
 	// negative keeps Events until they are deleted.
 	EventTTL time.Duration
+	// WatchCacheSizes sets, per resource, whether it is served from a
+	// watch cache, as kube-apiserver's --watch-cache-sizes does: 0 serves
+	// it from etcd alone, any other size keeps its watch cache (leasehold's
+	// caches size themselves, as kube-apiserver's have since 1.19). A
+	// resource not named keeps its default: Events from etcd alone, the
+	// others cached. Naming a resource the server has no storage for is an
+	// error.
+	WatchCacheSizes map[schema.GroupResource]int
 	// Clock for timestamps and timeouts; default the real clock.
 	Clock clock.WithTicker
 	// Logger; default slog.Default().
@@ -139,6 +149,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.authz = authz
 	typeConverter := Prepare()
+	unknownSizes := maps.Clone(cfg.WatchCacheSizes)
 	for _, r := range registry.All() {
 		if r.Virtual {
 			continue
@@ -154,11 +165,18 @@ func New(cfg Config) (*Server, error) {
 			if r.SharedStrings != nil {
 				k.ShareStrings(r.SharedStrings)
 			}
+			// As kube-apiserver by default: Events are many, written once
+			// and read rarely, and a cache of them would hold every one in
+			// memory and decode every one at each start.
+			cached := r != registry.Events
+			if size, ok := cfg.WatchCacheSizes[r.GroupResource()]; ok {
+				cached = size != 0
+				delete(unknownSizes, r.GroupResource())
+			}
 			if r == registry.Events {
 				k.SetTTL(cfg.EventTTL)
-				// As kube-apiserver by default: Events are many, written
-				// once and read rarely, and a cache of them would hold
-				// every one in memory and decode every one at each start.
+			}
+			if !cached {
 				k.DisableWatchCache()
 			}
 			s.kinds[r] = k
@@ -175,6 +193,14 @@ func New(cfg Config) (*Server, error) {
 			}
 			s.fields[fieldManagerKey{r, sub}] = fm
 		}
+	}
+	for _, gr := range slices.SortedFunc(maps.Keys(unknownSizes), func(a, b schema.GroupResource) int { return strings.Compare(a.String(), b.String()) }) {
+		for _, r := range registry.All() {
+			if r.GroupResource() == gr && r.Storage != nil && r.Storage.GroupResource() != gr {
+				return nil, fmt.Errorf("watch cache sizes: %s is stored as %s: name that one", gr, r.Storage.GroupResource())
+			}
+		}
+		return nil, fmt.Errorf("watch cache sizes: no stored resource %s", gr)
 	}
 	return s, nil
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +63,8 @@ type serveFlags struct {
 	compaction, commitDelay             time.Duration
 	compactionWrites                    int64
 	eventTTL                            time.Duration
+	watchCacheSizes                     string
+	cacheSizes                          map[schema.GroupResource]int // watchCacheSizes, parsed
 	nodeMonitorPeriod, nodeMonitorGrace time.Duration
 	identityDuration, identityRenew     time.Duration
 	profiling, dashboard                bool
@@ -92,6 +95,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Int64Var(&f.compactionWrites, "etcd-compaction-writes", store.DefaultCompactionWrites, "compact as soon as this server has made this many writes since the last compaction, without waiting for the interval: etcd's history holds at least an interval or this many writes, whichever is less, and at most about twice that (0: the interval alone)")
 	fs.DurationVar(&f.commitDelay, "etcd-commit-delay", 0, "how long a group commit waits, from its oldest write, for more writes to share its etcd transaction and fsync, once recent commits have been shared by independent writers (at most 1s; 0 never waits); less CPU per write at moderate rates, for that much more latency")
 	fs.DurationVar(&f.eventTTL, "event-ttl", time.Hour, "how long an Event is kept after its last write, as kube-apiserver's --event-ttl (0: forever)")
+	fs.StringVar(&f.watchCacheSizes, "watch-cache-sizes", "", "comma-separated resource[.group]#size, as kube-apiserver's: size 0 serves the resource from etcd alone, any other keeps its watch cache (by default Events are served from etcd, the rest cached). nodes#0 keeps no Node in memory (about 1.6 KB each), and reads lists and watches of Nodes from etcd (see docs/PERFORMANCE.md)")
 	fs.BoolVar(&f.dashboard, "dashboard", true, "serve the web dashboard under /dashboard/ (its page signs in with a bearer token; RBAC decides what it shows)")
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ (to cluster-admins unless RBAC grants more)")
 	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks node leases")
@@ -118,6 +122,10 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if f.cacheSizes, err = parseWatchCacheSizes(f.watchCacheSizes); err != nil {
+		return err
 	}
 	if f.commitDelay < 0 || f.commitDelay > time.Second {
 		return fmt.Errorf("--etcd-commit-delay must be between 0 and 1s, not %v", f.commitDelay)
@@ -228,6 +236,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		MaxRequestsInFlight:        f.maxInFlight,
 		MaxRequestsInFlightPerUser: f.maxInFlightPerUser,
 		EventTTL:                   orDisabled(f.eventTTL),
+		WatchCacheSizes:            f.cacheSizes,
 		RequestReadTimeout:         orDisabled(f.requestReadTimeout),
 	})
 	if err != nil {
@@ -683,6 +692,25 @@ func openAudit(f serveFlags, log *slog.Logger) (*audit.Logger, error) {
 		out = rf
 	}
 	return audit.New(audit.Config{Out: out, Policy: policy, BufferSize: f.auditBufferSize, Logger: log})
+}
+
+// parseWatchCacheSizes reads --watch-cache-sizes: resource[.group]#size,
+// comma-separated, the group left out for the core API's resources.
+func parseWatchCacheSizes(s string) (map[schema.GroupResource]int, error) {
+	items := splitList(s)
+	if len(items) == 0 {
+		return nil, nil
+	}
+	sizes := make(map[schema.GroupResource]int, len(items))
+	for _, item := range items {
+		name, size, ok := strings.Cut(item, "#")
+		n, err := strconv.Atoi(size)
+		if !ok || name == "" || err != nil || n < 0 {
+			return nil, fmt.Errorf("--watch-cache-sizes: %q is not resource[.group]#size with a size of 0 or more", item)
+		}
+		sizes[schema.ParseGroupResource(name)] = n
+	}
+	return sizes, nil
 }
 
 func splitList(s string) []string {

@@ -7,6 +7,7 @@ package apiservertest
 import (
 	"context"
 	"io/fs"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -58,6 +59,8 @@ type Options struct {
 	Dashboard fs.FS
 	// Extra sets apiserver.Config.Extra (for example a /metrics).
 	Extra map[string]http.Handler
+	// WatchCacheSizes sets apiserver.Config.WatchCacheSizes.
+	WatchCacheSizes map[schema.GroupResource]int
 }
 
 // Server is a running test server.
@@ -115,6 +118,7 @@ func Start(t testing.TB, opts Options) *Server {
 		Authorization: opts.Authorization, Audit: opts.Audit,
 		MaxRequestsInFlight: opts.MaxRequestsInFlight, MaxRequestsInFlightPerUser: opts.MaxRequestsInFlightPerUser,
 		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard, Extra: opts.Extra,
+		WatchCacheSizes: opts.WatchCacheSizes,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,114 @@
+package apiserver_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/leasehold/leasehold/internal/apiserver"
+	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
+	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/registry"
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+// TestWatchCacheSizes: nodes#0 serves Nodes from etcd alone, through the
+// API and to the server's own controllers, which then get copies of their
+// own; events#N gives Events the cache they lack by default.
+func TestWatchCacheSizes(t *testing.T) {
+	ctx := testContext(t)
+	s := apiservertest.Start(t, apiservertest.Options{WatchCacheSizes: map[schema.GroupResource]int{
+		{Resource: "nodes"}: 0, {Resource: "events"}: 100,
+	}})
+	shares := func(gvr schema.GroupVersionResource) bool {
+		t.Helper()
+		lw, err := s.API.ListerWatcher(gvr, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lw.(interface{ SharesObjects() bool }).SharesObjects()
+	}
+	for gvr, want := range map[schema.GroupVersionResource]bool{
+		corev1.SchemeGroupVersion.WithResource("nodes"):          false,
+		corev1.SchemeGroupVersion.WithResource("events"):         true,
+		coordinationv1.SchemeGroupVersion.WithResource("leases"): true,
+	} {
+		if got := shares(gvr); got != want {
+			t.Errorf("%s shares the cache's objects: %v, want %v", gvr, got, want)
+		}
+	}
+
+	// Nodes from etcd: create, watch, read, list, update, delete.
+	nodes := s.Client(t, protobuf).CoreV1().Nodes()
+	w, err := nodes.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	created, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "uncached-1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if n, ok := ev.Object.(*corev1.Node); ev.Type != watch.Added || !ok || n.Name != "uncached-1" || n.ResourceVersion != created.ResourceVersion {
+			t.Errorf("watch sent %s %#v, want the node added at %s", ev.Type, ev.Object, created.ResourceVersion)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch event for the new node")
+	}
+	got, err := nodes.Get(ctx, "uncached-1", metav1.GetOptions{})
+	if err != nil || got.UID != created.UID {
+		t.Fatalf("get: %v, %v", got, err)
+	}
+	got.Labels = map[string]string{"zone": "a"}
+	updated, err := nodes.Update(ctx, got, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A write based on the old version conflicts, as with a cache.
+	got.Labels["zone"] = "b"
+	if _, err := nodes.Update(ctx, got, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "modified") {
+		t.Errorf("a stale update gave %v, want a conflict", err)
+	}
+	list, err := nodes.List(ctx, metav1.ListOptions{LabelSelector: "zone=a"})
+	if err != nil || len(list.Items) != 1 || list.Items[0].ResourceVersion != updated.ResourceVersion {
+		t.Fatalf("list: %v, %v", list, err)
+	}
+	if err := nodes.Delete(ctx, "uncached-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWatchCacheSizesRejected: a resource without storage of its own, or
+// none at all, is an error rather than a setting silently ignored.
+func TestWatchCacheSizesRejected(t *testing.T) {
+	client := clientv3.NewCtxClient(context.Background())
+	defer client.Close()
+	for _, tt := range []struct {
+		gr   schema.GroupResource
+		want string
+	}{
+		{schema.GroupResource{Resource: "nodez"}, "no stored resource nodez"},
+		{schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "events.events.k8s.io is stored as events: name that one"},
+		{schema.GroupResource{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, "no stored resource subjectaccessreviews.authorization.k8s.io"},
+	} {
+		st, err := store.New(store.Config{Client: client, KV: pb.NewKVClient(nil), Scheme: registry.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = apiserver.New(apiserver.Config{Store: st, Authenticator: auth.NewTokens(), WatchCacheSizes: map[schema.GroupResource]int{tt.gr: 0}})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error saying %q", tt.gr, err, tt.want)
+		}
+	}
+}
