@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -90,7 +91,17 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 	if err := lw.k.WaitFilled(ctx); err != nil {
 		return nil, lw.apiError(err)
 	}
-	res, err := lw.k.List(ctx, store.ListOptions{Namespace: lw.namespace, ResourceVersion: rv, Match: match, Filter: pred})
+	so := store.ListOptions{Namespace: lw.namespace, ResourceVersion: rv, Match: match, Filter: pred}
+	if !lw.SharesObjects() {
+		// Copies decoded for this reader alone, read from etcd: without
+		// the managedFields that none of the server's controllers reads,
+		// and one such list at a time, so that the controllers starting
+		// together do not each hold a copy of every Node at once.
+		so.Trim = dropManagedFields
+		lw.s.uncachedLists.Lock()
+		defer lw.s.uncachedLists.Unlock()
+	}
+	res, err := lw.k.List(ctx, so)
 	if err != nil {
 		return nil, lw.apiError(err)
 	}
@@ -126,6 +137,13 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 }
 
 const inProcessWatchBuffer = 8192
+
+// dropManagedFields is the Trim of an in-process list from etcd.
+func dropManagedFields(obj runtime.Object) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+}
 
 // filter parses opts' selectors as the API does, into the predicate the
 // store applies (nil when there are none).

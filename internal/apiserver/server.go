@@ -106,6 +106,9 @@ type Server struct {
 	// shutdown ends open watches when the server stops.
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
+	// uncachedLists lets one in-process list of a resource without a watch
+	// cache run at a time (listwatch.go).
+	uncachedLists sync.Mutex
 }
 
 type fieldManagerKey struct {

@@ -54,7 +54,7 @@ func TestWatchCacheSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	created, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "uncached-1"}}, metav1.CreateOptions{})
+	created, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "uncached-1", Labels: map[string]string{"rack": "r1"}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestWatchCacheSizes(t *testing.T) {
 	if err != nil || got.UID != created.UID {
 		t.Fatalf("get: %v, %v", got, err)
 	}
-	got.Labels = map[string]string{"zone": "a"}
+	got.Labels["zone"] = "a"
 	updated, err := nodes.Update(ctx, got, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +83,19 @@ func TestWatchCacheSizes(t *testing.T) {
 	list, err := nodes.List(ctx, metav1.ListOptions{LabelSelector: "zone=a"})
 	if err != nil || len(list.Items) != 1 || list.Items[0].ResourceVersion != updated.ResourceVersion {
 		t.Fatalf("list: %v, %v", list, err)
+	}
+	if len(created.ManagedFields) == 0 {
+		t.Fatal("the node has no managedFields to leave out")
+	}
+	// The server's controllers list it without the managedFields they do
+	// not read.
+	lw, err := s.API.ListerWatcher(corev1.SchemeGroupVersion.WithResource("nodes"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := listItems(t, lw)
+	if len(items) != 1 || items[0].(*corev1.Node).UID != created.UID || items[0].(*corev1.Node).ManagedFields != nil {
+		t.Errorf("in-process list %#v, want the node without managedFields", items)
 	}
 	if err := nodes.Delete(ctx, "uncached-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -145,3 +145,45 @@ func expectStoreEvents(t *testing.T, what string, w *store.Watch, want []string)
 		t.Errorf("%s: %v, want %v", what, names, want)
 	}
 }
+
+// TestListTrim: Trim changes each object a list reads from etcd before
+// Filter sees it, and never the watch cache's shared objects.
+func TestListTrim(t *testing.T) {
+	ctx := context.Background()
+	trim := func(obj runtime.Object) { obj.(*coordinationv1.Lease).Spec.HolderIdentity = ptr.To("trimmed") }
+	for _, cached := range []bool{false, true} {
+		s, k, _ := newStoreWith(t, store.Config{}, func(k *store.Kind) {
+			if !cached {
+				k.DisableWatchCache()
+			}
+		})
+		if err := s.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"x", "y"} {
+			if _, err := k.Create(ctx, k.Key("a", name), lease("a", name, "h"), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var filtered []string
+		res, err := k.List(ctx, store.ListOptions{Trim: trim, Filter: func(obj runtime.Object) bool {
+			filtered = append(filtered, *obj.(*coordinationv1.Lease).Spec.HolderIdentity)
+			return true
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "trimmed"
+		if cached {
+			want = "h"
+		}
+		for _, obj := range res.Items {
+			if h := *obj.(*coordinationv1.Lease).Spec.HolderIdentity; h != want {
+				t.Errorf("cached %v: holder %q, want %q", cached, h, want)
+			}
+		}
+		if len(res.Items) != 2 || !slices.Equal(filtered, []string{want, want}) {
+			t.Errorf("cached %v: %d items, Filter saw %q", cached, len(res.Items), filtered)
+		}
+	}
+}
