@@ -44,12 +44,12 @@ var nodeServeFlags = []string{
 	"--node-monitor-period", nodePeriod.String(),
 }
 
-// newNodeServer starts a server with nodeServeFlags on dataDir (fresh if
-// listen is empty) and stops it when the test ends.
-func newNodeServer(t *testing.T, dataDir, listen, logDir string) *server {
+// newNodeServer starts a server with nodeServeFlags and extra on dataDir
+// (fresh if listen is empty) and stops it when the test ends.
+func newNodeServer(t *testing.T, dataDir, listen, logDir string, extra ...string) *server {
 	t.Helper()
 	needKubectl(t)
-	return serveFor(t, dataDir, listen, logDir, nodeServeFlags...)
+	return serveFor(t, dataDir, listen, logDir, append(slices.Clone(nodeServeFlags), extra...)...)
 }
 
 // agentProc is one `leasehold agent` process.
@@ -293,10 +293,28 @@ var unreachableTaints = []string{
 // agent with SIGKILL and watches its node go NotReady with the unreachable
 // taints, starts it again and watches it come back, and finally stops every
 // agent with SIGTERM.
+// TestNodeHeartbeats runs with Nodes in the watch cache, as by default,
+// and served from etcd alone (--watch-cache-sizes nodes#0), where the node
+// lifecycle controller keeps a summary of each node instead of the node.
 func TestNodeHeartbeats(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"cached", nil},
+		{"from etcd", []string{"--watch-cache-sizes", "nodes#0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testNodeHeartbeats(t, tc.flags...)
+		})
+	}
+}
+
+func testNodeHeartbeats(t *testing.T, serveFlags ...string) {
 	dir := t.TempDir()
-	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
+	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, serveFlags...)
 	names := []string{"hb-node-1", "hb-node-2", "hb-node-3"}
 	agents := map[string]*agentProc{}
 	for _, n := range names {
