@@ -225,7 +225,8 @@ type nodeState struct {
 	// unknown: markUnknown would change nothing; taintsMatch:
 	// reconcileTaints would change nothing for ready.
 	unknown, taintsMatch bool
-	// obj is the node itself when shared with the watch cache, else nil.
+	// obj is the node itself when shared with the watch cache, else nil;
+	// with obj, reason, unknown and taintsMatch are not set.
 	obj *corev1.Node
 }
 
@@ -244,6 +245,11 @@ func stateOfNode(n *corev1.Node, keep bool) nodeState {
 	default:
 		st.ready = ready
 	}
+	if keep {
+		// A pass reads the rest from the node itself.
+		st.obj = n
+		return st
+	}
 	if rc := readyCondition(n); rc != nil && st.ready != corev1.ConditionTrue {
 		st.reason = rc.Reason
 	}
@@ -256,9 +262,6 @@ func stateOfNode(n *corev1.Node, keep bool) nodeState {
 	scratch.Spec.Taints = n.Spec.Taints
 	st.unknown = !markUnknown(&scratch, time.Time{})
 	st.taintsMatch = !reconcileTaints(&scratch, st.ready, time.Time{})
-	if keep {
-		st.obj = n
-	}
 	return st
 }
 

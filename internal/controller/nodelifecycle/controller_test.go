@@ -588,7 +588,7 @@ func TestLeaseGoneBeforeNodeRegistered(t *testing.T) {
 	}
 	c.recorder = c.events // as Run sets it
 	c.observeLease(nodeLease("web-1", t0), true)
-	seeAll(c, []*corev1.Node{readyNode("web-1")})
+	seeAll(c, []*corev1.Node{readyNode("web-1")}, true)
 	c.forgetLease("web-1")
 	c.monitor(context.Background())
 	if got, want := rec.reasons("web-1"), []string{EventRegisteredNode}; !slices.Equal(got, want) {
@@ -966,7 +966,7 @@ func TestMonitorPassStopsWithItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.recorder = c.events // as Run sets it
-	seeAll(c, seen)
+	seeAll(c, seen, true)
 	c.monitor(context.Background()) // registers the nodes
 	client.ClearActions()
 	clk.Step(2 * grace) // every node is due to be marked Unknown
