@@ -193,8 +193,8 @@ type health struct {
 	renewed bool
 	// uid is the uid of the Node registered under this name, "" before.
 	uid types.UID
-	// node is what the controller knows of the Node of this name as last
-	// seen; node.seen is false once it is gone (or before it is seen).
+	// node is what the controller keeps of the Node of this name as last
+	// seen; zero once it is gone (or before it is seen).
 	node nodeState
 	// ready is the Ready status the last pass left the node with.
 	ready corev1.ConditionStatus
@@ -208,16 +208,22 @@ type health struct {
 	queued bool
 }
 
-// nodeState is what a pass needs of a node to tell whether it has anything
-// to write. When the node feed shares the watch cache's objects it holds
-// the node itself as well, at no cost; otherwise the node was decoded for
-// the controller alone, and keeping it would be a second copy of every
-// Node in memory (about 1.5 KB each), so a pass that has something to
-// write reads the node again first.
+// nodeState is what the controller keeps of a node as last seen: nothing
+// (zero) when it is gone or not seen yet. When the node feed shares the
+// watch cache's objects it is the node itself, held at no cost; otherwise
+// the node was decoded for the controller alone, and keeping it would be
+// a second copy of every Node in memory (about 1.4 KB each), so it is a
+// summary of what a pass needs to tell whether it has anything to write,
+// and a pass that has reads the node again first.
 type nodeState struct {
-	seen bool
-	uid  types.UID
-	rv   string
+	obj *corev1.Node
+	sum *nodeSummary
+}
+
+// nodeSummary sums up a node.
+type nodeSummary struct {
+	uid types.UID
+	rv  string
 	// ready is the status of the Ready condition ("" without one), and
 	// reason its reason while it is not True (for the NodeNotReady event).
 	ready  corev1.ConditionStatus
@@ -225,33 +231,51 @@ type nodeState struct {
 	// unknown: markUnknown would change nothing; taintsMatch:
 	// reconcileTaints would change nothing for ready.
 	unknown, taintsMatch bool
-	// obj is the node itself when shared with the watch cache, else nil;
-	// with obj, reason, unknown and taintsMatch are not set.
-	obj *corev1.Node
 }
 
-// stateOfNode sums n up; keep says whether to hold n itself.
+func (st nodeState) seen() bool { return st.obj != nil || st.sum != nil }
+
+func (st nodeState) uid() types.UID {
+	if st.sum != nil {
+		return st.sum.uid
+	}
+	if st.obj != nil {
+		return st.obj.UID
+	}
+	return ""
+}
+
+func (st nodeState) resourceVersion() string {
+	if st.sum != nil {
+		return st.sum.rv
+	}
+	if st.obj != nil {
+		return st.obj.ResourceVersion
+	}
+	return ""
+}
+
+// stateOfNode is what the controller keeps of n; keep says whether it may
+// hold n itself.
 func stateOfNode(n *corev1.Node, keep bool) nodeState {
-	st := nodeState{seen: true, uid: n.UID, rv: n.ResourceVersion}
+	if keep {
+		return nodeState{obj: n}
+	}
+	sum := &nodeSummary{uid: n.UID, rv: n.ResourceVersion}
 	// The statuses the API allows as the package's constants: a decoded
 	// copy's own string would be one more small object per node.
 	switch ready := readyStatus(n); ready {
 	case corev1.ConditionTrue:
-		st.ready = corev1.ConditionTrue
+		sum.ready = corev1.ConditionTrue
 	case corev1.ConditionFalse:
-		st.ready = corev1.ConditionFalse
+		sum.ready = corev1.ConditionFalse
 	case corev1.ConditionUnknown:
-		st.ready = corev1.ConditionUnknown
+		sum.ready = corev1.ConditionUnknown
 	default:
-		st.ready = ready
+		sum.ready = ready
 	}
-	if keep {
-		// A pass reads the rest from the node itself.
-		st.obj = n
-		return st
-	}
-	if rc := readyCondition(n); rc != nil && st.ready != corev1.ConditionTrue {
-		st.reason = rc.Reason
+	if rc := readyCondition(n); rc != nil && sum.ready != corev1.ConditionTrue {
+		sum.reason = rc.Reason
 	}
 	// Whether the changes of a pass would change anything, asked of a
 	// scratch node holding what they read and edit. Neither answer depends
@@ -260,9 +284,9 @@ func stateOfNode(n *corev1.Node, keep bool) nodeState {
 	scratch.CreationTimestamp = n.CreationTimestamp
 	scratch.Status.Conditions = slices.Clone(n.Status.Conditions)
 	scratch.Spec.Taints = n.Spec.Taints
-	st.unknown = !markUnknown(&scratch, time.Time{})
-	st.taintsMatch = !reconcileTaints(&scratch, st.ready, time.Time{})
-	return st
+	sum.unknown = !markUnknown(&scratch, time.Time{})
+	sum.taintsMatch = !reconcileTaints(&scratch, sum.ready, time.Time{})
+	return nodeState{sum: sum}
 }
 
 // leaseMark is what tells one sighting of a lease from the next.
@@ -468,7 +492,7 @@ func (c *Controller) nodeHandler(shared bool) feed.Handler {
 		Relisted: func(listed func(types.UID) bool) {
 			c.update(func() {
 				for name, h := range c.health {
-					if h.node.seen && !listed(h.node.uid) {
+					if h.node.seen() && !listed(h.node.uid()) {
 						c.nodeGoneLocked(name)
 					}
 				}
@@ -560,7 +584,7 @@ func (c *Controller) forgetLeaseLocked(name string) {
 	if h == nil {
 		return
 	}
-	if h.uid == "" && !h.node.seen {
+	if h.uid == "" && !h.node.seen() {
 		delete(c.health, name)
 		return
 	}
@@ -595,7 +619,7 @@ func (c *Controller) monitor(ctx context.Context) {
 				n = h.node
 			}
 		})
-		if !n.seen {
+		if !n.seen() {
 			c.forgetNode(name)
 			continue
 		}
@@ -617,7 +641,7 @@ func (c *Controller) forgetNode(name string) {
 	var removed bool
 	c.locked(func() {
 		h := c.health[name]
-		if h == nil || h.node.seen {
+		if h == nil || h.node.seen() {
 			return
 		}
 		if h.uid == "" {
@@ -711,18 +735,18 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 			h = &health{}
 			c.health[name] = h
 		}
-		if h.uid != seen.uid {
+		if h.uid != seen.uid() {
 			// A new node, or a new one of an old name: a fresh grace period,
 			// and only renewals seen from now on count.
 			registered, replaced = true, h.uid
 			if replaced != "" {
 				c.byState[stateOf(h.ready)]--
 			}
-			*h = health{probe: now, lease: h.lease, uid: seen.uid, queued: h.queued, node: h.node}
+			*h = health{probe: now, lease: h.lease, uid: seen.uid(), queued: h.queued, node: h.node}
 			c.byState[stateOf(h.ready)]++
 			c.queueLocked(name, h)
 		}
-		if h.written != nil && slices.Contains(h.superseded, seen.rv) {
+		if h.written != nil && slices.Contains(h.superseded, seen.resourceVersion()) {
 			written = h.written
 		} else {
 			h.written, h.superseded = nil, nil
@@ -747,27 +771,32 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 	}
 
 	var (
-		cur   *corev1.Node
-		wrote bool
-		err   error
-		after = seen.ready
+		cur    *corev1.Node
+		wrote  bool
+		err    error
+		after  corev1.ConditionStatus
+		reason string // of Ready, when cur is nil
 	)
 	// Most nodes in most passes need nothing written, which the summary
 	// tells; a node that does is read again unless the feed's own copy is
 	// at hand.
 	silent := expired(probe, c.grace, now)
-	if seen.obj == nil && (silent && !seen.unknown || !silent && renewed && seen.ready == corev1.ConditionUnknown || !seen.taintsMatch) {
-		n, gerr := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case gerr != nil && !apierrors.IsNotFound(gerr):
-			err = fmt.Errorf("reading node %s: %w", name, gerr)
-		case gerr == nil && n.UID == seen.uid:
-			seen.obj = n
+	n := seen.obj
+	if sum := seen.sum; sum != nil {
+		after, reason = sum.ready, sum.reason
+		if silent && !sum.unknown || !silent && renewed && sum.ready == corev1.ConditionUnknown || !sum.taintsMatch {
+			got, gerr := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case gerr != nil && !apierrors.IsNotFound(gerr):
+				err = fmt.Errorf("reading node %s: %w", name, gerr)
+			case gerr == nil && got.UID == sum.uid:
+				n = got
+			}
+			// Otherwise gone or replaced since: the feed tells, and the
+			// next pass visits it.
 		}
-		// Otherwise gone or replaced since: the feed tells, and the next
-		// pass visits it.
 	}
-	if n := seen.obj; n != nil {
+	if n != nil {
 		cur = n
 		switch {
 		case silent:
@@ -819,7 +848,6 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 	case after == corev1.ConditionTrue:
 		c.event(name, EventNodeReady, "StatusChange", "Node %s is now Ready", name)
 	case before == corev1.ConditionTrue:
-		reason := seen.reason
 		if cur != nil {
 			reason = ""
 			if rc := readyCondition(cur); rc != nil {

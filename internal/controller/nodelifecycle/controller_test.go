@@ -289,8 +289,8 @@ func TestUnsharedNodesNotKept(t *testing.T) {
 	e.c.mu.Lock()
 	st := e.c.health["web-1"].node
 	e.c.mu.Unlock()
-	if !st.seen || st.obj != nil || st.uid != "uid-web-1" || st.ready != corev1.ConditionTrue || !st.taintsMatch || st.unknown {
-		t.Errorf("table holds %+v, want a summary of a Ready node without the node", st)
+	if st.obj != nil || st.sum == nil || st.sum.uid != "uid-web-1" || st.sum.ready != corev1.ConditionTrue || !st.sum.taintsMatch || st.sum.unknown {
+		t.Errorf("table holds %+v (summary %+v), want a summary of a Ready node without the node", st, st.sum)
 	}
 
 	// Silent: read, then marked Unknown and tainted.
