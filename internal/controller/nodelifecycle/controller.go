@@ -8,8 +8,9 @@
 // Two feeds (package feed: a list and a watch that hand each object to the
 // controller and keep none), of the Nodes and of the Leases in
 // kube-node-lease, fill one table, per node name, of the node as last seen
-// and of the "probe time": when this controller last saw the node's lease
-// change, read from its own clock. A change is a
+// (the node itself when the feed shares the watch cache's objects, else a
+// summary of it) and of the "probe time": when this controller last saw
+// the node's lease change, read from its own clock. A change is a
 // spec.renewTime different from the one last seen, or a lease created or
 // replaced (a new uid). The renewTime value itself is never compared with
 // any clock: an agent whose clock is hours ahead or behind renews just as
@@ -45,8 +46,9 @@
 //     NoExecute, follow the Ready condition, with Update;
 //   - emits NodeNotReady and NodeReady when Ready leaves or reaches True.
 //
-// Each write starts from the node as last seen (or from the controller's
-// own last write while the feed has not caught up with it); on a conflict
+// Each write starts from the node as last seen, or read again when the
+// table holds a summary (or from the controller's own last write while the
+// feed has not caught up with it); on a conflict
 // the node is read again and the change recomputed, a few times, then left
 // for the next pass. The feeds' callbacks only record what they see under
 // a mutex; all API writes happen in the pass.
