@@ -29,7 +29,10 @@ import (
 // limits: they are the server's own. Writes still go through the API.
 // Label and field selectors work as in the API (an invalid one is a 400),
 // filtering the cache's objects. The resource must have storage of its own
-// (not a view of another resource's).
+// (not a view of another resource's). A resource served without a watch
+// cache (Config.WatchCacheSizes) is read from etcd: its objects are then
+// copies for this reader alone (SharesObjects is false), and its lists
+// leave out managedFields.
 func (s *Server) ListerWatcher(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
 	r, ok := registry.Lookup(gvr.GroupVersion(), gvr.Resource)
 	if !ok {
