@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,46 @@ type request struct {
 	// changed is set by prepareUpdate when the object it returned is a
 	// heartbeat that certainly differs from the current one.
 	changed bool
+	// body is the buffer from bodyBuffers the request's body was read
+	// into, returned once the request is answered.
+	body *[]byte
+}
+
+// bodyBuffers recycles the buffers that request bodies of up to
+// maxPooledBody bytes are read into: a renewal's body was 2 % of the bytes
+// a renewal allocated. Decoding copies what it keeps of a body, and the
+// audit log keeps a copy of its own, so a buffer is free again once its
+// request has been answered.
+var bodyBuffers sync.Pool // of *[]byte
+
+const (
+	maxPooledBody = 16 << 10
+	// minPooledBody is the capacity a pooled buffer gets at least, so that
+	// one buffer serves the bodies of most requests.
+	minPooledBody = 4 << 10
+)
+
+// bodyBuffer returns n bytes to read the request's body into.
+func (req *request) bodyBuffer(n int) []byte {
+	if n > maxPooledBody || req.body != nil {
+		return make([]byte, n)
+	}
+	p, _ := bodyBuffers.Get().(*[]byte)
+	if p == nil || cap(*p) < n {
+		b := make([]byte, max(n, minPooledBody))
+		p = &b
+	}
+	req.body = p
+	return (*p)[:n]
+}
+
+// releaseBody returns the request's body buffer to bodyBuffers. Nothing may
+// use the body after it.
+func (req *request) releaseBody() {
+	if req.body != nil {
+		bodyBuffers.Put(req.body)
+		req.body = nil
+	}
 }
 
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
@@ -100,6 +141,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 	if err != nil {
 		s.writeError(w, r, err, req.gr, req.info.name)
 	}
+	req.releaseBody()
 }
 
 // respond writes obj (or its Table or metadata form) with code.
@@ -279,7 +321,7 @@ func (s *Server) readBody(req *request) ([]byte, error) {
 		// The body is exactly that long (net/http ends it there, and fails
 		// a stream whose data disagrees): one allocation, where io.ReadAll
 		// starts at 512 bytes and grows.
-		body = make([]byte, n)
+		body = req.bodyBuffer(int(n))
 		_, err = io.ReadFull(r, body)
 	} else {
 		body, err = io.ReadAll(r)
