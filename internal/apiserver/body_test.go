@@ -11,10 +11,11 @@ import (
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 )
 
-// TestBodyBuffersReused: request bodies are read into recycled buffers, so
-// an object must keep nothing of the buffer it was decoded from. Many
-// writes of distinct values, in both encodings and at once, each buffer
-// serving the next request, must all read back as written.
+// TestBodyBuffersReused: request bodies are read into recycled buffers,
+// zeroed when released, so a request must not use its body after its
+// buffer went back, nor keep anything of it. Many writes of distinct
+// values, in both encodings and at once, each buffer serving the next
+// request, must all succeed and read back as written.
 func TestBodyBuffersReused(t *testing.T) {
 	ctx := testContext(t)
 	s := apiservertest.Start(t, apiservertest.Options{})

@@ -71,14 +71,17 @@ func (req *request) bodyBuffer(n int) []byte {
 		b := make([]byte, max(n, minPooledBody))
 		p = &b
 	}
+	*p = (*p)[:n]
 	req.body = p
-	return (*p)[:n]
+	return *p
 }
 
-// releaseBody returns the request's body buffer to bodyBuffers. Nothing may
-// use the body after it.
+// releaseBody returns the request's body buffer to bodyBuffers, zeroed:
+// whatever still used the body after it would read zeros, not another
+// request's bytes, and fail at once rather than now and then.
 func (req *request) releaseBody() {
 	if req.body != nil {
+		clear(*req.body)
 		bodyBuffers.Put(req.body)
 		req.body = nil
 	}
