@@ -76,7 +76,9 @@ func (lw *listWatch) SharesObjects() bool { return lw.k.WatchCacheEnabled() }
 func (lw *listWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // ListWithContext returns every object of the namespace from the cache,
-// however opts pages (a list from memory is one consistent snapshot).
+// however opts pages (a list from memory is one consistent snapshot). A
+// resource without a watch cache is read from etcd in the pages opts asks
+// for, each page read at the first page's revision.
 func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	pred, err := lw.filter(opts)
 	if err != nil {
@@ -84,9 +86,10 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 	}
 	rv := opts.ResourceVersion
 	match := opts.ResourceVersionMatch
-	if match == metav1.ResourceVersionMatchExact {
-		// Only etcd has the state at an exact past revision; a controller
-		// wants the newest it can have at least as new as that.
+	if match == metav1.ResourceVersionMatchExact || (match == "" && opts.Limit > 0 && rv != "" && rv != "0") {
+		// Only etcd has the state at an exact past revision (which a bare
+		// resourceVersion with a limit asks for too); a controller wants
+		// the newest it can have at least as new as that.
 		match = metav1.ResourceVersionMatchNotOlderThan
 	}
 	// The informer keeps what the list returns: wait for the cache's own
@@ -98,9 +101,11 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 	if !lw.SharesObjects() {
 		// Copies decoded for this reader alone, read from etcd: without
 		// the managedFields that none of the server's controllers reads,
-		// and one such list at a time, so that the controllers starting
-		// together do not each hold a copy of every Node at once.
+		// and one such read at a time, so that controllers starting
+		// together do not each hold a copy of every Node at once if they
+		// ask for no pages (the controllers' feeds read pages of 500).
 		so.Trim = dropManagedFields
+		so.Limit, so.Continue = opts.Limit, opts.Continue
 		lw.s.uncachedLists.Lock()
 		defer lw.s.uncachedLists.Unlock()
 	}
@@ -108,7 +113,8 @@ func (lw *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOption
 	if err != nil {
 		return nil, lw.apiError(err)
 	}
-	return &itemList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(res.ResourceVersion)}, Items: res.Items}, nil
+	return &itemList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(res.ResourceVersion), Continue: res.Continue,
+		RemainingItemCount: res.RemainingItemCount}, Items: res.Items}, nil
 }
 
 // WatchWithContext watches the cache from opts.ResourceVersion.

@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +11,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/leasehold/leasehold/internal/apiserver"
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
@@ -99,6 +102,87 @@ func TestWatchCacheSizes(t *testing.T) {
 	}
 	if err := nodes.Delete(ctx, "uncached-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUncachedListPages: the in-process lists of a resource served from
+// etcd come in the pages asked for, every page at the first one's
+// revision; those of a cached resource come whole, one snapshot.
+func TestUncachedListPages(t *testing.T) {
+	ctx := testContext(t)
+	s := apiservertest.Start(t, apiservertest.Options{WatchCacheSizes: map[schema.GroupResource]int{{Resource: "nodes"}: 0}})
+	client := s.Client(t, protobuf)
+	var first string
+	for i := range 5 {
+		n, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("paged-%d", i)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = n.ResourceVersion
+		}
+	}
+	lister := func(gvr schema.GroupVersionResource) cache.ListerWithContext {
+		t.Helper()
+		lw, err := s.API.ListerWatcher(gvr, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lw.(cache.ListerWithContext)
+	}
+	nodes := lister(corev1.SchemeGroupVersion.WithResource("nodes"))
+	// A bare resourceVersion with a limit reads the newest state, as the
+	// controllers' feeds want, not exactly the state at that revision.
+	for _, rv := range []string{"0", first} {
+		var names []string
+		var listRV string
+		opts := metav1.ListOptions{ResourceVersion: rv, Limit: 2}
+		for pages := 1; ; pages++ {
+			list, err := nodes.ListWithContext(ctx, opts)
+			if err != nil {
+				t.Fatalf("from %s, page %d: %v", rv, pages, err)
+			}
+			lm, _ := meta.ListAccessor(list)
+			items, _ := meta.ExtractList(list)
+			if len(items) > 2 {
+				t.Fatalf("from %s, page %d has %d items", rv, pages, len(items))
+			}
+			for _, obj := range items {
+				n := obj.(*corev1.Node)
+				if n.ManagedFields != nil {
+					t.Errorf("%s listed with managedFields", n.Name)
+				}
+				names = append(names, n.Name)
+			}
+			if listRV == "" {
+				listRV = lm.GetResourceVersion()
+			} else if lm.GetResourceVersion() != listRV {
+				t.Errorf("from %s, page %d at %s, the first at %s", rv, pages, lm.GetResourceVersion(), listRV)
+			}
+			if lm.GetContinue() == "" {
+				if pages != 3 {
+					t.Errorf("from %s, %d pages, want 3", rv, pages)
+				}
+				break
+			}
+			opts = metav1.ListOptions{Limit: 2, Continue: lm.GetContinue()}
+		}
+		if strings.Join(names, ",") != "paged-0,paged-1,paged-2,paged-3,paged-4" {
+			t.Errorf("from %s, listed %v", rv, names)
+		}
+	}
+	// Leases come from the cache, whole.
+	for i := range 3 {
+		if _, err := client.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("whole-%d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := lister(coordinationv1.SchemeGroupVersion.WithResource("leases")).ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "0", Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lm, _ := meta.ListAccessor(list); meta.LenList(list) < 3 || lm.GetContinue() != "" {
+		t.Errorf("a cached list with a limit of 1: %d items, continue %q; want them all", meta.LenList(list), lm.GetContinue())
 	}
 }
 
