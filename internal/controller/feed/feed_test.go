@@ -45,7 +45,10 @@ type script struct {
 	watches chan watchAnswer
 	// watched receives the options of every watch asked for.
 	watched chan metav1.ListOptions
-	calls   chan string
+	// listed receives the options of every list asked for, as
+	// "limit=… rv=… match=… continue=…".
+	listed chan string
+	calls  chan string
 }
 
 type listAnswer struct {
@@ -59,7 +62,7 @@ type watchAnswer struct {
 }
 
 func newScript() *script {
-	return &script{lists: make(chan listAnswer), watches: make(chan watchAnswer), watched: make(chan metav1.ListOptions, 1), calls: make(chan string, 100)}
+	return &script{lists: make(chan listAnswer), watches: make(chan watchAnswer), watched: make(chan metav1.ListOptions, 1), listed: make(chan string, 100), calls: make(chan string, 100)}
 }
 
 // listThenWatch is a client that serves no watch-list streams, so that
@@ -70,7 +73,11 @@ func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 func (s *script) lw() cache.ListerWatcher {
 	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (kruntime.Object, error) {
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
+			select {
+			case s.listed <- fmt.Sprintf("limit=%d rv=%s match=%s continue=%s", o.Limit, o.ResourceVersion, o.ResourceVersionMatch, o.Continue):
+			default:
+			}
 			select {
 			case a := <-s.lists:
 				return a.list, a.err
@@ -115,6 +122,28 @@ func (s *script) expect(t *testing.T, want ...string) {
 			t.Fatalf("no call; want %q", w)
 		}
 	}
+}
+
+// expectLists reads the options of the next lists asked for.
+func (s *script) expectLists(t *testing.T, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		select {
+		case got := <-s.listed:
+			if got != w {
+				t.Fatalf("listed with %q, want %q", got, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no list; want %q", w)
+		}
+	}
+}
+
+// page answers a list with one page of it.
+func page(rv, cont string, items ...*coordinationv1.Lease) listAnswer {
+	l := leaseList(rv, items...)
+	l.Continue = cont
+	return listAnswer{list: l}
 }
 
 // watchFrom answers the next watch, which must start at rv, with a fake
@@ -205,6 +234,45 @@ func TestRelistAfterExpiredWatch(t *testing.T) {
 			s.watchFrom(t, "40")
 		})
 	}
+}
+
+// TestListInPages: a feed reads a list page by page and hands each page's
+// objects over before it asks for the next, so that it never holds more
+// than a page; it watches from the list's resourceVersion, and a relist in
+// pages forgets what none of its pages held. A list that fails part way is
+// read again from its first page.
+func TestListInPages(t *testing.T) {
+	s := newScript()
+	f := run(t, s, clocktesting.NewFakeClock(time.Now()))
+	s.lists <- page("10", "c1", lease("a", "5"))
+	// The next page is not answered yet: a feed that gathered the pages
+	// first would hand nothing over.
+	s.expect(t, "seen a 5 initial=true")
+	if f.HasSynced() {
+		t.Fatal("synced before the last page")
+	}
+	s.lists <- page("10", "", lease("b", "7"))
+	s.expect(t, "seen b 7 initial=true")
+	w := s.watchFrom(t, "10")
+	if !f.HasSynced() {
+		t.Fatal("not synced after the last page")
+	}
+	s.expectLists(t, "limit=500 rv=0 match= continue=", "limit=500 rv= match= continue=c1")
+
+	// The watch expires; b goes and c comes meanwhile. The relist asks for
+	// a state at least as new as the last seen, in pages; its second page
+	// fails, so it starts again with the newest state.
+	w.Error(&apierrors.NewResourceExpired("too old resource version: 10 (30)").ErrStatus)
+	s.lists <- page("40", "c2", lease("b", "7"))
+	s.expect(t, "seen b 7 initial=false")
+	s.lists <- listAnswer{err: apierrors.NewResourceExpired("the continue token expired")}
+	s.lists <- page("45", "c3", lease("c", "35"))
+	s.expect(t, "seen c 35 initial=false")
+	s.lists <- page("45", "", lease("a", "11"))
+	s.expect(t, "seen a 11 initial=false", "relisted a=true b=false c=true")
+	s.watchFrom(t, "45")
+	s.expectLists(t, "limit=500 rv=10 match=NotOlderThan continue=", "limit=500 rv= match= continue=c2",
+		"limit=500 rv= match= continue=", "limit=500 rv= match= continue=c3")
 }
 
 // TestListRetried: a list that fails is tried again.
