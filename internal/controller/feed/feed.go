@@ -227,17 +227,21 @@ func (p *pagedLister) hand(ctx context.Context, page runtime.Object, initial boo
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return meta.EachListItem(page, func(obj runtime.Object) error {
-		if listed != nil {
-			m, err := meta.Accessor(obj)
-			if err != nil {
-				return err
-			}
-			listed[m.GetUID()] = struct{}{}
+	return meta.EachListItem(page, func(obj runtime.Object) error { return f.listedObject(obj, initial, listed) })
+}
+
+// listedObject hands obj of a list to the handler, noting its uid in
+// listed when that is not nil.
+func (f *Feed) listedObject(obj runtime.Object, initial bool, listed map[types.UID]struct{}) error {
+	if listed != nil {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return err
 		}
-		f.h.Seen(obj, initial)
-		return nil
-	})
+		listed[m.GetUID()] = struct{}{}
+	}
+	f.h.Seen(obj, initial)
+	return nil
 }
 
 // handlerStore is what the Reflector writes to: the Feed's handler.
@@ -274,15 +278,9 @@ func (s *handlerStore) Replace(items []any, _ string) error {
 		listed = make(map[types.UID]struct{}, len(items))
 	}
 	for _, item := range items {
-		obj := item.(runtime.Object)
-		if listed != nil {
-			m, err := meta.Accessor(obj)
-			if err != nil {
-				return err
-			}
-			listed[m.GetUID()] = struct{}{}
+		if err := (*Feed)(s).listedObject(item.(runtime.Object), first, listed); err != nil {
+			return err
 		}
-		s.h.Seen(obj, first)
 	}
 	if first {
 		s.synced.Store(true)

@@ -112,29 +112,26 @@ func (s *script) handler() Handler {
 // expect reads the next calls of the handler.
 func (s *script) expect(t *testing.T, want ...string) {
 	t.Helper()
-	for _, w := range want {
-		select {
-		case got := <-s.calls:
-			if got != w {
-				t.Fatalf("got %q, want %q", got, w)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no call; want %q", w)
-		}
-	}
+	expectOn(t, s.calls, "call", want)
 }
 
 // expectLists reads the options of the next lists asked for.
 func (s *script) expectLists(t *testing.T, want ...string) {
 	t.Helper()
+	expectOn(t, s.listed, "list", want)
+}
+
+// expectOn reads len(want) values of what from ch, in order.
+func expectOn(t *testing.T, ch <-chan string, what string, want []string) {
+	t.Helper()
 	for _, w := range want {
 		select {
-		case got := <-s.listed:
+		case got := <-ch:
 			if got != w {
-				t.Fatalf("listed with %q, want %q", got, w)
+				t.Fatalf("%s %q, want %q", what, got, w)
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatalf("no list; want %q", w)
+			t.Fatalf("no %s; want %q", what, w)
 		}
 	}
 }
