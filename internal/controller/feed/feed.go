@@ -99,10 +99,8 @@ type Feed struct {
 	running atomic.Bool
 
 	// mu is held while a page is handed to the handler, which happens on
-	// the goroutine the Reflector lists on; once Run has ended, stopped
-	// keeps any page still being read from reaching the handler.
-	mu      sync.Mutex
-	stopped bool
+	// the goroutine the Reflector lists on, and by Run to wait for that.
+	mu sync.Mutex
 	// listed holds the uids of the list being read, for Relisted; nil
 	// during the first list.
 	listed map[types.UID]struct{}
@@ -147,11 +145,10 @@ func (f *Feed) Run(ctx context.Context) error {
 	}
 	f.r.RunWithContext(klog.NewContext(ctx, logr.FromSlogHandler(f.log.Handler())))
 	// The Reflector returns as soon as ctx ends, perhaps while its list
-	// goroutine still reads: wait for the page being handed over, if any,
-	// and let no other through.
+	// goroutine still reads: wait for the page being handed over, if any.
+	// No other gets through, since ctx has ended (pagedLister.hand).
 	f.mu.Lock()
-	f.stopped = true
-	f.mu.Unlock()
+	defer f.mu.Unlock()
 	return nil
 }
 
@@ -221,9 +218,7 @@ func (p *pagedLister) hand(ctx context.Context, page runtime.Object, initial boo
 	f := p.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.stopped {
-		return context.Canceled
-	}
+	// Run ends once ctx has: a page read after that goes nowhere.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
