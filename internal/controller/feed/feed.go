@@ -28,11 +28,13 @@
 // an added or changed object to Seen, a deleted one to Gone. HasSynced
 // reports whether the first list has been handed to the handler.
 //
-// A Reflector gathers every page of a list before it writes any, so an
-// informer holds two copies of a long list for a moment. A Feed reads the
-// pages itself and hands each page's objects to Seen before it reads the
-// next, so that what it holds at once is one page (pageSize objects); the
-// Reflector then receives an empty list with the list's resourceVersion.
+// A Reflector gathers every page of a list before it writes any, which
+// costs an informer nothing, since its store keeps every object anyway,
+// but holds the whole list at once for a controller that keeps only a
+// little of each object. A Feed reads the pages itself and hands each
+// page's objects to Seen before it reads the next, so that what it holds
+// at once is one page (pageSize objects); the Reflector then receives an
+// empty list with the list's resourceVersion.
 // Where the objects are copies made for this reader, read from etcd (Nodes
 // served without a watch cache), that is the difference between one page
 // and 100 000 decoded Nodes in memory at every start. A list that fails
