@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/utils/clock"
@@ -62,19 +64,24 @@ func (w logWriter) Write(p []byte) (int, error) {
 // createReadyNode creates a Node with Ready=True, as an agent registers one.
 func createReadyNode(t *testing.T, client kubernetes.Interface, name string) {
 	t.Helper()
+	if err := createReadyNodeErr(client, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createReadyNodeErr(client kubernetes.Interface, name string) error {
 	ctx := context.Background()
 	n, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	now := metav1.Now()
 	n.Status.Conditions = []corev1.NodeCondition{{
 		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "TestAgentReady",
 		LastHeartbeatTime: now, LastTransitionTime: now,
 	}}
-	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	return err
 }
 
 // nodeState is "Ready=<status>/<reason> taints=<unreachable effects>".
@@ -295,4 +302,54 @@ func TestKubeletLeaseController(t *testing.T) {
 
 	stopHeartbeat()
 	eventually(t, testGrace+10*time.Second, wantState(t, client, "kubelet-1", stateUnreachable))
+}
+
+// TestServerNodesFromEtcd: with Nodes served from etcd, the controller's
+// first list of them comes in pages (of 500) from the server's store; it
+// learns of every node on every page, and marks each unreachable once its
+// grace period passes without a lease.
+func TestServerNodesFromEtcd(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{WatchCacheSizes: map[schema.GroupResource]int{{Resource: "nodes"}: 0}})
+	client := s.Client(t, "")
+	const nodes = 1001 // three pages
+	// Eight writers at a time; createReadyNode fails the test, which only
+	// the test's own goroutine may do, so each writer creates its share.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < nodes; i += 8 {
+				if err := createReadyNodeErr(client, fmt.Sprintf("paged-%04d", i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	startController(t, client, s)
+	eventually(t, testGrace+30*time.Second, func() string {
+		list, err := client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		var left []string
+		for _, n := range list.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status != corev1.ConditionUnknown {
+					left = append(left, n.Name)
+				}
+			}
+		}
+		if len(list.Items) != nodes || len(left) > 0 {
+			return fmt.Sprintf("%d nodes, %d not yet Unknown (%v)", len(list.Items), len(left), left[:min(len(left), 3)])
+		}
+		return ""
+	})
+	// The last page's node, as a user sees it.
+	eventually(t, 10*time.Second, wantState(t, client, fmt.Sprintf("paged-%04d", nodes-1), stateUnreachable))
 }
