@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -312,21 +312,14 @@ func TestServerNodesFromEtcd(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{WatchCacheSizes: map[schema.GroupResource]int{{Resource: "nodes"}: 0}})
 	client := s.Client(t, "")
 	const nodes = 1001 // three pages
-	// Eight writers at a time; createReadyNode fails the test, which only
-	// the test's own goroutine may do, so each writer creates its share.
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Go(func() {
-			for i := w; i < nodes; i += 8 {
-				if err := createReadyNodeErr(client, fmt.Sprintf("paged-%04d", i)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	// Eight writers at a time, whose errors the test's own goroutine
+	// reports.
+	errs := make(chan error, nodes)
+	workqueue.ParallelizeUntil(context.Background(), 8, nodes, func(i int) {
+		if err := createReadyNodeErr(client, fmt.Sprintf("paged-%04d", i)); err != nil {
+			errs <- err
+		}
+	})
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
