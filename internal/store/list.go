@@ -31,11 +31,6 @@ type ListOptions struct {
 	Continue string
 	// Filter keeps an object when it returns true; nil keeps all.
 	Filter func(obj runtime.Object) bool
-	// Trim, when set, changes each object read from etcd right after it is
-	// decoded, before Filter: a reader that keeps part of each object of a
-	// long list then holds only that part while the rest is read. Objects
-	// of the watch cache are shared and never trimmed.
-	Trim func(obj runtime.Object)
 }
 
 // ListResult is one page.
@@ -162,9 +157,6 @@ func (k *Kind) listEtcd(ctx context.Context, opts ListOptions, rev int64, start 
 			obj, err := k.decode(kv)
 			if err != nil {
 				return nil, err
-			}
-			if opts.Trim != nil {
-				opts.Trim(obj)
 			}
 			if opts.Filter != nil && !opts.Filter(obj) {
 				continue
