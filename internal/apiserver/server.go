@@ -106,8 +106,8 @@ type Server struct {
 	// shutdown ends open watches when the server stops.
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
-	// uncachedLists lets one in-process list of a resource without a watch
-	// cache run at a time (listwatch.go).
+	// uncachedLists lets one in-process read of a resource without a
+	// watch cache run at a time (listwatch.go).
 	uncachedLists sync.Mutex
 }
 
@@ -197,7 +197,9 @@ func New(cfg Config) (*Server, error) {
 			s.fields[fieldManagerKey{r, sub}] = fm
 		}
 	}
-	for _, gr := range slices.SortedFunc(maps.Keys(unknownSizes), func(a, b schema.GroupResource) int { return strings.Compare(a.String(), b.String()) }) {
+	if len(unknownSizes) > 0 {
+		// The first in order, so that the error is the same every time.
+		gr := slices.MinFunc(slices.Collect(maps.Keys(unknownSizes)), func(a, b schema.GroupResource) int { return strings.Compare(a.String(), b.String()) })
 		for _, r := range registry.All() {
 			if r.GroupResource() == gr && r.Storage != nil && r.Storage.GroupResource() != gr {
 				return nil, fmt.Errorf("watch cache sizes: %s is stored as %s: name that one", gr, r.Storage.GroupResource())

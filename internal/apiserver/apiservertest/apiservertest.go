@@ -7,13 +7,13 @@ package apiservertest
 import (
 	"context"
 	"io/fs"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
