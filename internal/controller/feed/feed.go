@@ -158,6 +158,12 @@ func (f *Feed) Run(ctx context.Context) error {
 // List reads the whole list page by page, hands each page's objects to the
 // handler as it comes, and answers the Reflector with an empty list of the
 // same resourceVersion; the Reflector's Replace then ends the list.
+//
+// client-go's pager.EachListItem pages too, but it reads pages ahead on a
+// goroutine of its own, does not tell the list's resourceVersion, and
+// sends the first page's resourceVersion again with every continue token,
+// which pager.List clears (as this does) because the API server refuses
+// the pair.
 type pagedLister struct {
 	cache.ListerWatcherWithContext
 	f           *Feed

@@ -272,37 +272,26 @@ func TestListInPages(t *testing.T) {
 		"limit=500 rv= match= continue=", "limit=500 rv= match= continue=c3")
 }
 
-// TestNoPageAfterRun: a page that arrives after Run has returned (the
-// Reflector returns as soon as its context ends, while its list goroutine
-// may still be reading) reaches no handler.
-func TestNoPageAfterRun(t *testing.T) {
+// TestNoPageAfterEnd: a page read after the feed's context has ended
+// reaches no handler. Run returns as soon as the context ends, while the
+// Reflector's list goroutine may still be reading, deaf to the context as
+// a list already on its way back is.
+func TestNoPageAfterEnd(t *testing.T) {
 	s := newScript()
-	answers := make(chan listAnswer)
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		// Deaf to its context, as a list already on its way back is.
-		ListWithContextFunc: func(context.Context, metav1.ListOptions) (kruntime.Object, error) {
-			s.listed <- "list"
-			a := <-answers
-			return a.list, a.err
-		},
-		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
-			return nil, errors.New("no watch here")
-		},
-	}, listThenWatch{})
-	f := newFeed(Config{ListerWatcher: lw, Handler: s.handler(), Clock: clocktesting.NewFakeClock(time.Now()), Logger: slog.Default()}, nil)
+	f := newFeed(Config{ListerWatcher: s.lw(), Handler: s.handler(), Clock: clocktesting.NewFakeClock(time.Now()), Logger: slog.Default()}, nil)
+	deaf := &cache.ListWatch{ListWithContextFunc: func(context.Context, metav1.ListOptions) (kruntime.Object, error) {
+		return leaseList("10", lease("a", "5")), nil
+	}}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	s.expectLists(t, "list")
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
+	_, err := (&pagedLister{ListerWatcherWithContext: deaf, f: f}).ListWithContext(ctx, metav1.ListOptions{})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("the list ended with %v, want the context's end", err)
 	}
-	answers <- page("10", "", lease("a", "5"))
 	select {
 	case got := <-s.calls:
-		t.Fatalf("after Run returned the handler got %q", got)
-	case <-time.After(200 * time.Millisecond):
+		t.Errorf("after the context ended the handler got %q", got)
+	default:
 	}
 }
 
