@@ -21,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -338,6 +340,7 @@ func TestNew(t *testing.T) {
 		{"grace below default period", Config{Client: client, GracePeriod: time.Second}, true},
 		{"negative period", Config{Client: client, MonitorPeriod: -time.Second, GracePeriod: time.Second}, true},
 		{"short", Config{Client: client, MonitorPeriod: 200 * time.Millisecond, GracePeriod: 2 * time.Second}, false},
+		{"negative workers", Config{Client: client, Workers: -1}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -345,8 +348,8 @@ func TestNew(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("New: err %v, want error %v", err, tt.wantErr)
 			}
-			if err == nil && tt.cfg.MonitorPeriod == 0 && (c.period != DefaultMonitorPeriod || c.grace != DefaultGracePeriod) {
-				t.Errorf("defaults %v/%v, want %v/%v", c.period, c.grace, DefaultMonitorPeriod, DefaultGracePeriod)
+			if err == nil && tt.cfg.MonitorPeriod == 0 && (c.period != DefaultMonitorPeriod || c.grace != DefaultGracePeriod || c.workers != DefaultWorkers) {
+				t.Errorf("defaults %v/%v/%d workers, want %v/%v/%d", c.period, c.grace, c.workers, DefaultMonitorPeriod, DefaultGracePeriod, DefaultWorkers)
 			}
 		})
 	}
@@ -980,4 +983,90 @@ func TestMonitorPassStopsWithItsContext(t *testing.T) {
 	if c.passes != 1 || len(c.health) != 3 {
 		t.Fatalf("after a stopped pass: %d passes, %d nodes known; want 1 and 3", c.passes, len(c.health))
 	}
+}
+
+// TestPassVisitsInParallel: a pass visits up to Workers nodes at once. The
+// node status writes of two silent nodes wait for each other, so with one
+// visit at a time the first would wait in vain.
+func TestPassVisitsInParallel(t *testing.T) {
+	var nodes []runtime.Object
+	var seen []*corev1.Node
+	for i := range 2 {
+		n := readyNode(fmt.Sprintf("node-%d", i))
+		nodes = append(nodes, n)
+		seen = append(seen, n.DeepCopy())
+	}
+	meet := &meeting{want: 2, all: make(chan struct{})}
+	client := meetingClient{Interface: fake.NewClientset(nodes...), meet: meet}
+	clk := clocktesting.NewFakeClock(t0)
+	c, err := New(Config{Client: client, Clock: clk, GracePeriod: grace, Workers: 2, Recorder: &recorder{}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.recorder = c.events // as Run sets it
+	seeAll(c, seen, true)
+	c.monitor(context.Background()) // registers the nodes
+	clk.Step(2 * grace)
+	c.monitor(context.Background())
+	if meet.alone.Load() {
+		t.Fatal("a status write waited in vain for a second one: the pass visited one node at a time")
+	}
+	for _, n := range seen {
+		got, err := client.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := readyStatus(got); s != corev1.ConditionUnknown {
+			t.Errorf("%s: Ready=%s after the pass, want Unknown", n.Name, s)
+		}
+	}
+}
+
+// meeting holds each caller of arrive until want callers have arrived, or
+// gives up after a while and records that it did.
+type meeting struct {
+	want    int
+	arrived atomic.Int32
+	all     chan struct{}
+	alone   atomic.Bool
+}
+
+func (m *meeting) arrive() {
+	if m.arrived.Add(1) == int32(m.want) {
+		close(m.all)
+	}
+	select {
+	case <-m.all:
+	case <-time.After(10 * time.Second):
+		m.alone.Store(true)
+	}
+}
+
+// meetingClient is a clientset whose node status writes meet first.
+type meetingClient struct {
+	kubernetes.Interface
+	meet *meeting
+}
+
+func (c meetingClient) CoreV1() corev1client.CoreV1Interface {
+	return meetingCore{CoreV1Interface: c.Interface.CoreV1(), meet: c.meet}
+}
+
+type meetingCore struct {
+	corev1client.CoreV1Interface
+	meet *meeting
+}
+
+func (c meetingCore) Nodes() corev1client.NodeInterface {
+	return meetingNodes{NodeInterface: c.CoreV1Interface.Nodes(), meet: c.meet}
+}
+
+type meetingNodes struct {
+	corev1client.NodeInterface
+	meet *meeting
+}
+
+func (n meetingNodes) UpdateStatus(ctx context.Context, node *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error) {
+	n.meet.arrive()
+	return n.NodeInterface.UpdateStatus(ctx, node, opts)
 }
