@@ -179,7 +179,7 @@ type Controller struct {
 	// from it the nodes silent for longer than the grace period.
 	due dueQueue
 	// byState counts the registered nodes by the state (stateOf) of the
-	// Ready status the last visit left them with.
+	// Ready status the last visit left them with (countLocked).
 	byState map[string]int
 	passes  int
 	// visits is how many nodes the last pass visited.
@@ -379,6 +379,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.running.Store(false)
 	c.update(func() {
 		c.health, c.dirty, c.due, c.byState = map[string]*health{}, map[string]struct{}{}, nil, map[string]int{}
+		for _, st := range []string{stateReady, stateNotReady, stateUnknown} {
+			c.metrics.nodes.WithLabelValues(st).Set(0)
+		}
 	})
 	ctx, cancel := context.WithCancel(ctx)
 	nodes, leases, err := c.feeds()
@@ -651,9 +654,6 @@ func (c *Controller) monitor(ctx context.Context) {
 	}
 	c.update(func() {
 		c.visits = int(visits.Load())
-		for _, s := range []string{stateReady, stateNotReady, stateUnknown} {
-			c.metrics.nodes.WithLabelValues(s).Set(float64(c.byState[s]))
-		}
 		c.passes++
 	})
 }
@@ -673,7 +673,7 @@ func (c *Controller) forgetNode(name string) {
 			}
 			return
 		}
-		c.byState[stateOf(h.ready)]--
+		c.countLocked(h.ready, -1)
 		delete(c.health, name)
 		removed = true
 	})
@@ -681,6 +681,15 @@ func (c *Controller) forgetNode(name string) {
 		c.log.Info("node deleted", "node", name)
 		c.event(name, EventRemovingNode, "Remove", "Node %s was deleted; the node lifecycle controller stops monitoring it", name)
 	}
+}
+
+// countLocked adds d to the registered nodes whose Ready status is s, and
+// sets their gauge: during a long pass (thousands of nodes gone silent at
+// once) the gauge follows each node marked. Callers hold c.mu.
+func (c *Controller) countLocked(s corev1.ConditionStatus, d int) {
+	st := stateOf(s)
+	c.byState[st] += d
+	c.metrics.nodes.WithLabelValues(st).Set(float64(c.byState[st]))
 }
 
 // queueLocked puts the registered node name, of health h, in the due queue
@@ -763,10 +772,10 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 			// and only renewals seen from now on count.
 			registered, replaced = true, h.uid
 			if replaced != "" {
-				c.byState[stateOf(h.ready)]--
+				c.countLocked(h.ready, -1)
 			}
 			*h = health{probe: now, lease: h.lease, uid: seen.uid(), queued: h.queued, node: h.node}
-			c.byState[stateOf(h.ready)]++
+			c.countLocked(h.ready, 1)
 			c.queueLocked(name, h)
 		}
 		if h.written != nil && slices.Contains(h.superseded, seen.resourceVersion()) {
@@ -856,8 +865,8 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 		if c.health[name] != h {
 			return
 		}
-		c.byState[stateOf(h.ready)]--
-		c.byState[stateOf(after)]++
+		c.countLocked(h.ready, -1)
+		c.countLocked(after, 1)
 		h.ready = after
 		if wrote {
 			h.written, h.superseded = cur, superseded

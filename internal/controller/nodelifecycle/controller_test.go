@@ -997,7 +997,7 @@ func TestPassVisitsInParallel(t *testing.T) {
 		seen = append(seen, n.DeepCopy())
 	}
 	meet := &meeting{want: 2, all: make(chan struct{})}
-	client := meetingClient{Interface: fake.NewClientset(nodes...), meet: meet}
+	client := hookClient{Interface: fake.NewClientset(nodes...), beforeStatus: meet.arrive}
 	clk := clocktesting.NewFakeClock(t0)
 	c, err := New(Config{Client: client, Clock: clk, GracePeriod: grace, Workers: 2, Recorder: &recorder{}, Logger: testLogger(t)})
 	if err != nil {
@@ -1042,31 +1042,66 @@ func (m *meeting) arrive() {
 	}
 }
 
-// meetingClient is a clientset whose node status writes meet first.
-type meetingClient struct {
+// TestGaugeDuringPass: the nodes gauge counts a node marked Unknown as soon
+// as it is, not at the end of the pass, which after thousands of nodes went
+// silent at once lasts minutes.
+func TestGaugeDuringPass(t *testing.T) {
+	var nodes []runtime.Object
+	var seen []*corev1.Node
+	for i := range 3 {
+		n := readyNode(fmt.Sprintf("node-%d", i))
+		nodes = append(nodes, n)
+		seen = append(seen, n.DeepCopy())
+	}
+	var c *Controller
+	var unknownAt []float64 // the gauge at each status write
+	client := hookClient{Interface: fake.NewClientset(nodes...), beforeStatus: func() {
+		unknownAt = append(unknownAt, value(t, c.metrics.nodes.WithLabelValues(stateUnknown)))
+	}}
+	clk := clocktesting.NewFakeClock(t0)
+	c, err := New(Config{Client: client, Clock: clk, GracePeriod: grace, Workers: 1, Recorder: &recorder{}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.recorder = c.events // as Run sets it
+	seeAll(c, seen, true)
+	c.monitor(context.Background()) // registers the nodes
+	clk.Step(2 * grace)
+	c.monitor(context.Background())
+	if want := []float64{0, 1, 2}; !slices.Equal(unknownAt, want) {
+		t.Errorf("unknown nodes at each status write of the pass: %v, want %v", unknownAt, want)
+	}
+	if got := value(t, c.metrics.nodes.WithLabelValues(stateUnknown)); got != 3 {
+		t.Errorf("unknown nodes after the pass: %v, want 3", got)
+	}
+}
+
+// hookClient is a clientset that calls beforeStatus before each node
+// status write.
+type hookClient struct {
 	kubernetes.Interface
-	meet *meeting
+	beforeStatus func()
 }
 
-func (c meetingClient) CoreV1() corev1client.CoreV1Interface {
-	return meetingCore{CoreV1Interface: c.Interface.CoreV1(), meet: c.meet}
+func (c hookClient) CoreV1() corev1client.CoreV1Interface {
+	return hookCore{CoreV1Interface: c.Interface.CoreV1(), beforeStatus: c.beforeStatus}
 }
 
-type meetingCore struct {
+type hookCore struct {
 	corev1client.CoreV1Interface
-	meet *meeting
+	beforeStatus func()
 }
 
-func (c meetingCore) Nodes() corev1client.NodeInterface {
-	return meetingNodes{NodeInterface: c.CoreV1Interface.Nodes(), meet: c.meet}
+func (c hookCore) Nodes() corev1client.NodeInterface {
+	return hookNodes{NodeInterface: c.CoreV1Interface.Nodes(), beforeStatus: c.beforeStatus}
 }
 
-type meetingNodes struct {
+type hookNodes struct {
 	corev1client.NodeInterface
-	meet *meeting
+	beforeStatus func()
 }
 
-func (n meetingNodes) UpdateStatus(ctx context.Context, node *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error) {
-	n.meet.arrive()
+func (n hookNodes) UpdateStatus(ctx context.Context, node *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error) {
+	n.beforeStatus()
 	return n.NodeInterface.UpdateStatus(ctx, node, opts)
 }

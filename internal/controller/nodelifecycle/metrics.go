@@ -37,7 +37,7 @@ func newMetrics() metrics {
 	m := metrics{
 		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "leasehold", Subsystem: "node_lifecycle", Name: "nodes",
-			Help: "Nodes by the state of their Ready condition (ready, not_ready, unknown) at the last monitor pass.",
+			Help: "Registered nodes by the state of their Ready condition (ready, not_ready, unknown), as the controller last saw or wrote it.",
 		}, []string{"state"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "leasehold", Subsystem: "node_lifecycle", Name: "transitions_total",
