@@ -955,25 +955,7 @@ func TestRunAgain(t *testing.T) {
 // controller stops) writes nothing more, counts as no pass and forgets no
 // node, rather than trying, failing and logging each remaining node.
 func TestMonitorPassStopsWithItsContext(t *testing.T) {
-	var nodes []runtime.Object
-	var seen []*corev1.Node
-	for i := range 3 {
-		n := readyNode(fmt.Sprintf("node-%d", i))
-		nodes = append(nodes, n)
-		seen = append(seen, n.DeepCopy())
-	}
-	client := fake.NewClientset(nodes...)
-	clk := clocktesting.NewFakeClock(t0)
-	c, err := New(Config{Client: client, Clock: clk, GracePeriod: grace, Recorder: &recorder{}, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.recorder = c.events // as Run sets it
-	seeAll(c, seen, true)
-	c.monitor(context.Background()) // registers the nodes
-	client.ClearActions()
-	clk.Step(2 * grace) // every node is due to be marked Unknown
-
+	c, client, _ := silentNodes(t, 3, 0, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c.monitor(ctx)
@@ -989,24 +971,8 @@ func TestMonitorPassStopsWithItsContext(t *testing.T) {
 // node status writes of two silent nodes wait for each other, so with one
 // visit at a time the first would wait in vain.
 func TestPassVisitsInParallel(t *testing.T) {
-	var nodes []runtime.Object
-	var seen []*corev1.Node
-	for i := range 2 {
-		n := readyNode(fmt.Sprintf("node-%d", i))
-		nodes = append(nodes, n)
-		seen = append(seen, n.DeepCopy())
-	}
 	meet := &meeting{want: 2, all: make(chan struct{})}
-	client := hookClient{Interface: fake.NewClientset(nodes...), beforeStatus: meet.arrive}
-	clk := clocktesting.NewFakeClock(t0)
-	c, err := New(Config{Client: client, Clock: clk, GracePeriod: grace, Workers: 2, Recorder: &recorder{}, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.recorder = c.events // as Run sets it
-	seeAll(c, seen, true)
-	c.monitor(context.Background()) // registers the nodes
-	clk.Step(2 * grace)
+	c, client, seen := silentNodes(t, 2, 2, meet.arrive)
 	c.monitor(context.Background())
 	if meet.alone.Load() {
 		t.Fatal("a status write waited in vain for a second one: the pass visited one node at a time")
@@ -1020,6 +986,39 @@ func TestPassVisitsInParallel(t *testing.T) {
 			t.Errorf("%s: Ready=%s after the pass, want Unknown", n.Name, s)
 		}
 	}
+}
+
+// silentNodes returns a controller of count registered Ready nodes, with
+// workers (0 for the default), whose leases have been silent for twice the
+// grace period: its next pass marks every one. beforeStatus, if set, is
+// called before each node status write. It also returns the fake clientset
+// the controller writes through, with no action recorded yet, and the
+// nodes.
+func silentNodes(t *testing.T, count, workers int, beforeStatus func()) (*Controller, *fake.Clientset, []*corev1.Node) {
+	t.Helper()
+	var nodes []runtime.Object
+	var seen []*corev1.Node
+	for i := range count {
+		n := readyNode(fmt.Sprintf("node-%d", i))
+		nodes = append(nodes, n)
+		seen = append(seen, n.DeepCopy())
+	}
+	fc := fake.NewClientset(nodes...)
+	var client kubernetes.Interface = fc
+	if beforeStatus != nil {
+		client = hookClient{Interface: fc, beforeStatus: beforeStatus}
+	}
+	clk := clocktesting.NewFakeClock(t0)
+	c, err := New(Config{Client: client, Clock: clk, GracePeriod: grace, Workers: workers, Recorder: &recorder{}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.recorder = c.events // as Run sets it
+	seeAll(c, seen, true)
+	c.monitor(context.Background()) // registers the nodes
+	fc.ClearActions()
+	clk.Step(2 * grace)
+	return c, fc, seen
 }
 
 // meeting holds each caller of arrive until want callers have arrived, or
@@ -1046,27 +1045,11 @@ func (m *meeting) arrive() {
 // as it is, not at the end of the pass, which after thousands of nodes went
 // silent at once lasts minutes.
 func TestGaugeDuringPass(t *testing.T) {
-	var nodes []runtime.Object
-	var seen []*corev1.Node
-	for i := range 3 {
-		n := readyNode(fmt.Sprintf("node-%d", i))
-		nodes = append(nodes, n)
-		seen = append(seen, n.DeepCopy())
-	}
 	var c *Controller
 	var unknownAt []float64 // the gauge at each status write
-	client := hookClient{Interface: fake.NewClientset(nodes...), beforeStatus: func() {
+	c, _, _ = silentNodes(t, 3, 1, func() {
 		unknownAt = append(unknownAt, value(t, c.metrics.nodes.WithLabelValues(stateUnknown)))
-	}}
-	clk := clocktesting.NewFakeClock(t0)
-	c, err := New(Config{Client: client, Clock: clk, GracePeriod: grace, Workers: 1, Recorder: &recorder{}, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.recorder = c.events // as Run sets it
-	seeAll(c, seen, true)
-	c.monitor(context.Background()) // registers the nodes
-	clk.Step(2 * grace)
+	})
 	c.monitor(context.Background())
 	if want := []float64{0, 1, 2}; !slices.Equal(unknownAt, want) {
 		t.Errorf("unknown nodes at each status write of the pass: %v, want %v", unknownAt, want)
