@@ -35,6 +35,11 @@
 #                (bench --etcd-pid). kube-apiserver runs without a
 #                controller manager: no node lifecycle controller and no
 #                garbage collector, which leasehold runs in its process.
+#   outage       a fleet of $BENCH_OUTAGE_NODES renewing every 10 s, half
+#                of it stopped at once 20 s in, on a server whose grace
+#                period is 20 s: how long until the node lifecycle
+#                controller has marked each stopped node Unknown, and the
+#                latency of the half still renewing meanwhile
 #
 # It does not build leasehold: bin/leasehold must exist (make builds it
 # first). Only the compare scenario builds something: bin/kube-apiserver.
@@ -63,6 +68,7 @@
 #   BENCH_CEILING_NODES        the fleet of the ceiling run (default 100000)
 #   BENCH_COMPARE_NODES        the fleet of the comparison (default 10000;
 #                              it renews every BENCH_INTERVAL)
+#   BENCH_OUTAGE_NODES         the fleet of the outage run (default 10000)
 #   BENCH_COMPARE_TARGETS      servers compared (default "leasehold
 #                              leasehold-etcd kube-apiserver")
 #   BENCH_WATCHERS             watchers of the watch run (default 1000)
@@ -105,6 +111,7 @@ BENCH_SERVE_FLAGS=${BENCH_SERVE_FLAGS:-}
 BENCH_RATE=${BENCH_RATE:-}
 BENCH_COMPARE_NODES=${BENCH_COMPARE_NODES:-10000}
 BENCH_COMPARE_TARGETS=${BENCH_COMPARE_TARGETS:-"leasehold leasehold-etcd kube-apiserver"}
+BENCH_OUTAGE_NODES=${BENCH_OUTAGE_NODES:-10000}
 # FLEET_SERVE_FLAGS are the flags a fleet of BENCH_RATE adds for its servers.
 FLEET_SERVE_FLAGS=""
 if [[ -z ${BENCH_TITLE:-} ]]; then
@@ -474,6 +481,16 @@ if wanted compare; then
 		stop_server
 		stop_etcd
 	done
+fi
+
+if wanted outage; then
+	log "outage: $BENCH_OUTAGE_NODES nodes renewing every 10 s, half of them stopped at once 20 s in"
+	FLEET_SERVE_FLAGS="--node-monitor-grace-period 20s"
+	fresh_server outage
+	bench fleet "$BENCH_OUT/outage-$BENCH_OUTAGE_NODES.json" --nodes "$BENCH_OUTAGE_NODES" --interval 10s \
+		--lease-duration 40s --duration 90s --kill-after 20s --kill-fraction 0.5
+	stop_server
+	FLEET_SERVE_FLAGS=""
 fi
 
 if wanted fleet; then
