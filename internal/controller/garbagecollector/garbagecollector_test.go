@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -186,14 +186,6 @@ func ownerUIDs(m metav1.Object) []types.UID {
 }
 
 // value reads a counter.
-func value(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
-}
 
 // TestNodeLease is the node heartbeat case: a node's Lease names its Node as
 // owner, as the agent and the kubelet create it, and goes with it.
@@ -214,7 +206,7 @@ func testNodeLease(t *testing.T, e *env) {
 	// The collector counts a deletion once the server has answered it, a
 	// moment after the lease is gone.
 	e.eventually(2*time.Second, "the deletion counted", func() (bool, error) {
-		return value(t, e.gc.deletions) == 1, nil
+		return testutil.ToFloat64(e.gc.deletions) == 1, nil
 	})
 }
 
@@ -338,9 +330,9 @@ func TestOrphan(t *testing.T) {
 		t.Error("or-ns is being deleted")
 	}
 	e.eventually(2*time.Second, "three orphanings counted", func() (bool, error) {
-		return value(t, e.gc.orphanings) == 3, nil
+		return testutil.ToFloat64(e.gc.orphanings) == 3, nil
 	})
-	if got := value(t, e.gc.deletions); got != 0 {
+	if got := testutil.ToFloat64(e.gc.deletions); got != 0 {
 		t.Errorf("deletions metric %v, want 0", got)
 	}
 }

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -398,10 +397,10 @@ func TestGraceBoundary(t *testing.T) {
 					t.Errorf("NoExecute taint added at %v, want %v", tn.TimeAdded, now)
 				}
 			}
-			if got := value(t, e.c.metrics.nodes.WithLabelValues(stateUnknown)); got != 1 {
+			if got := testutil.ToFloat64(e.c.metrics.nodes.WithLabelValues(stateUnknown)); got != 1 {
 				t.Errorf("unknown nodes gauge %v, want 1", got)
 			}
-			if got := value(t, e.c.metrics.transitions.WithLabelValues(stateUnknown)); got != 1 {
+			if got := testutil.ToFloat64(e.c.metrics.transitions.WithLabelValues(stateUnknown)); got != 1 {
 				t.Errorf("transitions to unknown %v, want 1", got)
 			}
 			// Further passes change nothing.
@@ -425,7 +424,7 @@ func TestRenewalsKeepNodeReady(t *testing.T) {
 	}
 	e.wantReady("web-1", corev1.ConditionTrue, agentReason)
 	e.wantEvents("web-1", EventRegisteredNode)
-	if got := value(t, e.c.metrics.nodes.WithLabelValues(stateReady)); got != 1 {
+	if got := testutil.ToFloat64(e.c.metrics.nodes.WithLabelValues(stateReady)); got != 1 {
 		t.Errorf("ready nodes gauge %v, want 1", got)
 	}
 }
@@ -628,7 +627,7 @@ func TestNodeDeleted(t *testing.T) {
 			t.Errorf("RemovingNode about %+v", ev.ref)
 		}
 	}
-	if got := value(t, e.c.metrics.nodes.WithLabelValues(stateReady)); got != 1 {
+	if got := testutil.ToFloat64(e.c.metrics.nodes.WithLabelValues(stateReady)); got != 1 {
 		t.Errorf("ready nodes gauge %v, want 1", got)
 	}
 }
@@ -834,7 +833,7 @@ func TestConflictRetried(t *testing.T) {
 			t.Errorf("label %s lost, labels %v", l, n.Labels)
 		}
 	}
-	if got := value(t, e.c.metrics.writeErrors); got != 0 {
+	if got := testutil.ToFloat64(e.c.metrics.writeErrors); got != 0 {
 		t.Errorf("write errors %v, want 0", got)
 	}
 }
@@ -863,7 +862,7 @@ func TestConflictGivesUp(t *testing.T) {
 	}
 	fail = false
 	mu.Unlock()
-	if got := value(t, e.c.metrics.writeErrors); got != 1 {
+	if got := testutil.ToFloat64(e.c.metrics.writeErrors); got != 1 {
 		t.Errorf("write errors %v, want 1", got)
 	}
 	e.wantEvents("web-1", EventRegisteredNode)
@@ -907,17 +906,6 @@ func TestEvents(t *testing.T) {
 }
 
 // value reads a gauge's or counter's value.
-func value(t *testing.T, m prometheus.Metric) float64 {
-	t.Helper()
-	var out dto.Metric
-	if err := m.Write(&out); err != nil {
-		t.Fatal(err)
-	}
-	if out.Gauge != nil {
-		return out.Gauge.GetValue()
-	}
-	return out.Counter.GetValue()
-}
 
 // TestRunAgain runs the same controller twice, as for two terms of
 // leadership, and refuses overlapping runs.
@@ -1048,13 +1036,13 @@ func TestGaugeDuringPass(t *testing.T) {
 	var c *Controller
 	var unknownAt []float64 // the gauge at each status write
 	c, _, _ = silentNodes(t, 3, 1, func() {
-		unknownAt = append(unknownAt, value(t, c.metrics.nodes.WithLabelValues(stateUnknown)))
+		unknownAt = append(unknownAt, testutil.ToFloat64(c.metrics.nodes.WithLabelValues(stateUnknown)))
 	})
 	c.monitor(context.Background())
 	if want := []float64{0, 1, 2}; !slices.Equal(unknownAt, want) {
 		t.Errorf("unknown nodes at each status write of the pass: %v, want %v", unknownAt, want)
 	}
-	if got := value(t, c.metrics.nodes.WithLabelValues(stateUnknown)); got != 3 {
+	if got := testutil.ToFloat64(c.metrics.nodes.WithLabelValues(stateUnknown)); got != 3 {
 		t.Errorf("unknown nodes after the pass: %v, want 3", got)
 	}
 }
