@@ -47,6 +47,10 @@ type cache struct {
 	watchers    map[*watcher]struct{}
 	rvChanged   chan struct{} // closed and replaced whenever rv advances
 
+	// snapMu guards snapshots; it is never held with mu.
+	snapMu    sync.Mutex
+	snapshots map[snapshotKey]*listSnapshot
+
 	share  *sharer            // used by run's goroutine alone
 	events prometheus.Counter // the kind's series of cacheEvents
 
@@ -104,6 +108,7 @@ func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache 
 		events:    cacheEvents.WithLabelValues(k.resource),
 		watchers:  map[*watcher]struct{}{},
 		rvChanged: make(chan struct{}),
+		snapshots: map[snapshotKey]*listSnapshot{},
 	}
 }
 
@@ -263,6 +268,7 @@ func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time) error {
 			return nil
 		case <-bookmarks:
 			c.sendBookmarks()
+			c.expireSnapshots()
 		case resp, ok := <-wch:
 			if !ok {
 				return errors.New("etcd watch channel closed")
@@ -460,6 +466,142 @@ func (c *cache) sortedKeysLocked() []string {
 		sort.Strings(c.keys)
 	}
 	return c.keys
+}
+
+// A paginated list whose first page the cache served goes on from a
+// snapshot: the objects of its key range as the cache held them at the
+// first page's revision. etcd would serve each later page at that revision
+// too, but it counts every key left in the range to answer each page
+// (remainingItemCount), so that a list of N objects in pages of P walked
+// N²/2P keys: 100 000 leases in pages of 500, 20 million. A snapshot is a
+// copy of the range's sorted keys and object pointers; the objects are the
+// cache's own, shared and never modified.
+//
+// A snapshot lives while its pages are read: it goes with the last page,
+// or listSnapshotIdle after the latest one read, and a cache keeps at most
+// maxListSnapshots. A page whose snapshot is gone (expired, or the list
+// began on another replica) is read from etcd at the token's revision, as
+// before, and is the same page.
+const (
+	listSnapshotIdle = 10 * time.Second
+	maxListSnapshots = 8
+)
+
+type snapshotKey struct {
+	rv     int64
+	prefix string // the list's key range: the kind's prefix, or a namespace's
+}
+
+type listSnapshot struct {
+	keys []string         // sorted; a part of the cache's keys, never modified
+	objs []runtime.Object // objs[i] is the object of keys[i] at the revision
+	used time.Time
+}
+
+// listPaged serves the first page of a paginated list once the cache has
+// reached minRV, and keeps a snapshot of the range for the other pages.
+func (c *cache) listPaged(ctx context.Context, opts ListOptions, minRV int64) (*ListResult, error) {
+	if err := c.waitFor(ctx, minRV); err != nil {
+		return nil, err
+	}
+	key := snapshotKey{prefix: c.k.Prefix(opts.Namespace)}
+	c.mu.Lock()
+	all := c.sortedKeysLocked()
+	i := sort.SearchStrings(all, key.prefix)
+	j := i + sort.Search(len(all)-i, func(n int) bool { return !strings.HasPrefix(all[i+n], key.prefix) })
+	snap := &listSnapshot{keys: all[i:j:j], objs: make([]runtime.Object, j-i)}
+	for n, k := range snap.keys {
+		snap.objs[n] = c.items[k]
+	}
+	key.rv = c.rv
+	c.mu.Unlock()
+	res := c.page(snap, 0, opts, key.rv)
+	if res.Continue != "" {
+		c.keepSnapshot(key, snap)
+	}
+	return res, nil
+}
+
+// continueList serves a later page of a paginated list from its snapshot;
+// false when there is none.
+func (c *cache) continueList(opts ListOptions, rv int64, start string) (*ListResult, bool) {
+	key := snapshotKey{rv: rv, prefix: c.k.Prefix(opts.Namespace)}
+	now := c.clock.Now()
+	c.snapMu.Lock()
+	snap := c.snapshots[key]
+	if snap != nil && now.Sub(snap.used) > listSnapshotIdle {
+		delete(c.snapshots, key)
+		snap = nil
+	}
+	if snap != nil {
+		snap.used = now
+	}
+	c.snapMu.Unlock()
+	if snap == nil {
+		return nil, false
+	}
+	res := c.page(snap, sort.SearchStrings(snap.keys, start), opts, rv)
+	if res.Continue == "" {
+		// The last page: the list is done with it.
+		c.snapMu.Lock()
+		if c.snapshots[key] == snap {
+			delete(c.snapshots, key)
+		}
+		c.snapMu.Unlock()
+	}
+	return res, true
+}
+
+// page returns the objects of snap from index from on that opts.Filter
+// keeps, at most opts.Limit, with the token of the next page as listEtcd
+// writes it.
+func (c *cache) page(snap *listSnapshot, from int, opts ListOptions, rv int64) *ListResult {
+	res := &ListResult{ResourceVersion: rv}
+	for n := from; n < len(snap.keys); n++ {
+		obj := snap.objs[n]
+		if opts.Filter != nil && !opts.Filter(obj) {
+			continue
+		}
+		res.Items = append(res.Items, obj)
+		if int64(len(res.Items)) == opts.Limit && n < len(snap.keys)-1 {
+			res.Continue = encodeContinue(rv, strings.TrimPrefix(snap.keys[n]+"\x00", c.k.prefix))
+			if opts.Filter == nil {
+				remaining := int64(len(snap.keys) - n - 1)
+				res.RemainingItemCount = &remaining
+			}
+			break
+		}
+	}
+	return res
+}
+
+// keepSnapshot keeps snap for the later pages of a list, unless the cache
+// keeps as many as it may.
+func (c *cache) keepSnapshot(key snapshotKey, snap *listSnapshot) {
+	now := c.clock.Now()
+	snap.used = now
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	c.expireSnapshotsLocked(now)
+	if len(c.snapshots) < maxListSnapshots {
+		c.snapshots[key] = snap
+	}
+}
+
+// expireSnapshots drops the snapshots no page has read for
+// listSnapshotIdle: their lists ended or were abandoned.
+func (c *cache) expireSnapshots() {
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	c.expireSnapshotsLocked(c.clock.Now())
+}
+
+func (c *cache) expireSnapshotsLocked(now time.Time) {
+	for k, s := range c.snapshots {
+		if now.Sub(s.used) > listSnapshotIdle {
+			delete(c.snapshots, k)
+		}
+	}
 }
 
 // watchContext is the context of the caches' etcd watches. They share one

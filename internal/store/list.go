@@ -25,8 +25,9 @@ type ListOptions struct {
 	// legacy form: N with a limit; read from etcd).
 	ResourceVersion string
 	Match           metav1.ResourceVersionMatch
-	// Limit and Continue paginate; paginated reads come from etcd at one
-	// revision, so every page is a consistent snapshot.
+	// Limit and Continue paginate; every page of a list is read at the
+	// revision of its first, from the watch cache's snapshot of the list
+	// while it keeps one, else from etcd.
 	Limit    int64
 	Continue string
 	// Filter keeps an object when it returns true; nil keeps all.
@@ -83,17 +84,25 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 		if !strings.HasPrefix(start, k.Prefix(opts.Namespace)) {
 			return nil, fmt.Errorf("%w: it continues a list of another namespace", ErrInvalidContinue)
 		}
+		if c := k.filledCache(); c != nil {
+			if res, ok := c.continueList(opts, t.Revision, start); ok {
+				return res, nil
+			}
+		}
 		return k.listEtcd(ctx, opts, t.Revision, start)
 	}
 	switch rv := opts.ResourceVersion; {
 	case rv == "":
 		c := k.filledCache()
-		if opts.Limit > 0 || c == nil {
+		if c == nil {
 			return k.listEtcd(ctx, opts, 0, k.Prefix(opts.Namespace))
 		}
 		cur, err := k.s.CurrentRevision(ctx)
 		if err != nil {
 			return nil, err
+		}
+		if opts.Limit > 0 {
+			return c.listPaged(ctx, opts, cur)
 		}
 		return c.list(ctx, opts, cur)
 	case rv == "0":

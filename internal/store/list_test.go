@@ -1,0 +1,175 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+// TestPagesFromSnapshot: the later pages of a list whose first page the
+// cache served are the range as it was at the first page's revision,
+// whatever was written since, and they are read from the cache's snapshot
+// even once etcd has compacted that revision away. Once the last page has
+// been read, or none for ten seconds, the snapshot is gone and pages come
+// from etcd again, which no longer has the revision.
+func TestPagesFromSnapshot(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s, k, _ := newStoreWith(t, store.Config{Clock: clk}, nil)
+	ctx := context.Background()
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		if _, err := k.Create(ctx, k.Key("ns", n), lease("ns", n, "h"), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := k.Create(ctx, k.Key("other", "x"), lease("other", "x", "h"), false); err != nil {
+		t.Fatal(err)
+	}
+	first, err := k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseNames(first.Items); !slices.Equal(got, []string{"a", "b"}) || first.Continue == "" ||
+		first.RemainingItemCount == nil || *first.RemainingItemCount != 3 {
+		t.Fatalf("first page: %v, continue %q, remaining %v; want [a b], a token and 3", got, first.Continue, first.RemainingItemCount)
+	}
+
+	// Written after the first page, then compacted away in etcd.
+	if _, err := k.Update(ctx, k.Key("ns", "c"), store.UpdateOptions{}, func(cur runtime.Object) (runtime.Object, error) {
+		l := cur.DeepCopyObject().(*coordinationv1.Lease)
+		l.Spec.HolderIdentity = ptr.To("changed")
+		return l, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Delete(ctx, k.Key("ns", "d"), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	latest, err := k.Create(ctx, k.Key("ns", "f"), lease("ns", "f", "h"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := strconv.ParseInt(latest.(*coordinationv1.Lease).ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(ctx, rv); err != nil {
+		t.Fatal(err)
+	}
+
+	var got []string
+	var holders []string
+	token := first.Continue
+	for pages := 2; token != ""; pages++ {
+		page, err := k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 2, Continue: token})
+		if err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		if page.ResourceVersion != first.ResourceVersion {
+			t.Errorf("page %d at revision %d, the first at %d", pages, page.ResourceVersion, first.ResourceVersion)
+		}
+		for _, obj := range page.Items {
+			holders = append(holders, *obj.(*coordinationv1.Lease).Spec.HolderIdentity)
+		}
+		got = append(got, leaseNames(page.Items)...)
+		token = page.Continue
+		if pages > 5 {
+			t.Fatal("the pages do not end")
+		}
+	}
+	if !slices.Equal(got, []string{"c", "d", "e"}) || !slices.Equal(holders, []string{"h", "h", "h"}) {
+		t.Errorf("later pages: %v held by %v; want [c d e], each held by h", got, holders)
+	}
+
+	// The last page was read: the snapshot went with it.
+	if _, err := k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 2, Continue: first.Continue}); !errors.Is(err, store.ErrCompacted) {
+		t.Fatalf("the second page once the list ended: %v; want ErrCompacted from etcd", err)
+	}
+
+	// A list left unfinished: its pages can be read again while the
+	// snapshot lives, which is ten seconds after the latest page read.
+	first, err = k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := k.Update(ctx, k.Key("ns", "b"), store.UpdateOptions{}, func(cur runtime.Object) (runtime.Object, error) {
+		l := cur.DeepCopyObject().(*coordinationv1.Lease)
+		l.Spec.HolderIdentity = ptr.To("changed")
+		return l, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err = strconv.ParseInt(renewed.(*coordinationv1.Lease).ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(ctx, rv); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		clk.Step(9 * time.Second)
+		page, err := k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 1, Continue: first.Continue})
+		if err != nil || !slices.Equal(leaseNames(page.Items), []string{"b"}) || *page.Items[0].(*coordinationv1.Lease).Spec.HolderIdentity != "h" {
+			t.Fatalf("the second page: %v, %v; want [b] held by h", page, err)
+		}
+	}
+	clk.Step(11 * time.Second)
+	if _, err := k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 1, Continue: first.Continue}); !errors.Is(err, store.ErrCompacted) {
+		t.Fatalf("the second page once the snapshot expired: %v; want ErrCompacted from etcd", err)
+	}
+}
+
+// TestPagesFromSnapshotFiltered: with a filter a page holds up to the limit
+// of the objects it keeps, and no remaining count, as from etcd.
+func TestPagesFromSnapshotFiltered(t *testing.T) {
+	_, k := newStore(t)
+	ctx := context.Background()
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		holder := "h"
+		if n == "b" || n == "d" {
+			holder = "other"
+		}
+		if _, err := k.Create(ctx, k.Key("ns", n), lease("ns", n, holder), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := store.ListOptions{Namespace: "ns", Limit: 2, Filter: func(obj runtime.Object) bool {
+		return *obj.(*coordinationv1.Lease).Spec.HolderIdentity == "h"
+	}}
+	var pages [][]string
+	for {
+		page, err := k.List(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.RemainingItemCount != nil {
+			t.Errorf("page %d: remaining %d; want none with a filter", len(pages)+1, *page.RemainingItemCount)
+		}
+		pages = append(pages, leaseNames(page.Items))
+		if page.Continue == "" {
+			break
+		}
+		opts.Continue = page.Continue
+	}
+	if len(pages) != 2 || !slices.Equal(pages[0], []string{"a", "c"}) || !slices.Equal(pages[1], []string{"e"}) {
+		t.Errorf("pages %v; want [[a c] [e]]", pages)
+	}
+}
+
+func leaseNames(objs []runtime.Object) []string {
+	var names []string
+	for _, obj := range objs {
+		names = append(names, obj.(*coordinationv1.Lease).Name)
+	}
+	return names
+}
