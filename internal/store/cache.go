@@ -47,9 +47,7 @@ type cache struct {
 	watchers    map[*watcher]struct{}
 	rvChanged   chan struct{} // closed and replaced whenever rv advances
 
-	// snapMu guards snapshots; it is never held with mu.
-	snapMu    sync.Mutex
-	snapshots map[snapshotKey]*listSnapshot
+	snapshots *listState[snapshotKey, *listSnapshot]
 
 	share  *sharer            // used by run's goroutine alone
 	events prometheus.Counter // the kind's series of cacheEvents
@@ -108,7 +106,7 @@ func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache 
 		events:    cacheEvents.WithLabelValues(k.resource),
 		watchers:  map[*watcher]struct{}{},
 		rvChanged: make(chan struct{}),
-		snapshots: map[snapshotKey]*listSnapshot{},
+		snapshots: newListState[snapshotKey, *listSnapshot](clk),
 	}
 }
 
@@ -268,7 +266,6 @@ func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time) error {
 			return nil
 		case <-bookmarks:
 			c.sendBookmarks()
-			c.expireSnapshots()
 		case resp, ok := <-wch:
 			if !ok {
 				return errors.New("etcd watch channel closed")
@@ -495,7 +492,6 @@ type snapshotKey struct {
 type listSnapshot struct {
 	keys []string         // sorted; a part of the cache's keys, never modified
 	objs []runtime.Object // objs[i] is the object of keys[i] at the revision
-	used time.Time
 }
 
 // listPaged serves the first page of a paginated list once the cache has
@@ -517,7 +513,7 @@ func (c *cache) listPaged(ctx context.Context, opts ListOptions, minRV int64) (*
 	c.mu.Unlock()
 	res := c.page(snap, 0, opts, key.rv)
 	if res.Continue != "" {
-		c.keepSnapshot(key, snap)
+		c.snapshots.keep(key, snap)
 	}
 	return res, nil
 }
@@ -526,28 +522,14 @@ func (c *cache) listPaged(ctx context.Context, opts ListOptions, minRV int64) (*
 // false when there is none.
 func (c *cache) continueList(opts ListOptions, rv int64, start string) (*ListResult, bool) {
 	key := snapshotKey{rv: rv, prefix: c.k.Prefix(opts.Namespace)}
-	now := c.clock.Now()
-	c.snapMu.Lock()
-	snap := c.snapshots[key]
-	if snap != nil && now.Sub(snap.used) > listSnapshotIdle {
-		delete(c.snapshots, key)
-		snap = nil
-	}
-	if snap != nil {
-		snap.used = now
-	}
-	c.snapMu.Unlock()
-	if snap == nil {
+	snap, ok := c.snapshots.read(key)
+	if !ok {
 		return nil, false
 	}
 	res := c.page(snap, sort.SearchStrings(snap.keys, start), opts, rv)
 	if res.Continue == "" {
 		// The last page: the list is done with it.
-		c.snapMu.Lock()
-		if c.snapshots[key] == snap {
-			delete(c.snapshots, key)
-		}
-		c.snapMu.Unlock()
+		c.snapshots.drop(key, snap)
 	}
 	return res, true
 }
@@ -573,35 +555,6 @@ func (c *cache) page(snap *listSnapshot, from int, opts ListOptions, rv int64) *
 		}
 	}
 	return res
-}
-
-// keepSnapshot keeps snap for the later pages of a list, unless the cache
-// keeps as many as it may.
-func (c *cache) keepSnapshot(key snapshotKey, snap *listSnapshot) {
-	now := c.clock.Now()
-	snap.used = now
-	c.snapMu.Lock()
-	defer c.snapMu.Unlock()
-	c.expireSnapshotsLocked(now)
-	if len(c.snapshots) < maxListSnapshots {
-		c.snapshots[key] = snap
-	}
-}
-
-// expireSnapshots drops the snapshots no page has read for
-// listSnapshotIdle: their lists ended or were abandoned.
-func (c *cache) expireSnapshots() {
-	c.snapMu.Lock()
-	defer c.snapMu.Unlock()
-	c.expireSnapshotsLocked(c.clock.Now())
-}
-
-func (c *cache) expireSnapshotsLocked(now time.Time) {
-	for k, s := range c.snapshots {
-		if now.Sub(s.used) > listSnapshotIdle {
-			delete(c.snapshots, k)
-		}
-	}
 }
 
 // watchContext is the context of the caches' etcd watches. They share one

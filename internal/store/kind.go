@@ -26,6 +26,8 @@ type Kind struct {
 	cache      *cache     // nil: served from etcd alone (DisableWatchCache)
 	ttl        *ttlLeases // nil: objects live until deleted
 	metrics    kindMetrics
+
+	rests *listState[restKey, *etcdRest] // keys read from etcd ahead of the pages of lists
 }
 
 // Key is the etcd key of an object.

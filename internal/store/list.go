@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -138,31 +139,60 @@ func (k *Kind) listNotOlderThan(ctx context.Context, opts ListOptions, minRV int
 
 // listEtcd reads one page from etcd at revision rev (0: latest), starting at
 // key start.
+//
+// etcd counts every key left in the range to answer each read, limit or
+// not, so a list read from etcd a page at a time walked its range once per
+// page. A page of a list read in pages (a limit under etcdBatch) therefore
+// asks etcd for readAhead pages' worth of keys, and keeps those it does not
+// return, undecoded, for the next page (see etcdRest).
 func (k *Kind) listEtcd(ctx context.Context, opts ListOptions, rev int64, start string) (*ListResult, error) {
-	end := clientv3.GetPrefixRangeEnd(k.Prefix(opts.Namespace))
+	prefix := k.Prefix(opts.Namespace)
+	end := clientv3.GetPrefixRangeEnd(prefix)
 	res := &ListResult{}
-	batch := opts.Limit
-	if batch <= 0 || batch > 10000 {
-		batch = 10000
+	batch := int64(etcdBatch)
+	if opts.Limit > 0 {
+		batch = min(readAhead*opts.Limit, etcdBatch)
 	}
 	if opts.Filter != nil && batch < 100 {
 		batch = 100
 	}
 	began := k.s.cfg.Clock.Now()
 	defer k.observe(opList, began)
+	// kvs are the keys from start on, in order; count is how many the
+	// range holds from kvs[0] on, and more whether etcd has keys beyond
+	// the last of kvs.
+	var kvs []*mvccpb.KeyValue
+	var count int64
+	more := true
+	if rev > 0 {
+		if r, ok := k.rests.take(restKey{rv: rev, prefix: prefix, from: start}); ok {
+			kvs, count, more = r.kvs, r.count, r.more
+		}
+	}
 	for {
-		getOpts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(batch)}
-		if rev > 0 {
-			getOpts = append(getOpts, clientv3.WithRev(rev))
+		if len(kvs) == 0 {
+			if !more {
+				res.ResourceVersion = rev
+				return res, nil
+			}
+			getOpts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(batch)}
+			if rev > 0 {
+				getOpts = append(getOpts, clientv3.WithRev(rev))
+			}
+			resp, err := k.s.client.Get(ctx, start, getOpts...)
+			if err != nil {
+				return nil, mapEtcdError(err)
+			}
+			if rev == 0 {
+				rev = resp.Header.Revision
+			}
+			kvs, count, more = resp.Kvs, resp.Count, resp.More
+			if len(kvs) == 0 {
+				more = false
+				continue
+			}
 		}
-		resp, err := k.s.client.Get(ctx, start, getOpts...)
-		if err != nil {
-			return nil, mapEtcdError(err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for i, kv := range resp.Kvs {
+		for i, kv := range kvs {
 			obj, err := k.decode(kv)
 			if err != nil {
 				return nil, err
@@ -172,25 +202,58 @@ func (k *Kind) listEtcd(ctx context.Context, opts ListOptions, rev int64, start 
 			}
 			res.Items = append(res.Items, obj)
 			if opts.Limit > 0 && int64(len(res.Items)) == opts.Limit {
-				more := resp.More || i < len(resp.Kvs)-1
-				if more {
+				if more || i < len(kvs)-1 {
 					next := string(kv.Key) + "\x00"
 					res.Continue = encodeContinue(rev, strings.TrimPrefix(next, k.prefix))
 					if opts.Filter == nil {
-						remaining := resp.Count - int64(i) - 1
+						remaining := count - int64(i) - 1
 						res.RemainingItemCount = &remaining
+					}
+					if i < len(kvs)-1 {
+						k.rests.keep(restKey{rv: rev, prefix: prefix, from: next}, &etcdRest{
+							kvs: kvs[i+1:], count: count - int64(i) - 1, more: more,
+						})
 					}
 				}
 				res.ResourceVersion = rev
 				return res, nil
 			}
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			res.ResourceVersion = rev
-			return res, nil
-		}
-		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		start = string(kvs[len(kvs)-1].Key) + "\x00"
+		kvs = nil
 	}
+}
+
+// etcdBatch is the most keys one read from etcd asks for; readAhead is
+// how many pages' worth of keys a page read from etcd asks for.
+const (
+	etcdBatch = 10000
+	readAhead = 4
+)
+
+// etcdRest is what a read from etcd for a page of a list returned beyond
+// the page: the next keys of the range at the list's revision, undecoded,
+// kept for the page that continues from there. A page takes it (no other
+// reader can), and keeps what it does not return in turn. Like the watch
+// cache's snapshots, a rest goes listSnapshotIdle after it was kept, and a
+// kind keeps at most maxListSnapshots; a page that finds none reads etcd.
+// At readAhead 4, a list of 100 000 Nodes in pages of 500 reads etcd 50
+// times instead of 200, and holds at most 1 500 undecoded Nodes between
+// two pages. (At 10, a start of a server that serves Nodes from etcd
+// alone spent a little less CPU and peaked 60 MiB higher.)
+type etcdRest struct {
+	kvs   []*mvccpb.KeyValue
+	count int64 // keys in the range from kvs[0] on
+	more  bool  // etcd has keys beyond the last of kvs
+}
+
+// restKey names the page a rest is kept for: the list's revision and key
+// range, and the key the page starts at. Lists read side by side, as two
+// controllers' feeds at a start, each keep their own.
+type restKey struct {
+	rv     int64
+	prefix string
+	from   string
 }
 
 // waitTimeout bounds how long a read waits for the cache to reach a

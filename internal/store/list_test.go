@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -172,4 +173,100 @@ func leaseNames(objs []runtime.Object) []string {
 		names = append(names, obj.(*coordinationv1.Lease).Name)
 	}
 	return names
+}
+
+// TestPagesReadAheadFromEtcd: a list of a kind served from etcd alone, read
+// in pages of 2, reads 8 keys from etcd at once and returns the next three
+// pages from what it read, even once etcd has compacted the list's
+// revision away; the page after them reads etcd, which no longer has it.
+// What was read ahead goes ten seconds after it was kept.
+func TestPagesReadAheadFromEtcd(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	s, k, _ := newStoreWith(t, store.Config{Clock: clk}, func(k *store.Kind) { k.DisableWatchCache() })
+	ctx := context.Background()
+	var want []string
+	for i := range 25 {
+		n := fmt.Sprintf("n%02d", i)
+		want = append(want, n)
+		if _, err := k.Create(ctx, k.Key("ns", n), lease("ns", n, "h"), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := k.Create(ctx, k.Key("other", "x"), lease("other", "x", "h"), false); err != nil {
+		t.Fatal(err)
+	}
+	compactions := 0
+	compactNow := func() {
+		t.Helper()
+		compactions++
+		name := fmt.Sprintf("y%d", compactions)
+		obj, err := k.Create(ctx, k.Key("other", name), lease("other", name, "h"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv, _ := strconv.ParseInt(obj.(*coordinationv1.Lease).ResourceVersion, 10, 64)
+		if err := s.Compact(ctx, rv); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	page, err := k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compactNow()
+	got := leaseNames(page.Items)
+	for n := 2; page.Continue != ""; n++ {
+		if page.RemainingItemCount == nil || *page.RemainingItemCount != int64(25-len(got)) {
+			t.Fatalf("page %d: remaining %v, want %d", n-1, page.RemainingItemCount, 25-len(got))
+		}
+		next, err := k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 2, Continue: page.Continue})
+		if n <= 4 && err != nil {
+			t.Fatalf("page %d: %v", n, err)
+		}
+		if n == 5 {
+			if !errors.Is(err, store.ErrCompacted) {
+				t.Fatalf("page 5, beyond the keys read ahead: %v; want ErrCompacted from etcd", err)
+			}
+			break
+		}
+		got = append(got, leaseNames(next.Items)...)
+		page = next
+	}
+	if !slices.Equal(got, want[:8]) {
+		t.Errorf("four pages: %v; want %v", got, want[:8])
+	}
+
+	// Kept ten seconds.
+	page, err = k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compactNow()
+	clk.Step(9 * time.Second)
+	if page, err = k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 2, Continue: page.Continue}); err != nil {
+		t.Fatalf("the second page 9 s later: %v", err)
+	}
+	clk.Step(11 * time.Second)
+	if _, err := k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 2, Continue: page.Continue}); !errors.Is(err, store.ErrCompacted) {
+		t.Fatalf("the third page 11 s after the second: %v; want ErrCompacted from etcd", err)
+	}
+
+	// All of it, without compactions: the same as one list.
+	var all []string
+	opts := store.ListOptions{Namespace: "ns", Limit: 3}
+	for {
+		page, err := k.List(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, leaseNames(page.Items)...)
+		if page.Continue == "" {
+			break
+		}
+		opts.Continue = page.Continue
+	}
+	if !slices.Equal(all, want) {
+		t.Errorf("in pages of 3: %v; want %v", all, want)
+	}
 }

@@ -177,6 +177,7 @@ func (s *Store) Kind(resource string, gvk schema.GroupVersionKind, namespaced bo
 		prefix:     s.cfg.Prefix + "/" + resource + "/",
 		gvk:        gvk,
 		apiVersion: gvk.GroupVersion().String(),
+		rests:      newListState[restKey, *etcdRest](s.cfg.Clock),
 		namespaced: namespaced,
 		newObj:     newObj,
 		newList:    newList,
@@ -211,6 +212,11 @@ func (s *Store) Run(ctx context.Context) error {
 		s.batch.run(ctx)
 		done <- struct{}{}
 	}()
+	n++
+	go func() {
+		s.expireListState(ctx)
+		done <- struct{}{}
+	}()
 	<-ctx.Done()
 	if s.cfg.CompactionInterval > 0 {
 		n++
@@ -219,6 +225,27 @@ func (s *Store) Run(ctx context.Context) error {
 		<-done
 	}
 	return nil
+}
+
+// expireListState drops, every listSnapshotIdle, what paginated lists
+// left behind when their clients stopped reading them: the watch caches'
+// snapshots and the keys read from etcd ahead of a page.
+func (s *Store) expireListState(ctx context.Context) {
+	t := s.cfg.Clock.NewTicker(listSnapshotIdle)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			for _, k := range s.kinds {
+				k.rests.expire()
+				if k.cache != nil {
+					k.cache.snapshots.expire()
+				}
+			}
+		}
+	}
 }
 
 // WaitReady blocks until every kind's watch cache has its initial state.
