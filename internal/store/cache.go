@@ -54,6 +54,9 @@ type cache struct {
 
 	// fillGate, when set (by tests), holds the first fill until it closes.
 	fillGate <-chan struct{}
+	// applyGate, when set (by tests), holds every change from etcd until
+	// it closes: the cache lags.
+	applyGate <-chan struct{}
 }
 
 // Event is one change of an object, shared by every watcher that receives
@@ -292,6 +295,9 @@ func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time) error {
 func (c *cache) apply(evs []*clientv3.Event) {
 	if len(evs) == 0 {
 		return
+	}
+	if c.applyGate != nil {
+		<-c.applyGate
 	}
 	c.events.Add(float64(len(evs)))
 	// Decode outside the lock.

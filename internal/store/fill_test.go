@@ -5,11 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/registry"
 	"github.com/leasehold/leasehold/internal/store/embedded"
@@ -108,4 +110,80 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestConsistentListWhileCacheLags: a list that must be consistent
+// (resourceVersion "") waits for the cache to catch up with etcd, and once
+// it has waited waitTimeout in vain it reads etcd instead, paginated or
+// not. (Before pages came from the cache, they always came from etcd.)
+func TestConsistentListWhileCacheLags(t *testing.T) {
+	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	clk := clocktesting.NewFakeClock(time.Now())
+	s, err := New(Config{Client: e.Client(), KV: e.KV(), Scheme: registry.Scheme, CompactionInterval: -1, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := s.Kind("lagging", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
+		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
+	gate := make(chan struct{})
+	k.cache.applyGate = gate
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { close(gate) })
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Written after the fill: the cache does not apply them.
+	for _, name := range []string{"a", "b", "c"} {
+		l := sampleLease()
+		l.Name, l.ManagedFields = name, nil
+		if _, err := k.Create(ctx, k.Key(l.Namespace, l.Name), l, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns := sampleLease().Namespace
+	for _, limit := range []int64{0, 2} {
+		got := make(chan *ListResult, 1)
+		failed := make(chan error, 1)
+		go func() {
+			res, err := k.List(ctx, ListOptions{Namespace: ns, Limit: limit})
+			if err != nil {
+				failed <- err
+				return
+			}
+			got <- res
+		}()
+		deadline := time.After(30 * time.Second)
+	wait:
+		for {
+			// The list's wait is on the fake clock: step it until the list
+			// has given up on the cache.
+			clk.Step(waitTimeout)
+			select {
+			case res := <-got:
+				want := 3
+				if limit > 0 {
+					want = int(limit)
+				}
+				if len(res.Items) != want {
+					t.Fatalf("limit %d: %d items, want %d from etcd", limit, len(res.Items), want)
+				}
+				if limit > 0 && (res.RemainingItemCount == nil || *res.RemainingItemCount != 1) {
+					t.Fatalf("limit %d: remaining %v, want 1", limit, res.RemainingItemCount)
+				}
+				break wait
+			case err := <-failed:
+				t.Fatalf("limit %d: %v; want the list from etcd", limit, err)
+			case <-deadline:
+				t.Fatalf("limit %d: the list did not end", limit)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 }

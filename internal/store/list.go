@@ -102,10 +102,18 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 		if err != nil {
 			return nil, err
 		}
+		var res *ListResult
 		if opts.Limit > 0 {
-			return c.listPaged(ctx, opts, cur)
+			res, err = c.listPaged(ctx, opts, cur)
+		} else {
+			res, err = c.list(ctx, opts, cur)
 		}
-		return c.list(ctx, opts, cur)
+		if errors.Is(err, ErrTooLargeResourceVersion) {
+			// The cache has not caught up with etcd within waitTimeout:
+			// read etcd, as kube-apiserver does when its cache lags.
+			return k.listEtcd(ctx, opts, 0, k.Prefix(opts.Namespace))
+		}
+		return res, err
 	case rv == "0":
 		return k.listNotOlderThan(ctx, opts, 0)
 	default:
@@ -257,5 +265,6 @@ type restKey struct {
 }
 
 // waitTimeout bounds how long a read waits for the cache to reach a
-// revision before answering "too large resource version", as Kubernetes does.
+// revision before answering "too large resource version", as Kubernetes does
+// (a consistent list, which names no revision, reads etcd instead).
 const waitTimeout = 3 * time.Second
