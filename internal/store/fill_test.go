@@ -21,23 +21,8 @@ import (
 // read from etcd (gets and lists of every kind of resourceVersion), its
 // watches wait for the fill, and once filled the cache serves it.
 func TestServedWhileFilling(t *testing.T) {
-	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	s, err := New(Config{Client: e.Client(), KV: e.KV(), Scheme: registry.Scheme, CompactionInterval: -1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := s.Kind("fillingleases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
-		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
 	gate := make(chan struct{})
-	k.cache.fillGate = gate
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	s, k, ctx := runLeaseStore(t, "fillingleases", Config{}, func(k *Kind) { k.cache.fillGate = gate })
 
 	l := sampleLease()
 	l.ManagedFields = nil
@@ -117,24 +102,9 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 // it has waited waitTimeout in vain it reads etcd instead, paginated or
 // not. (Before pages came from the cache, they always came from etcd.)
 func TestConsistentListWhileCacheLags(t *testing.T) {
-	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
 	clk := clocktesting.NewFakeClock(time.Now())
-	s, err := New(Config{Client: e.Client(), KV: e.KV(), Scheme: registry.Scheme, CompactionInterval: -1, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := s.Kind("lagging", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
-		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
 	gate := make(chan struct{})
-	k.cache.applyGate = gate
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	s, k, ctx := runLeaseStore(t, "lagging", Config{Clock: clk}, func(k *Kind) { k.cache.applyGate = gate })
 	t.Cleanup(func() { close(gate) })
 	if err := s.WaitReady(ctx); err != nil {
 		t.Fatal(err)
@@ -186,4 +156,31 @@ func TestConsistentListWhileCacheLags(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runLeaseStore runs a store of one kind of leases, named resource, on a
+// fresh embedded etcd with cfg (its Client, KV, Scheme, Logger and
+// CompactionInterval set here), calling setup on the kind before the store
+// runs; the context is the store's, ended when the test is.
+func runLeaseStore(t *testing.T, resource string, cfg Config, setup func(*Kind)) (*Store, *Kind, context.Context) {
+	t.Helper()
+	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	cfg.Client, cfg.KV, cfg.Scheme, cfg.CompactionInterval = e.Client(), e.KV(), registry.Scheme, -1
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := s.Kind(resource, coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
+		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
+	setup(k)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s, k, ctx
 }
