@@ -476,7 +476,7 @@ func (c *cache) sortedKeysLocked() []string {
 // first page's revision. etcd would serve each later page at that revision
 // too, but it counts every key left in the range to answer each page
 // (remainingItemCount), so that a list of N objects in pages of P walked
-// N²/2P keys: 100 000 leases in pages of 500, 20 million. A snapshot is a
+// N²/2P keys: 100 000 leases in pages of 500, 10 million. A snapshot is a
 // copy of the range's sorted keys and object pointers; the objects are the
 // cache's own, shared and never modified.
 //

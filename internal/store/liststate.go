@@ -54,9 +54,15 @@ func (s *listState[K, V]) read(k K) (v V, ok bool) {
 
 // take returns and drops what is held under k.
 func (s *listState[K, V]) take(k K) (v V, ok bool) {
-	v, ok = s.read(k)
-	s.drop(k, v)
-	return v, ok
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[k]
+	delete(s.entries, k)
+	if e == nil || now.Sub(e.used) > listSnapshotIdle {
+		return v, false
+	}
+	return e.v, true
 }
 
 // drop forgets k if it still holds v.
