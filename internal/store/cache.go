@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,11 +38,13 @@ type cache struct {
 	// reach the watch stream with no watch of the cache's to deliver it to.
 	watching chan struct{}
 
-	mu          sync.RWMutex
-	items       map[string]runtime.Object
-	keys        []string // sorted keys of items; nil when stale
-	rv          int64    // revision the state reflects
-	windowStart int64    // every event with a revision above this is in ring
+	mu    sync.RWMutex
+	items map[string]runtime.Object
+	// sorted holds items in key order; nil once a key was added or removed
+	// since it was built. A change of an object updates it in place.
+	sorted      []entry
+	rv          int64 // revision the state reflects
+	windowStart int64 // every event with a revision above this is in ring
 	ring        []*Event
 	head, n     int // ring holds n events starting at head
 	watchers    map[*watcher]struct{}
@@ -57,6 +60,12 @@ type cache struct {
 	// applyGate, when set (by tests), holds every change from etcd until
 	// it closes: the cache lags.
 	applyGate <-chan struct{}
+}
+
+// entry is one object of a cache's state, under its key.
+type entry struct {
+	key string
+	obj runtime.Object
 }
 
 // Event is one change of an object, shared by every watcher that receives
@@ -180,6 +189,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 		fetchErr = c.fetch(ctx, pages)
 	}()
 	var items map[string]runtime.Object
+	var sorted []entry // etcd returns a range in key order
 	var rev int64
 	for resp := range pages {
 		if items == nil {
@@ -187,6 +197,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 			// The first page counts the whole range: size the map once
 			// rather than grow it through every doubling.
 			items = make(map[string]runtime.Object, resp.Count)
+			sorted = make([]entry, 0, resp.Count)
 		}
 		for _, kv := range resp.Kvs {
 			obj, err := c.k.decode(kv)
@@ -197,6 +208,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 			key := string(kv.Key)
 			c.share.share(obj, key)
 			items[key] = obj
+			sorted = append(sorted, entry{key, obj})
 		}
 	}
 	if fetchErr != nil {
@@ -204,7 +216,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.items, c.keys = items, nil
+	c.items, c.sorted = items, sorted
 	c.head, c.n = 0, 0
 	c.windowStart = rev
 	if !first {
@@ -332,7 +344,9 @@ func (c *cache) apply(evs []*clientv3.Event) {
 			e = &Event{Type: watch.Modified, Object: decoded[i], RV: rev, prev: prev}
 			if prev == nil {
 				e.Type = watch.Added
-				c.keys = nil
+				c.sorted = nil
+			} else {
+				c.replaceSortedLocked(key, decoded[i])
 			}
 			c.items[key] = decoded[i]
 		case clientv3.EventTypeDelete:
@@ -343,7 +357,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 			setResourceVersion(gone, rev)
 			e = &Event{Type: watch.Deleted, Object: gone, RV: rev, prev: prev}
 			delete(c.items, key)
-			c.keys = nil
+			c.sorted = nil
 		}
 		c.pushLocked(e)
 		for w := range c.watchers {
@@ -443,32 +457,80 @@ func (c *cache) list(ctx context.Context, opts ListOptions, minRV int64) (*ListR
 	if err := c.waitFor(ctx, minRV); err != nil {
 		return nil, err
 	}
-	prefix := c.k.Prefix(opts.Namespace)
-	c.mu.Lock()
-	keys, rv := c.sortedKeysLocked(), c.rv
-	res := &ListResult{ResourceVersion: rv}
-	i := sort.SearchStrings(keys, prefix)
-	for ; i < len(keys) && strings.HasPrefix(keys[i], prefix); i++ {
-		obj := c.items[keys[i]]
-		if opts.Filter == nil || opts.Filter(obj) {
-			res.Items = append(res.Items, obj)
+	res := &ListResult{}
+	c.readRange(c.k.Prefix(opts.Namespace), func(r []entry, rv int64) {
+		res.ResourceVersion = rv
+		if len(r) > 0 {
+			res.Items = make([]runtime.Object, len(r))
+			for i := range r {
+				res.Items[i] = r[i].obj
+			}
+		}
+	})
+	// The objects are never modified: filter them without the lock.
+	if opts.Filter != nil {
+		res.Items = slices.DeleteFunc(res.Items, func(obj runtime.Object) bool { return !opts.Filter(obj) })
+		if len(res.Items) == 0 {
+			res.Items = nil
 		}
 	}
-	c.mu.Unlock()
 	return res, nil
 }
 
-// sortedKeysLocked returns the keys of items in order, sorting them again
-// only after keys were added or removed (renewals change neither).
-func (c *cache) sortedKeysLocked() []string {
-	if c.keys == nil {
-		c.keys = make([]string, 0, len(c.items))
-		for k := range c.items {
-			c.keys = append(c.keys, k)
-		}
-		sort.Strings(c.keys)
+// readRange calls f with the objects whose keys start with prefix, in key
+// order, and the revision they are at. f runs under the cache's lock, which
+// the changes from etcd and every read of the kind wait for: it must only
+// copy what it needs (100 000 pointers take well under a millisecond; the
+// map lookups they replaced, and the filters now run after, took 10 to 25),
+// and must not keep r. The lock is a read lock unless keys were added or
+// removed since the last sort.
+func (c *cache) readRange(prefix string, f func(r []entry, rv int64)) {
+	c.mu.RLock()
+	if c.sorted != nil {
+		f(keyRange(c.sorted, prefix), c.rv)
+		c.mu.RUnlock()
+		return
 	}
-	return c.keys
+	c.mu.RUnlock()
+	c.mu.Lock()
+	f(keyRange(c.sortedLocked(), prefix), c.rv)
+	c.mu.Unlock()
+}
+
+// sortedLocked returns the state in key order, sorting it again only after
+// keys were added or removed (renewals change neither). c.mu must be held
+// for writing.
+func (c *cache) sortedLocked() []entry {
+	if c.sorted == nil {
+		c.sorted = make([]entry, 0, len(c.items))
+		for k, obj := range c.items {
+			c.sorted = append(c.sorted, entry{k, obj})
+		}
+		slices.SortFunc(c.sorted, compareEntries)
+	}
+	return c.sorted
+}
+
+// replaceSortedLocked points key's entry in sorted at obj, a new version
+// of an object the cache holds.
+func (c *cache) replaceSortedLocked(key string, obj runtime.Object) {
+	if c.sorted == nil {
+		return
+	}
+	if i, ok := slices.BinarySearchFunc(c.sorted, entry{key: key}, compareEntries); ok {
+		c.sorted[i].obj = obj
+	} else {
+		c.sorted = nil // not expected: sort again when next needed
+	}
+}
+
+func compareEntries(a, b entry) int { return strings.Compare(a.key, b.key) }
+
+// keyRange returns the entries of sorted whose keys start with prefix.
+func keyRange(sorted []entry, prefix string) []entry {
+	i, _ := slices.BinarySearchFunc(sorted, entry{key: prefix}, compareEntries)
+	j := i + sort.Search(len(sorted)-i, func(n int) bool { return !strings.HasPrefix(sorted[i+n].key, prefix) })
+	return sorted[i:j]
 }
 
 // A paginated list whose first page the cache served goes on from a
@@ -477,8 +539,8 @@ func (c *cache) sortedKeysLocked() []string {
 // too, but it counts every key left in the range to answer each page
 // (remainingItemCount), so that a list of N objects in pages of P walked
 // N²/2P keys: 100 000 leases in pages of 500, 10 million. A snapshot is a
-// copy of the range's sorted keys and object pointers; the objects are the
-// cache's own, shared and never modified.
+// copy of the range's entries, keys and object pointers; the objects are
+// the cache's own, shared and never modified.
 //
 // A snapshot lives while its pages are read: it goes with the last page,
 // or listSnapshotIdle after the latest one read, and a cache keeps at most
@@ -496,8 +558,7 @@ type snapshotKey struct {
 }
 
 type listSnapshot struct {
-	keys []string         // sorted; a part of the cache's keys, never modified
-	objs []runtime.Object // objs[i] is the object of keys[i] at the revision
+	entries []entry // in key order, at the revision; never modified
 }
 
 // listPaged serves the first page of a paginated list once the cache has
@@ -507,16 +568,10 @@ func (c *cache) listPaged(ctx context.Context, opts ListOptions, minRV int64) (*
 		return nil, err
 	}
 	key := snapshotKey{prefix: c.k.Prefix(opts.Namespace)}
-	c.mu.Lock()
-	all := c.sortedKeysLocked()
-	i := sort.SearchStrings(all, key.prefix)
-	j := i + sort.Search(len(all)-i, func(n int) bool { return !strings.HasPrefix(all[i+n], key.prefix) })
-	snap := &listSnapshot{keys: all[i:j:j], objs: make([]runtime.Object, j-i)}
-	for n, k := range snap.keys {
-		snap.objs[n] = c.items[k]
-	}
-	key.rv = c.rv
-	c.mu.Unlock()
+	snap := &listSnapshot{}
+	c.readRange(key.prefix, func(r []entry, rv int64) {
+		snap.entries, key.rv = slices.Clone(r), rv
+	})
 	res := c.page(snap, 0, opts, key.rv)
 	if res.Continue != "" {
 		c.snapshots.keep(key, snap)
@@ -532,7 +587,8 @@ func (c *cache) continueList(opts ListOptions, rv int64, start string) (*ListRes
 	if !ok {
 		return nil, false
 	}
-	res := c.page(snap, sort.SearchStrings(snap.keys, start), opts, rv)
+	from, _ := slices.BinarySearchFunc(snap.entries, entry{key: start}, compareEntries)
+	res := c.page(snap, from, opts, rv)
 	if res.Continue == "" {
 		// The last page: the list is done with it.
 		c.snapshots.drop(key, snap)
@@ -545,16 +601,17 @@ func (c *cache) continueList(opts ListOptions, rv int64, start string) (*ListRes
 // writes it.
 func (c *cache) page(snap *listSnapshot, from int, opts ListOptions, rv int64) *ListResult {
 	res := &ListResult{ResourceVersion: rv}
-	for n := from; n < len(snap.keys); n++ {
-		obj := snap.objs[n]
+	all := snap.entries
+	for n := from; n < len(all); n++ {
+		obj := all[n].obj
 		if opts.Filter != nil && !opts.Filter(obj) {
 			continue
 		}
 		res.Items = append(res.Items, obj)
-		if int64(len(res.Items)) == opts.Limit && n < len(snap.keys)-1 {
-			res.Continue = encodeContinue(rv, strings.TrimPrefix(snap.keys[n]+"\x00", c.k.prefix))
+		if int64(len(res.Items)) == opts.Limit && n < len(all)-1 {
+			res.Continue = encodeContinue(rv, strings.TrimPrefix(all[n].key+"\x00", c.k.prefix))
 			if opts.Filter == nil {
-				remaining := int64(len(snap.keys) - n - 1)
+				remaining := int64(len(all) - n - 1)
 				res.RemainingItemCount = &remaining
 			}
 			break

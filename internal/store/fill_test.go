@@ -162,7 +162,7 @@ func TestConsistentListWhileCacheLags(t *testing.T) {
 // fresh embedded etcd with cfg (its Client, KV, Scheme, Logger and
 // CompactionInterval set here), calling setup on the kind before the store
 // runs; the context is the store's, ended when the test is.
-func runLeaseStore(t *testing.T, resource string, cfg Config, setup func(*Kind)) (*Store, *Kind, context.Context) {
+func runLeaseStore(t testing.TB, resource string, cfg Config, setup func(*Kind)) (*Store, *Kind, context.Context) {
 	t.Helper()
 	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
 	if err != nil {

@@ -270,3 +270,81 @@ func TestPagesReadAheadFromEtcd(t *testing.T) {
 		t.Errorf("in pages of 3: %v; want %v", all, want)
 	}
 }
+
+// TestListsSeeChanges: every way a list reads the cache's state (a whole
+// list, a first page and a watch's initial events) has each object at its
+// latest version, in key order: after the fill from etcd, after changes
+// to objects the cache held, and after keys were added and removed.
+func TestListsSeeChanges(t *testing.T) {
+	_, _, e := newStoreWith(t, store.Config{}, nil)
+	ctx := context.Background()
+	_, k, stop := runStore(t, store.Config{Client: e.Client(), KV: e.KV()}, nil)
+	for _, n := range []string{"c", "a", "b"} {
+		if _, err := k.Create(ctx, k.Key("ns", n), lease("ns", n, "first"), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	// A new store's cache fills with a, b and c from etcd.
+	s, k, stop := runStore(t, store.Config{Client: e.Client(), KV: e.KV()}, nil)
+	t.Cleanup(stop)
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holders := func(objs []runtime.Object) []string {
+		var out []string
+		for _, obj := range objs {
+			l := obj.(*coordinationv1.Lease)
+			out = append(out, l.Name+"="+*l.Spec.HolderIdentity)
+		}
+		return out
+	}
+	check := func(step string, want ...string) {
+		t.Helper()
+		all, err := k.List(ctx, store.ListOptions{Namespace: "ns"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := k.List(ctx, store.ListOptions{Namespace: "ns", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := k.Watch(ctx, store.WatchOptions{Namespace: "ns"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Stop()
+		var initial []runtime.Object
+		for _, e := range w.Initial {
+			initial = append(initial, e.Object)
+		}
+		for what, got := range map[string][]string{"list": holders(all.Items), "page": holders(page.Items), "watch": holders(initial)} {
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: %s %v, want %v", step, what, got, want)
+			}
+		}
+	}
+	update := func(name, holder string) {
+		t.Helper()
+		if _, err := k.Update(ctx, k.Key("ns", name), store.UpdateOptions{}, func(cur runtime.Object) (runtime.Object, error) {
+			l := cur.DeepCopyObject().(*coordinationv1.Lease)
+			l.Spec.HolderIdentity = ptr.To(holder)
+			return l, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("filled", "a=first", "b=first", "c=first")
+	update("b", "second")
+	check("b changed", "a=first", "b=second", "c=first")
+	if _, err := k.Create(ctx, k.Key("ns", "ab"), lease("ns", "ab", "first"), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Delete(ctx, k.Key("ns", "c"), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("ab added, c deleted", "a=first", "ab=first", "b=second")
+	update("ab", "second")
+	update("a", "third")
+	check("a and ab changed", "a=third", "ab=second", "b=second")
+}

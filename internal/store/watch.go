@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -100,18 +101,10 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 
 	c.mu.Lock()
 	out := &Watch{Events: w.ch}
+	var state []entry // the initial state, made into events once unlocked
 	switch {
 	case initial:
-		for _, key := range c.sortedKeysLocked() {
-			if !strings.HasPrefix(key, w.prefix) {
-				continue
-			}
-			obj := c.items[key]
-			if w.filter != nil && !w.filter(obj) {
-				continue
-			}
-			out.Initial = append(out.Initial, &Event{Type: watch.Added, Object: obj, RV: resourceVersion(obj)})
-		}
+		state = slices.Clone(keyRange(c.sortedLocked(), w.prefix))
 		w.minRV = c.rv
 	case minRV >= c.windowStart:
 		for i := 0; i < c.n; i++ {
@@ -132,6 +125,11 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 	c.watchers[w] = struct{}{}
 	watchers.WithLabelValues(k.resource).Inc()
 	c.mu.Unlock()
+	for _, e := range state {
+		if w.filter == nil || w.filter(e.obj) {
+			out.Initial = append(out.Initial, &Event{Type: watch.Added, Object: e.obj, RV: resourceVersion(e.obj)})
+		}
+	}
 	out.stop = func() {
 		c.mu.Lock()
 		c.closeWatcherLocked(w)
