@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -38,11 +37,9 @@ type cache struct {
 	// reach the watch stream with no watch of the cache's to deliver it to.
 	watching chan struct{}
 
-	mu    sync.RWMutex
-	items map[string]runtime.Object
-	// sorted holds items in key order; nil once a key was added or removed
-	// since it was built. A change of an object updates it in place.
-	sorted      []entry
+	mu          sync.RWMutex
+	items       map[string]runtime.Object
+	order       order // items in key order, for lists
 	rv          int64 // revision the state reflects
 	windowStart int64 // every event with a revision above this is in ring
 	ring        []*Event
@@ -60,12 +57,6 @@ type cache struct {
 	// applyGate, when set (by tests), holds every change from etcd until
 	// it closes: the cache lags.
 	applyGate <-chan struct{}
-}
-
-// entry is one object of a cache's state, under its key.
-type entry struct {
-	key string
-	obj runtime.Object
 }
 
 // Event is one change of an object, shared by every watcher that receives
@@ -216,7 +207,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.items, c.sorted = items, sorted
+	c.items, c.order = items, order{entries: sorted}
 	c.head, c.n = 0, 0
 	c.windowStart = rev
 	if !first {
@@ -344,11 +335,9 @@ func (c *cache) apply(evs []*clientv3.Event) {
 			e = &Event{Type: watch.Modified, Object: decoded[i], RV: rev, prev: prev}
 			if prev == nil {
 				e.Type = watch.Added
-				c.sorted = nil
-			} else {
-				c.replaceSortedLocked(key, decoded[i])
 			}
 			c.items[key] = decoded[i]
+			c.order.put(key, decoded[i], prev == nil)
 		case clientv3.EventTypeDelete:
 			if prev == nil {
 				continue
@@ -357,12 +346,15 @@ func (c *cache) apply(evs []*clientv3.Event) {
 			setResourceVersion(gone, rev)
 			e = &Event{Type: watch.Deleted, Object: gone, RV: rev, prev: prev}
 			delete(c.items, key)
-			c.sorted = nil
+			c.order.remove(key)
 		}
 		c.pushLocked(e)
 		for w := range c.watchers {
 			w.offerLocked(c, key, e)
 		}
+	}
+	if c.order.due() {
+		c.order.merge(c.items)
 	}
 	if last > c.rv {
 		c.setRVLocked(last)
@@ -483,54 +475,25 @@ func (c *cache) list(ctx context.Context, opts ListOptions, minRV int64) (*ListR
 // copy what it needs (100 000 pointers take well under a millisecond; the
 // map lookups they replaced, and the filters now run after, took 10 to 25),
 // and must not keep r. The lock is a read lock unless keys were added or
-// removed since the last sort.
+// removed since the last merge.
 func (c *cache) readRange(prefix string, f func(r []entry, rv int64)) {
 	c.mu.RLock()
-	if c.sorted != nil {
-		f(keyRange(c.sorted, prefix), c.rv)
+	if c.order.current() {
+		f(keyRange(c.order.entries, prefix), c.rv)
 		c.mu.RUnlock()
 		return
 	}
 	c.mu.RUnlock()
 	c.mu.Lock()
-	f(keyRange(c.sortedLocked(), prefix), c.rv)
+	f(keyRange(c.orderedLocked(), prefix), c.rv)
 	c.mu.Unlock()
 }
 
-// sortedLocked returns the state in key order, sorting it again only after
-// keys were added or removed (renewals change neither). c.mu must be held
-// for writing.
-func (c *cache) sortedLocked() []entry {
-	if c.sorted == nil {
-		c.sorted = make([]entry, 0, len(c.items))
-		for k, obj := range c.items {
-			c.sorted = append(c.sorted, entry{k, obj})
-		}
-		slices.SortFunc(c.sorted, compareEntries)
-	}
-	return c.sorted
-}
-
-// replaceSortedLocked points key's entry in sorted at obj, a new version
-// of an object the cache holds.
-func (c *cache) replaceSortedLocked(key string, obj runtime.Object) {
-	if c.sorted == nil {
-		return
-	}
-	if i, ok := slices.BinarySearchFunc(c.sorted, entry{key: key}, compareEntries); ok {
-		c.sorted[i].obj = obj
-	} else {
-		c.sorted = nil // not expected: sort again when next needed
-	}
-}
-
-func compareEntries(a, b entry) int { return strings.Compare(a.key, b.key) }
-
-// keyRange returns the entries of sorted whose keys start with prefix.
-func keyRange(sorted []entry, prefix string) []entry {
-	i, _ := slices.BinarySearchFunc(sorted, entry{key: prefix}, compareEntries)
-	j := i + sort.Search(len(sorted)-i, func(n int) bool { return !strings.HasPrefix(sorted[i+n].key, prefix) })
-	return sorted[i:j]
+// orderedLocked returns the state in key order. c.mu must be held for
+// writing.
+func (c *cache) orderedLocked() []entry {
+	c.order.merge(c.items)
+	return c.order.entries
 }
 
 // A paginated list whose first page the cache served goes on from a

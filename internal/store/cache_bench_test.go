@@ -16,8 +16,14 @@ import (
 // reads of single objects (each renewal's guess of the current object)
 // and the changes from etcd (1 000 a second, as a fleet of 10 000 nodes
 // renewing every 10 s makes). It reports the reads' latency percentiles
-// and the lists made.
+// and the lists made. With churn, a tenth of the changes add a lease and
+// a tenth remove it again.
 func BenchmarkGetWhileListing(b *testing.B) {
+	b.Run("renewals", func(b *testing.B) { benchmarkGetWhileListing(b, false) })
+	b.Run("churn", func(b *testing.B) { benchmarkGetWhileListing(b, true) })
+}
+
+func benchmarkGetWhileListing(b *testing.B, churn bool) {
 	const n = 100000
 	s, k, ctx := runLeaseStore(b, "bench", Config{}, func(*Kind) {})
 	if err := s.WaitReady(ctx); err != nil {
@@ -38,7 +44,7 @@ func BenchmarkGetWhileListing(b *testing.B) {
 		}
 		values[i] = v
 	}
-	c.sorted = nil
+	c.order.rebuild(c.items)
 	c.mu.Unlock()
 	opts := ListOptions{Namespace: "kube-node-lease"}
 	if _, err := c.list(ctx, opts, 0); err != nil { // sorts the keys once
@@ -72,7 +78,16 @@ func BenchmarkGetWhileListing(b *testing.B) {
 			case <-tick.C:
 			}
 			j := (i * 7919) % n
-			c.apply([]*clientv3.Event{{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: []byte(keys[j]), Value: values[j], ModRevision: c.rv + 1}}})
+			ev := &clientv3.Event{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: []byte(keys[j]), Value: values[j]}}
+			if churn && i%10 == 0 {
+				ev.Kv.Key = fmt.Appendf(nil, "%s-churn-%d", keys[j], i)
+			} else if churn && i%10 == 5 {
+				ev.Type, ev.Kv.Key = clientv3.EventTypeDelete, fmt.Appendf(nil, "%s-churn-%d", keys[(i-5)*7919%n], i-5)
+			}
+			c.mu.RLock()
+			ev.Kv.ModRevision = c.rv + 1
+			c.mu.RUnlock()
+			c.apply([]*clientv3.Event{ev})
 		}
 	})
 	lat := make([]time.Duration, b.N)

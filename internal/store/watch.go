@@ -104,7 +104,7 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 	var state []entry // the initial state, made into events once unlocked
 	switch {
 	case initial:
-		state = slices.Clone(keyRange(c.sortedLocked(), w.prefix))
+		state = slices.Clone(keyRange(c.orderedLocked(), w.prefix))
 		w.minRV = c.rv
 	case minRV >= c.windowStart:
 		for i := 0; i < c.n; i++ {
