@@ -2,6 +2,9 @@ package apiserver
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -76,7 +79,7 @@ func tableRow(res *registry.Resource, obj runtime.Object, include metav1.Include
 	gv := metaV1
 	switch include {
 	case metav1.IncludeMetadata:
-		embedded = &metav1.PartialObjectMetadata{ObjectMeta: *objectMetaCopy(obj)}
+		embedded = &metav1.PartialObjectMetadata{ObjectMeta: *objectMeta(obj)}
 	case metav1.IncludeObject:
 		embedded, gv = obj, res.GroupVersion
 	}
@@ -91,13 +94,15 @@ func tableRow(res *registry.Resource, obj runtime.Object, include metav1.Include
 }
 
 // partialMetadata converts an object or list into PartialObjectMetadata or
-// PartialObjectMetadataList.
+// PartialObjectMetadataList. Like a Table's rows, they hold copies of the
+// objects' ObjectMeta structs that share their maps and slices: they are
+// only encoded, and encoders leave objects alone.
 func partialMetadata(obj runtime.Object, as string) (runtime.Object, error) {
 	if !meta.IsListType(obj) {
 		if as != "PartialObjectMetadata" {
 			return nil, notAcceptable("PartialObjectMetadata for a single object")
 		}
-		return &metav1.PartialObjectMetadata{ObjectMeta: *objectMetaCopy(obj)}, nil
+		return &metav1.PartialObjectMetadata{ObjectMeta: *objectMeta(obj)}, nil
 	}
 	if as != "PartialObjectMetadataList" {
 		return nil, notAcceptable("PartialObjectMetadataList for a list")
@@ -111,9 +116,71 @@ func partialMetadata(obj runtime.Object, as string) (runtime.Object, error) {
 		ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue(), RemainingItemCount: lm.GetRemainingItemCount(),
 	}}
 	for _, item := range items {
-		out.Items = append(out.Items, metav1.PartialObjectMetadata{ObjectMeta: *objectMetaCopy(item)})
+		out.Items = append(out.Items, metav1.PartialObjectMetadata{ObjectMeta: *objectMeta(item)})
 	}
 	return out, nil
 }
 
-func objectMetaCopy(obj runtime.Object) *metav1.ObjectMeta { return objectMeta(obj).DeepCopy() }
+// writeTableJSON writes t as the JSON serializer does, byte for byte, but
+// each row's object as it is: encoding/json validates and compacts again
+// every RawExtension it writes, and that was the larger part of a Table's
+// cost (kubectl asks for one on every get). The objects are the
+// serializer's own compact output (tableRow), so they need neither.
+func writeTableJSON(w io.Writer, t *metav1.Table) error {
+	head := *t
+	head.APIVersion, head.Kind = metaV1.String(), "Table"
+	head.Rows = nil
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf) // as json.Marshal writes, and a newline
+	if err := enc.Encode(&head); err != nil {
+		return err
+	}
+	if t.Rows != nil {
+		// The rows go in place of the null the head ends with.
+		if !bytes.HasSuffix(buf.Bytes(), []byte(`"rows":null}`+"\n")) {
+			return fmt.Errorf("encoding a Table: unexpected end %q", buf.Bytes()[max(0, buf.Len()-20):])
+		}
+		buf.Truncate(buf.Len() - len("null}\n"))
+		buf.WriteByte('[')
+		// encode writes v with enc, without the newline.
+		encode := func(v any) error {
+			if err := enc.Encode(v); err != nil {
+				return err
+			}
+			buf.Truncate(buf.Len() - 1)
+			return nil
+		}
+		for i := range t.Rows {
+			row := &t.Rows[i]
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			buf.WriteString(`{"cells":`)
+			if err := encode(&row.Cells); err != nil {
+				return err
+			}
+			if len(row.Conditions) > 0 {
+				buf.WriteString(`,"conditions":`)
+				if err := encode(&row.Conditions); err != nil {
+					return err
+				}
+			}
+			buf.WriteString(`,"object":`)
+			if row.Object.Raw != nil {
+				buf.Write(row.Object.Raw)
+			} else if err := encode(&row.Object); err != nil {
+				return err
+			}
+			buf.WriteByte('}')
+			if buf.Len() >= streamBuffer {
+				if _, err := w.Write(buf.Bytes()); err != nil {
+					return err
+				}
+				buf.Reset()
+			}
+		}
+		buf.WriteString("]}\n")
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}

@@ -159,7 +159,7 @@ func (ew *eventWriter) write(ev *store.Event) error {
 			}
 			obj, gv = t, metaV1
 		case "PartialObjectMetadata", "PartialObjectMetadataList":
-			obj, gv = &metav1.PartialObjectMetadata{ObjectMeta: *objectMetaCopy(obj)}, metaV1
+			obj, gv = &metav1.PartialObjectMetadata{ObjectMeta: *objectMeta(obj)}, metaV1
 		}
 		return ew.frame(ev.Type, obj, gv)
 	})
