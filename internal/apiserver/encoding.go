@@ -146,8 +146,19 @@ func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersio
 		// Not a registered type: it carries its own apiVersion and kind.
 		return ser.Encode(l, w)
 	}
+	if ts, ok := obj.(*tableStream); ok {
+		if e.info.MediaType == mediaJSON && !e.pretty {
+			return writeTableJSON(w, ts, false)
+		}
+		t, err := ts.table()
+		if err != nil {
+			return err
+		}
+		obj = t
+	}
 	if t, ok := obj.(*metav1.Table); ok && e.info.MediaType == mediaJSON && !e.pretty {
-		return writeTableJSON(w, t)
+		rows := t.Rows
+		return writeTableJSON(w, &tableStream{head: t, n: len(rows), row: func(i int) (metav1.TableRow, error) { return rows[i], nil }}, rows == nil)
 	}
 	// Serializers write the apiVersion and kind the object carries. Objects
 	// decoded from a request or from etcd already carry their own, and are
@@ -243,11 +254,11 @@ func (l *itemList) forEncoding(res *registry.Resource, e encoding) (runtime.Obje
 const streamBuffer = 64 << 10
 
 func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e encoding, obj runtime.Object, gv schema.GroupVersion) {
-	if _, table := obj.(*metav1.Table); table || meta.IsListType(obj) {
+	if _, table := obj.(*tableStream); table || meta.IsListType(obj) {
 		// A list is written as it is encoded, item by item (the codecs
-		// stream collections, and writeTableJSON a Table's rows), rather
-		// than built whole in memory first: a list of 100 000 leases is
-		// some 50 MB, and their Table 80. An encoding error can then no
+		// stream collections, and writeTableJSON a Table's rows as it makes
+		// them), rather than built whole in memory first: a list of 100 000
+		// leases is some 50 MB, and their Table 80. An encoding error can then no
 		// longer become a 500, so the response is cut off instead, which
 		// every client sees as a failed request.
 		w.Header().Set("Content-Type", e.mediaType)

@@ -10,14 +10,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/leasehold/leasehold/internal/registry"
 )
 
 // table converts an object or a list into the Table kubectl prints: the
 // NAME column, the resource's own columns, and per row the object's
-// metadata (or the whole object, or nothing, per includeObject).
-func (s *Server) table(req *request, e encoding, obj runtime.Object) (*metav1.Table, error) {
+// metadata (or the whole object, or nothing, per includeObject). In
+// JSON, its rows are made as the Table is written (a *tableStream).
+func (s *Server) table(req *request, e encoding, obj runtime.Object) (runtime.Object, error) {
 	include := metav1.IncludeObjectPolicy(req.info.query.Get("includeObject"))
 	switch include {
 	case "":
@@ -51,15 +53,45 @@ func (s *Server) table(req *request, e encoding, obj runtime.Object) (*metav1.Ta
 		embed.info, _ = serializerFor(mediaJSON)
 	}
 	now := s.clock.Now()
-	t.Rows = make([]metav1.TableRow, 0, len(items))
-	for _, item := range items {
-		row, err := tableRow(req.res, item, include, embed, now)
-		if err != nil {
+	stream := &tableStream{head: t, n: len(items), row: func(i int) (metav1.TableRow, error) {
+		return tableRow(req.res, items[i], include, embed, now)
+	}}
+	if e.info.MediaType == mediaJSON && !e.pretty {
+		return stream, nil
+	}
+	return stream.table()
+}
+
+// tableStream is a Table whose rows are made one by one as it is written
+// (writeTableJSON), rather than all before: the rows of 100 000 leases
+// hold 80 MB. Only the response's encoding reads it.
+type tableStream struct {
+	head *metav1.Table // without rows
+	n    int
+	row  func(i int) (metav1.TableRow, error)
+}
+
+// table returns the whole Table, its rows made.
+func (ts *tableStream) table() (*metav1.Table, error) {
+	t := *ts.head
+	t.Rows = make([]metav1.TableRow, ts.n)
+	for i := range t.Rows {
+		var err error
+		if t.Rows[i], err = ts.row(i); err != nil {
 			return nil, err
 		}
-		t.Rows = append(t.Rows, row)
 	}
-	return t, nil
+	return &t, nil
+}
+
+func (ts *tableStream) GetObjectKind() schema.ObjectKind { return &ts.head.TypeMeta }
+
+func (ts *tableStream) DeepCopyObject() runtime.Object {
+	t, err := ts.table()
+	if err != nil {
+		panic(err) // not expected: rows are made again as the first time
+	}
+	return t
 }
 
 func tableRow(res *registry.Resource, obj runtime.Object, include metav1.IncludeObjectPolicy, embed encoding, now time.Time) (metav1.TableRow, error) {
@@ -121,13 +153,15 @@ func partialMetadata(obj runtime.Object, as string) (runtime.Object, error) {
 	return out, nil
 }
 
-// writeTableJSON writes t as the JSON serializer does, byte for byte, but
-// each row's object as it is: encoding/json validates and compacts again
-// every RawExtension it writes, and that was the larger part of a Table's
-// cost (kubectl asks for one on every get). The objects are the
-// serializer's own compact output (tableRow), so they need neither.
-func writeTableJSON(w io.Writer, t *metav1.Table) error {
-	head := *t
+// writeTableJSON writes the Table of ts as the JSON serializer does, byte
+// for byte, making each row as it goes and writing its object as it is:
+// encoding/json validates and compacts again every RawExtension it
+// writes, and that was the larger part of a Table's cost (kubectl asks for
+// one on every get). The objects are the serializer's own compact output
+// (tableRow), so they need neither. rowsNull writes a Table without rows
+// as encoding/json writes a nil slice.
+func writeTableJSON(w io.Writer, ts *tableStream, rowsNull bool) error {
+	head := *ts.head
 	head.APIVersion, head.Kind = metaV1.String(), "Table"
 	head.Rows = nil
 	var buf bytes.Buffer
@@ -135,7 +169,7 @@ func writeTableJSON(w io.Writer, t *metav1.Table) error {
 	if err := enc.Encode(&head); err != nil {
 		return err
 	}
-	if t.Rows != nil {
+	if !rowsNull {
 		// The rows go in place of the null the head ends with.
 		if !bytes.HasSuffix(buf.Bytes(), []byte(`"rows":null}`+"\n")) {
 			return fmt.Errorf("encoding a Table: unexpected end %q", buf.Bytes()[max(0, buf.Len()-20):])
@@ -150,8 +184,11 @@ func writeTableJSON(w io.Writer, t *metav1.Table) error {
 			buf.Truncate(buf.Len() - 1)
 			return nil
 		}
-		for i := range t.Rows {
-			row := &t.Rows[i]
+		for i := range ts.n {
+			row, err := ts.row(i)
+			if err != nil {
+				return err
+			}
 			if i > 0 {
 				buf.WriteByte(',')
 			}
