@@ -148,17 +148,13 @@ func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersio
 	}
 	if ts, ok := obj.(*tableStream); ok {
 		if e.info.MediaType == mediaJSON && !e.pretty {
-			return writeTableJSON(w, ts, false)
+			return writeTableJSON(w, ts)
 		}
 		t, err := ts.table()
 		if err != nil {
 			return err
 		}
 		obj = t
-	}
-	if t, ok := obj.(*metav1.Table); ok && e.info.MediaType == mediaJSON && !e.pretty {
-		rows := t.Rows
-		return writeTableJSON(w, &tableStream{head: t, n: len(rows), row: func(i int) (metav1.TableRow, error) { return rows[i], nil }}, rows == nil)
 	}
 	// Serializers write the apiVersion and kind the object carries. Objects
 	// decoded from a request or from etcd already carry their own, and are

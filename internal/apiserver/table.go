@@ -17,8 +17,8 @@ import (
 
 // table converts an object or a list into the Table kubectl prints: the
 // NAME column, the resource's own columns, and per row the object's
-// metadata (or the whole object, or nothing, per includeObject). In
-// JSON, its rows are made as the Table is written (a *tableStream).
+// metadata (or the whole object, or nothing, per includeObject). Its rows
+// are made as the Table is encoded (a *tableStream; see encodeTo).
 func (s *Server) table(req *request, e encoding, obj runtime.Object) (runtime.Object, error) {
 	include := metav1.IncludeObjectPolicy(req.info.query.Get("includeObject"))
 	switch include {
@@ -53,18 +53,15 @@ func (s *Server) table(req *request, e encoding, obj runtime.Object) (runtime.Ob
 		embed.info, _ = serializerFor(mediaJSON)
 	}
 	now := s.clock.Now()
-	stream := &tableStream{head: t, n: len(items), row: func(i int) (metav1.TableRow, error) {
+	return &tableStream{head: t, n: len(items), row: func(i int) (metav1.TableRow, error) {
 		return tableRow(req.res, items[i], include, embed, now)
-	}}
-	if e.info.MediaType == mediaJSON && !e.pretty {
-		return stream, nil
-	}
-	return stream.table()
+	}}, nil
 }
 
 // tableStream is a Table whose rows are made one by one as it is written
-// (writeTableJSON), rather than all before: the rows of 100 000 leases
-// hold 80 MB. Only the response's encoding reads it.
+// in JSON (writeTableJSON), rather than all before: the rows of 100 000
+// leases hold 80 MB. Other encodings make the whole Table first (table).
+// Only the response's encoding reads it.
 type tableStream struct {
 	head *metav1.Table // without rows
 	n    int
@@ -158,9 +155,8 @@ func partialMetadata(obj runtime.Object, as string) (runtime.Object, error) {
 // encoding/json validates and compacts again every RawExtension it
 // writes, and that was the larger part of a Table's cost (kubectl asks for
 // one on every get). The objects are the serializer's own compact output
-// (tableRow), so they need neither. rowsNull writes a Table without rows
-// as encoding/json writes a nil slice.
-func writeTableJSON(w io.Writer, ts *tableStream, rowsNull bool) error {
+// (tableRow), so they need neither.
+func writeTableJSON(w io.Writer, ts *tableStream) error {
 	head := *ts.head
 	head.APIVersion, head.Kind = metaV1.String(), "Table"
 	head.Rows = nil
@@ -169,55 +165,54 @@ func writeTableJSON(w io.Writer, ts *tableStream, rowsNull bool) error {
 	if err := enc.Encode(&head); err != nil {
 		return err
 	}
-	if !rowsNull {
-		// The rows go in place of the null the head ends with.
-		if !bytes.HasSuffix(buf.Bytes(), []byte(`"rows":null}`+"\n")) {
-			return fmt.Errorf("encoding a Table: unexpected end %q", buf.Bytes()[max(0, buf.Len()-20):])
-		}
-		buf.Truncate(buf.Len() - len("null}\n"))
-		buf.WriteByte('[')
-		// encode writes v with enc, without the newline.
-		encode := func(v any) error {
-			if err := enc.Encode(v); err != nil {
-				return err
-			}
-			buf.Truncate(buf.Len() - 1)
-			return nil
-		}
-		for i := range ts.n {
-			row, err := ts.row(i)
-			if err != nil {
-				return err
-			}
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			buf.WriteString(`{"cells":`)
-			if err := encode(&row.Cells); err != nil {
-				return err
-			}
-			if len(row.Conditions) > 0 {
-				buf.WriteString(`,"conditions":`)
-				if err := encode(&row.Conditions); err != nil {
-					return err
-				}
-			}
-			buf.WriteString(`,"object":`)
-			if row.Object.Raw != nil {
-				buf.Write(row.Object.Raw)
-			} else if err := encode(&row.Object); err != nil {
-				return err
-			}
-			buf.WriteByte('}')
-			if buf.Len() >= streamBuffer {
-				if _, err := w.Write(buf.Bytes()); err != nil {
-					return err
-				}
-				buf.Reset()
-			}
-		}
-		buf.WriteString("]}\n")
+	// The rows go in place of the null the head ends with.
+	if !bytes.HasSuffix(buf.Bytes(), []byte(`"rows":null}`+"\n")) {
+		return fmt.Errorf("encoding a Table: unexpected end %q", buf.Bytes()[max(0, buf.Len()-20):])
 	}
+	buf.Truncate(buf.Len() - len("null}\n"))
+	buf.WriteByte('[')
+	// encode writes v with enc, without the newline.
+	encode := func(v any) error {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		buf.Truncate(buf.Len() - 1)
+		return nil
+	}
+	var row metav1.TableRow // one for all rows: encode takes its fields' addresses
+	for i := range ts.n {
+		var err error
+		if row, err = ts.row(i); err != nil {
+			return err
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(`{"cells":`)
+		if err := encode(&row.Cells); err != nil {
+			return err
+		}
+		if len(row.Conditions) > 0 {
+			buf.WriteString(`,"conditions":`)
+			if err := encode(&row.Conditions); err != nil {
+				return err
+			}
+		}
+		buf.WriteString(`,"object":`)
+		if row.Object.Raw != nil {
+			buf.Write(row.Object.Raw)
+		} else if err := encode(&row.Object); err != nil {
+			return err
+		}
+		buf.WriteByte('}')
+		if buf.Len() >= streamBuffer {
+			if _, err := w.Write(buf.Bytes()); err != nil {
+				return err
+			}
+			buf.Reset()
+		}
+	}
+	buf.WriteString("]}\n")
 	_, err := w.Write(buf.Bytes())
 	return err
 }

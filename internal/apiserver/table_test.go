@@ -15,36 +15,34 @@ import (
 	"github.com/leasehold/leasehold/internal/registry"
 )
 
-// tableBoth returns tbl as the server writes it in JSON (writeTableJSON)
-// and as the JSON serializer writes it.
+// tableBoth returns tbl as the server writes it in JSON, its rows made as
+// it is written (a tableStream, writeTableJSON), and as the JSON serializer
+// writes the whole Table. It also checks that the server writes it in YAML
+// as the YAML serializer does.
 func tableBoth(t testing.TB, tbl *metav1.Table) (got, want []byte) {
 	t.Helper()
-	info, _ := serializerFor(mediaJSON)
-	e := encoding{info: info, mediaType: mediaJSON}
-	var fast, slow bytes.Buffer
-	if err := encodeTo(&fast, e, tbl, metaV1); err != nil {
-		t.Fatal(err)
-	}
+	head := *tbl
+	head.Rows = nil
+	ts := &tableStream{head: &head, n: len(tbl.Rows), row: func(i int) (metav1.TableRow, error) { return tbl.Rows[i], nil }}
 	typed := *tbl
 	typed.SetGroupVersionKind(metaV1.WithKind("Table"))
-	if err := info.Serializer.Encode(&typed, &slow); err != nil {
-		t.Fatal(err)
-	}
-	if tbl.Rows != nil {
-		// The same Table, its rows made as it is written, as the server
-		// writes it.
-		head := *tbl
-		head.Rows = nil
-		var streamed bytes.Buffer
-		ts := &tableStream{head: &head, n: len(tbl.Rows), row: func(i int) (metav1.TableRow, error) { return tbl.Rows[i], nil }}
-		if err := encodeTo(&streamed, e, ts, metaV1); err != nil {
-			t.Fatal(err)
+	for _, media := range []string{mediaYAML, mediaJSON} {
+		info, _ := serializerFor(media)
+		var server, serializer bytes.Buffer
+		serverErr := encodeTo(&server, encoding{info: info, mediaType: media}, ts, metaV1)
+		serializerErr := info.Serializer.Encode(&typed, &serializer)
+		if media == mediaYAML && serverErr != nil && serializerErr != nil {
+			continue // YAML has no way to write some strings (control characters)
 		}
-		if !bytes.Equal(streamed.Bytes(), fast.Bytes()) {
-			t.Errorf("a Table streamed differs from the same Table whole:\n%s\n%s", streamed.Bytes(), fast.Bytes())
+		if serverErr != nil || serializerErr != nil {
+			t.Fatalf("in %s: the server's error %v, the serializer's %v", media, serverErr, serializerErr)
 		}
+		if media == mediaYAML && !bytes.Equal(server.Bytes(), serializer.Bytes()) {
+			t.Errorf("in YAML:\n got %s\nwant %s", server.Bytes(), serializer.Bytes())
+		}
+		got, want = server.Bytes(), serializer.Bytes()
 	}
-	return fast.Bytes(), slow.Bytes()
+	return got, want
 }
 
 // sampleTable is a Table of leases and nodes whose strings are s, with rows
@@ -92,7 +90,7 @@ func TestTableJSON(t *testing.T) {
 			}
 		}
 	}
-	got, want := tableBoth(t, &metav1.Table{})
+	got, want := tableBoth(t, &metav1.Table{Rows: []metav1.TableRow{}})
 	if !bytes.Equal(got, want) {
 		t.Errorf("empty table:\n got %s\nwant %s", got, want)
 	}
@@ -126,13 +124,14 @@ func BenchmarkTableJSON(b *testing.B) {
 	for i := range 10000 {
 		tbl.Rows = append(tbl.Rows, sampleTable(b, fmt.Sprint("leasehold-bench-node-", i), metav1.IncludeMetadata).Rows[0])
 	}
+	ts := &tableStream{head: tbl, n: len(tbl.Rows), row: func(i int) (metav1.TableRow, error) { return tbl.Rows[i], nil }}
 	info, _ := serializerFor(mediaJSON)
 	e := encoding{info: info, mediaType: mediaJSON}
 	var buf bytes.Buffer
 	b.ReportAllocs()
 	for b.Loop() {
 		buf.Reset()
-		if err := encodeTo(&buf, e, tbl, metaV1); err != nil {
+		if err := encodeTo(&buf, e, ts, metaV1); err != nil {
 			b.Fatal(err)
 		}
 	}
