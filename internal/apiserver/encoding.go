@@ -43,6 +43,10 @@ type encoding struct {
 	as string
 }
 
+// objectMediaTypes are the serializers for what is not a list
+// (registry.ObjectCodecs).
+var objectMediaTypes = registry.ObjectCodecs.SupportedMediaTypes()
+
 func serializerFor(mediaType string) (runtime.SerializerInfo, bool) {
 	return runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), mediaType)
 }
@@ -130,9 +134,15 @@ func encode(e encoding, obj runtime.Object, gv schema.GroupVersion) ([]byte, err
 }
 
 func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersion) error {
-	var ser runtime.Encoder = e.info.Serializer
-	if e.pretty && e.info.PrettySerializer != nil {
-		ser = e.info.PrettySerializer
+	info := e.info
+	if _, list := obj.(metav1.ListMetaAccessor); !list {
+		if oi, ok := runtime.SerializerInfoForMediaType(objectMediaTypes, info.MediaType); ok {
+			info = oi
+		}
+	}
+	var ser runtime.Encoder = info.Serializer
+	if e.pretty && info.PrettySerializer != nil {
+		ser = info.PrettySerializer
 	}
 	if wa, ok := ser.(runtime.EncoderWithAllocator); ok {
 		// The protobuf encoder then reuses one buffer for every item of a

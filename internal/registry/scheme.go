@@ -26,6 +26,12 @@ var Scheme = runtime.NewScheme()
 var Codecs = serializer.NewCodecFactory(Scheme, serializer.EnableStrict,
 	serializer.WithStreamingCollectionEncodingToJSON(), serializer.WithStreamingCollectionEncodingToProtobuf())
 
+// ObjectCodecs are Codecs without that streaming, for what is not a list.
+// Codecs' encoders try every object as a list first, by reflection, and an
+// object of three fields, as a list has (a Lease), costs an allocation of
+// its ObjectMeta in that try before it is written as itself.
+var ObjectCodecs = serializer.NewCodecFactory(Scheme, serializer.EnableStrict)
+
 func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		coordinationv1.AddToScheme,
