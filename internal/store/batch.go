@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,6 +120,17 @@ type txnResult struct {
 	succeeded bool
 	rev       int64
 	err       error
+	// abandoned: the caller stopped waiting while the write was queued or
+	// at etcd, so its value may still be read.
+	abandoned bool
+}
+
+// release releases the value of the write that res answers, unless the
+// write may still be reading it.
+func (res txnResult) release(v *encodedValue) {
+	if !res.abandoned {
+		v.release()
+	}
 }
 
 func newBatcher(kv pb.KVClient, maxBatch int, delay time.Duration, clk clock.Clock) *batcher {
@@ -154,8 +166,8 @@ func (b *batcher) do(ctx context.Context, w write) txnResult {
 	case <-ctx.Done():
 		// The write may still happen; the caller reports the timeout, as
 		// kube-apiserver does when etcd is slow. The batcher still answers
-		// on req.done, so req is not reused.
-		return txnResult{err: ctx.Err()}
+		// on req.done, so req is not reused, nor its value.
+		return txnResult{err: ctx.Err(), abandoned: true}
 	}
 }
 
@@ -171,6 +183,7 @@ func (r *txnRequest) release() {
 func (b *batcher) run(ctx context.Context) {
 	slots := make(chan struct{}, maxInFlight)
 	var carry []*txnRequest // requests that did not fit the last batch
+	keys := map[string]bool{} // the keys the batch being gathered writes
 	for {
 		// Wait for room at etcd first, so that a batch takes everything
 		// that queued up meanwhile.
@@ -198,7 +211,7 @@ func (b *batcher) run(ctx context.Context) {
 		// write always goes); then it waits for the next batch.
 		pending := batch
 		batch = make([]*txnRequest, 0, len(pending))
-		keys := make(map[string]bool, len(pending))
+		clear(keys)
 		size := 0
 		add := func(r *txnRequest) {
 			n := len(r.key) + len(r.value)
@@ -282,11 +295,13 @@ func (b *batcher) commit(batch []*txnRequest) {
 		return
 	}
 	batchSize.Observe(float64(len(live)))
-	ops := newWriteOps(live)
+	m := batchMessagesPool.Get().(*batchMessages)
+	defer m.release()
+	ops := m.build(live)
 	if len(live) == 1 {
 		r := live[0]
-		req := &pb.TxnRequest{Compare: ops[0].cmps[:], Success: ops[0].ops[:]}
-		resp, err := b.kv.Txn(r.ctx, req, callOptions...)
+		m.txn.Compare, m.txn.Success = ops[0].cmps[:], ops[0].ops[:]
+		resp, err := b.kv.Txn(r.ctx, &m.txn, callOptions...)
 		res := single(resp, clientv3.ContextError(r.ctx, err))
 		if res.succeeded {
 			b.written.Add(1)
@@ -295,11 +310,12 @@ func (b *batcher) commit(batch []*txnRequest) {
 		return
 	}
 	// Each write is a nested transaction of its own.
-	outer := make([]*pb.RequestOp, len(live))
+	m.outer = slices.Grow(m.outer[:0], len(ops))
 	for i := range ops {
-		outer[i] = ops[i].nest()
+		m.outer = append(m.outer, ops[i].nest())
 	}
-	resp, err := b.kv.Txn(context.Background(), &pb.TxnRequest{Success: outer}, callOptions...)
+	m.txn.Success = m.outer
+	resp, err := b.kv.Txn(context.Background(), &m.txn, callOptions...)
 	if err != nil {
 		err = clientv3.ContextError(context.Background(), err)
 		for _, r := range live {
@@ -348,19 +364,38 @@ type writeOps struct {
 	outerOp pb.RequestOp
 }
 
-// newWriteOps builds the compare and the operation of each write. The keys
-// share one buffer; values are not copied.
-func newWriteOps(writes []*txnRequest) []writeOps {
+// batchMessages are the messages of one batch's transaction. They are
+// recycled through batchMessagesPool once etcd has answered the batch: its
+// KV API has marshalled them by then (into a raft entry in process, onto
+// the wire over gRPC), and nothing keeps them. They were 2 % of the bytes a
+// renewal allocated.
+type batchMessages struct {
+	ops   []writeOps // as long as its capacity; build uses the start
+	used  int        // how many of ops the last build filled
+	keys  []byte     // the writes' keys, which ops point into
+	outer []*pb.RequestOp
+	txn   pb.TxnRequest
+}
+
+var batchMessagesPool = sync.Pool{New: func() any { return new(batchMessages) }}
+
+// build fills the compare and the operation of each write. The keys share
+// one buffer; values are not copied.
+func (m *batchMessages) build(writes []*txnRequest) []writeOps {
 	n := 0
 	for _, w := range writes {
 		n += len(w.key)
 	}
-	keys := make([]byte, 0, n)
-	all := make([]writeOps, len(writes))
+	m.keys = slices.Grow(m.keys[:0], n)
+	if len(m.ops) < len(writes) {
+		m.ops = make([]writeOps, len(writes))
+	}
+	m.used = len(writes)
+	all := m.ops[:len(writes)]
 	for i, w := range writes {
-		start := len(keys)
-		keys = append(keys, w.key...)
-		key := keys[start:len(keys):len(keys)]
+		start := len(m.keys)
+		m.keys = append(m.keys, w.key...)
+		key := m.keys[start:len(m.keys):len(m.keys)]
 		o := &all[i]
 		o.cmp.Key, o.cmp.Result = key, pb.Compare_EQUAL
 		if w.created {
@@ -380,6 +415,17 @@ func newWriteOps(writes []*txnRequest) []writeOps {
 		o.cmps[0], o.ops[0] = &o.cmp, &o.op
 	}
 	return all
+}
+
+// release zeroes the messages (they point at the writes' values, which
+// their callers recycle in turn) and returns m to batchMessagesPool.
+func (m *batchMessages) release() {
+	clear(m.ops[:m.used])
+	clear(m.outer)
+	m.outer = m.outer[:0]
+	m.txn = pb.TxnRequest{}
+	m.used = 0
+	batchMessagesPool.Put(m)
 }
 
 // nest returns o as a transaction nested in another: its compare and

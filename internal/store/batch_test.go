@@ -215,7 +215,8 @@ func TestCompanyEstimate(t *testing.T) {
 
 // TestAbandonedRequestNotReused: a write whose caller gave up while the
 // batcher held it is still answered by the batcher, so its request must
-// not carry the next write (requests are pooled once answered).
+// not carry the next write (requests are pooled once answered), and its
+// value must not be released.
 func TestAbandonedRequestNotReused(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	b := startBatcher(t, 100, time.Second, clk)
@@ -243,8 +244,9 @@ func TestAbandonedRequestNotReused(t *testing.T) {
 	// The batcher takes the write and waits on the clock.
 	waitForBatcher()
 	cancel()
-	if r := <-abandoned; r.err == nil {
-		t.Fatalf("abandoned write: %+v, want the context's error", r)
+	// Nor must its value be recycled: the batcher may still send it.
+	if r := <-abandoned; r.err == nil || !r.abandoned {
+		t.Fatalf("abandoned write: %+v, want the context's error, abandoned", r)
 	}
 	next := make(chan txnResult, 1)
 	go func() {

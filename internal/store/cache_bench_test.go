@@ -42,7 +42,7 @@ func benchmarkGetWhileListing(b *testing.B, churn bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		values[i] = v
+		values[i] = v.bytes()
 	}
 	c.order.rebuild(c.items)
 	c.mu.Unlock()

@@ -56,7 +56,7 @@ func mustEncode(t testing.TB, k *Kind, obj runtime.Object) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return b.bytes()
 }
 
 // field appends one length-delimited protobuf field.
@@ -227,6 +227,34 @@ func TestEncodedValueCopiesOtherWrites(t *testing.T) {
 	}
 }
 
+// TestEncodedValueRelease: a released value's buffer is zeroed before it
+// serves another object, and what is encoded into it then is whole.
+func TestEncodedValueRelease(t *testing.T) {
+	leases, _ := envelopeKinds(t)
+	l := sampleLease()
+	want := append([]byte(nil), mustEncode(t, leases, l)...)
+	for range 3 {
+		v, err := leases.encode(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := v.bytes()
+		if !bytes.Equal(got, want) {
+			t.Fatalf("encoded with a recycled buffer:\n%q\nwant\n%q", got, want)
+		}
+		if v.pooled == nil {
+			t.Fatal("a lease was not encoded into a pooled buffer")
+		}
+		v.release()
+		if !bytes.Equal(got, make([]byte, len(got))) {
+			t.Fatalf("after release the value reads %q, want zeros", got)
+		}
+		v.release() // a second release is harmless
+	}
+	var none *encodedValue
+	none.release()
+}
+
 // BenchmarkEncode encodes a node lease as the store writes it to etcd
 // ("kept"), and as the serializer writes it to a bytes.Buffer ("copied",
 // what the store did before).
@@ -236,9 +264,11 @@ func BenchmarkEncode(b *testing.B) {
 	b.Run("kept", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := leases.encode(l); err != nil {
+			v, err := leases.encode(l)
+			if err != nil {
 				b.Fatal(err)
 			}
+			v.release()
 		}
 	})
 	b.Run("copied", func(b *testing.B) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -47,7 +48,7 @@ func (k *Kind) Prefix(namespace string) string {
 	return k.prefix
 }
 
-func (k *Kind) encode(obj runtime.Object) ([]byte, error) {
+func (k *Kind) encode(obj runtime.Object) (*encodedValue, error) {
 	// The stored copy carries no resourceVersion: etcd's revision is the
 	// truth, set again on every read.
 	rv := resourceVersion(obj)
@@ -55,24 +56,28 @@ func (k *Kind) encode(obj runtime.Object) ([]byte, error) {
 	// Stored objects carry the kind's own apiVersion and kind, as
 	// decodeInPlace expects: set as the kind's own strings where the
 	// object has a TypeMeta, not built anew by SetGroupVersionKind.
-	var v encodedValue
+	v := new(encodedValue)
 	var err error
 	if tm, ok := obj.GetObjectKind().(*metav1.TypeMeta); ok {
 		was := *tm
 		tm.APIVersion, tm.Kind = k.apiVersion, k.gvk.Kind
-		err = k.s.proto.EncodeWithAllocator(obj, &v, &v)
+		err = k.s.proto.EncodeWithAllocator(obj, v, v)
 		*tm = was
 	} else {
 		kind := obj.GetObjectKind()
 		gvk := kind.GroupVersionKind()
 		kind.SetGroupVersionKind(k.gvk)
-		err = k.s.proto.EncodeWithAllocator(obj, &v, &v)
+		err = k.s.proto.EncodeWithAllocator(obj, v, v)
 		kind.SetGroupVersionKind(gvk)
 	}
 	if rv != 0 {
 		setResourceVersion(obj, rv)
 	}
-	return v.bytes(), err
+	if err != nil {
+		v.release()
+		return nil, err
+	}
+	return v, nil
 }
 
 // encodedValue is both the allocator the protobuf serializer marshals an
@@ -80,11 +85,30 @@ func (k *Kind) encode(obj runtime.Object) ([]byte, error) {
 // sizes the object, marshals it into one buffer from its allocator, and
 // writes that buffer once: the value is then that buffer, where a
 // bytes.Buffer would have allocated a second one and copied it.
+//
+// The buffer comes from valueBuffers when the object is small enough, and
+// goes back with release once etcd has the value: a renewal's value was 2 %
+// of the bytes a renewal allocated.
 type encodedValue struct {
-	buf    []byte // the last buffer handed out by Allocate
-	n      int    // how much of buf was written, when it was written whole
-	copied []byte // what was written, when it was anything else
+	buf    []byte  // the last buffer handed out by Allocate
+	pooled *[]byte // the buffer from valueBuffers, when one was taken
+	n      int     // how much of buf was written, when it was written whole
+	copied []byte  // what was written, when it was anything else
 }
+
+// valueBuffers recycles the buffers of encoded objects of up to
+// maxPooledValue bytes. A value is free again once the write carrying it
+// has its answer from the batcher: etcd (in process or over gRPC) has
+// marshalled its request by then, and nothing else keeps the value.
+var valueBuffers sync.Pool // of *[]byte
+
+const (
+	maxPooledValue = 16 << 10
+	// minPooledValue is the capacity a pooled buffer gets at least, so that
+	// one buffer serves most objects: a node Lease is about 450 bytes, a
+	// Node about 1.3 KB.
+	minPooledValue = 2 << 10
+)
 
 // Allocate implements runtime.MemoryAllocator. A buffer kept by Write is
 // copied before the next one is handed out, should a serializer allocate
@@ -92,6 +116,16 @@ type encodedValue struct {
 func (v *encodedValue) Allocate(size uint64) []byte {
 	if v.n > 0 && v.copied == nil {
 		v.copied = append([]byte(nil), v.buf[:v.n]...)
+	}
+	if size <= maxPooledValue && v.pooled == nil {
+		p, _ := valueBuffers.Get().(*[]byte)
+		if p == nil || uint64(cap(*p)) < size {
+			b := make([]byte, max(size, minPooledValue))
+			p = &b
+		}
+		v.pooled = p
+		v.buf = (*p)[:size]
+		return v.buf
 	}
 	v.buf = make([]byte, size)
 	return v.buf
@@ -114,11 +148,24 @@ func (v *encodedValue) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// bytes returns the encoded object, valid until release.
 func (v *encodedValue) bytes() []byte {
 	if v.copied != nil {
 		return v.copied
 	}
 	return v.buf[:v.n:v.n]
+}
+
+// release returns the buffer to valueBuffers, zeroed: whatever still read
+// the value after it would read zeros, not another object's bytes, and fail
+// at once rather than now and then. A nil value releases nothing.
+func (v *encodedValue) release() {
+	if v == nil || v.pooled == nil {
+		return
+	}
+	clear((*v.pooled)[:cap(*v.pooled)])
+	valueBuffers.Put(v.pooled)
+	v.pooled, v.buf = nil, nil
 }
 
 func (k *Kind) decode(kv *mvccpb.KeyValue) (runtime.Object, error) {
@@ -219,11 +266,12 @@ func (k *Kind) DisableWatchCache() {
 // Create stores obj at key if the key does not exist and returns it with its
 // resourceVersion set. With dryRun nothing is written.
 func (k *Kind) Create(ctx context.Context, key string, obj runtime.Object, dryRun bool) (runtime.Object, error) {
-	data, err := k.encode(obj)
+	value, err := k.encode(obj)
 	if err != nil {
 		return nil, err
 	}
 	if dryRun {
+		value.release()
 		if _, err := k.Get(ctx, key); err == nil {
 			return nil, ErrExists
 		} else if err != ErrNotFound {
@@ -233,11 +281,13 @@ func (k *Kind) Create(ctx context.Context, key string, obj runtime.Object, dryRu
 	}
 	lease, err := k.leaseFor(ctx)
 	if err != nil {
+		value.release()
 		return nil, err
 	}
 	start := k.s.cfg.Clock.Now()
-	res := k.s.batch.do(ctx, write{key: key, created: true, value: data, lease: lease})
+	res := k.s.batch.do(ctx, write{key: key, created: true, value: value.bytes(), lease: lease})
 	k.observe(opCreate, start)
+	res.release(value)
 	if res.err != nil {
 		k.failed(res.err)
 		return nil, mapEtcdError(res.err)
@@ -290,7 +340,11 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 		}
 		fresh = true
 	}
-	var origData []byte
+	// origData is current as stored, encoded to tell whether an update
+	// changes anything; released when current is replaced or Update
+	// returns.
+	var origData *encodedValue
+	defer func() { origData.release() }()
 	for {
 		if current == nil && !opts.AllowCreate {
 			return nil, ErrNotFound
@@ -306,11 +360,11 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 			}
 			return nil, err
 		}
-		data, err := k.encode(updated)
+		value, err := k.encode(updated)
 		if err != nil {
 			return nil, err
 		}
-		w := write{key: key, value: data}
+		w := write{key: key, value: value.bytes()}
 		if current == nil {
 			w.created = true
 		} else {
@@ -318,23 +372,28 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 				// encode sets the copy's resourceVersion and kind, not
 				// current's, which the watch cache shares.
 				if origData, err = k.encode(ShallowCopy(current)); err != nil {
+					value.release()
 					return nil, err
 				}
 			}
-			if origData != nil && bytes.Equal(origData, data) {
+			if origData != nil && bytes.Equal(origData.bytes(), w.value) {
+				value.release()
 				return current, nil
 			}
 			w.rev = resourceVersion(current)
 		}
 		if opts.DryRun {
+			value.release()
 			return updated, nil
 		}
 		if w.lease, err = k.leaseFor(ctx); err != nil {
+			value.release()
 			return nil, err
 		}
 		start := k.s.cfg.Clock.Now()
 		res := k.s.batch.do(ctx, w)
 		k.observe(opUpdate, start)
+		res.release(value)
 		if res.err != nil {
 			k.failed(res.err)
 			return nil, mapEtcdError(res.err)
@@ -347,6 +406,7 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 		if current, err = k.refresh(ctx, key); err != nil {
 			return nil, err
 		}
+		origData.release()
 		origData, fresh = nil, true
 	}
 }
