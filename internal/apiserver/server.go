@@ -153,6 +153,12 @@ func New(cfg Config) (*Server, error) {
 	s.authz = authz
 	typeConverter := Prepare()
 	unknownSizes := maps.Clone(cfg.WatchCacheSizes)
+	storesOthers := map[*registry.Resource]bool{}
+	for _, r := range registry.All() {
+		if r.Storage != nil {
+			storesOthers[r.Storage] = true
+		}
+	}
 	for _, r := range registry.All() {
 		if r.Virtual {
 			continue
@@ -167,6 +173,11 @@ func New(cfg Config) (*Server, error) {
 			k := cfg.Store.Kind(r.StoragePrefix(), r.GroupVersionKind(), r.Namespaced, r.New, r.NewList)
 			if r.SharedStrings != nil {
 				k.ShareStrings(r.SharedStrings)
+			}
+			if !storesOthers[r] {
+				// The watches of a resource served from another's storage
+				// filter by that resource's own fields.
+				k.SetSameView(r.SameView)
 			}
 			// As kube-apiserver by default: Events are many, written once
 			// and read rarely, and a cache of them would hold every one in

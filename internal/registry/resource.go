@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"maps"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -163,6 +165,24 @@ func (r *Resource) StoragePrefix() string {
 // field selector matches every change of the kind, renewals included.
 func (r *Resource) Fields(name, namespace string, obj runtime.Object) fields.Fields {
 	return &objectFields{r: r, name: name, namespace: namespace, obj: obj}
+}
+
+// SameView reports whether old and new, two versions of one object (same
+// name and namespace), look the same to every label and field selector:
+// whether their labels and selectable fields are equal.
+func (r *Resource) SameView(old, new runtime.Object) bool {
+	om, err := meta.Accessor(old)
+	if err != nil {
+		return false
+	}
+	nm, err := meta.Accessor(new)
+	if err != nil {
+		return false
+	}
+	if !maps.Equal(om.GetLabels(), nm.GetLabels()) {
+		return false
+	}
+	return r.SelectableFields == nil || maps.Equal(r.SelectableFields(old), r.SelectableFields(new))
 }
 
 type objectFields struct {

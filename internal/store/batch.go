@@ -182,7 +182,7 @@ func (r *txnRequest) release() {
 
 func (b *batcher) run(ctx context.Context) {
 	slots := make(chan struct{}, maxInFlight)
-	var carry []*txnRequest // requests that did not fit the last batch
+	var carry []*txnRequest   // requests that did not fit the last batch
 	keys := map[string]bool{} // the keys the batch being gathered writes
 	for {
 		// Wait for room at etcd first, so that a batch takes everything

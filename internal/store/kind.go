@@ -251,6 +251,17 @@ func (k *Kind) ShareStrings(f StringSharing) {
 	}
 }
 
+// SetSameView gives the watch cache a way to tell that a change leaves an
+// object as every watch's Filter sees it: same(old, new) must be true only
+// when no Filter can match one and not the other (equal labels and
+// selectable fields, say). The cache's ring of recent events then keeps
+// only the new version of such a change. Call it before Run.
+func (k *Kind) SetSameView(same func(old, new runtime.Object) bool) {
+	if k.cache != nil {
+		k.cache.sameView = same
+	}
+}
+
 // WatchCacheEnabled reports whether the kind is served from a watch cache,
 // whose objects its readers share.
 func (k *Kind) WatchCacheEnabled() bool { return k.cache != nil }

@@ -27,6 +27,8 @@ type WatchOptions struct {
 	Bookmarks bool
 	// Filter keeps objects for which it returns true; an object that stops
 	// matching is delivered as DELETED, one that starts matching as ADDED.
+	// With Kind.SetSameView, it must tell apart only what that function
+	// compares.
 	Filter func(obj runtime.Object) bool
 	// BufferSize is how many events may wait for a slow reader before the
 	// watch is closed; default 1024.
@@ -179,14 +181,14 @@ func (w *watcher) transform(e *Event) *Event {
 	if w.filter == nil {
 		return e
 	}
-	prevIn := e.prev != nil && w.filter(e.prev)
 	if e.Type == watch.Deleted {
-		if prevIn {
+		if e.prev != nil && w.filter(e.prev) {
 			return e
 		}
 		return nil
 	}
 	curIn := w.filter(e.Object)
+	prevIn := e.sameView && curIn || e.prev != nil && w.filter(e.prev)
 	switch {
 	case curIn && (prevIn || e.Type == watch.Added):
 		return e
