@@ -208,7 +208,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 				continue
 			}
 			key := string(kv.Key)
-			c.share.share(obj, key)
+			c.share.share(obj, key, nil)
 			items[key] = obj
 			sorted = append(sorted, entry{key, obj})
 		}
@@ -314,7 +314,9 @@ func (c *cache) apply(evs []*clientv3.Event) {
 		<-c.applyGate
 	}
 	c.events.Add(float64(len(evs)))
-	// Decode outside the lock.
+	// Decode outside the lock. This goroutine alone changes items, so it
+	// may read them without the lock; the versions replaced lend their
+	// names to the new ones.
 	decoded := make([]runtime.Object, len(evs))
 	keys := make([]string, len(evs))
 	for i, ev := range evs {
@@ -325,7 +327,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 				c.log.Error("watch cache: skipping undecodable object", "key", keys[i], "err", err)
 				continue
 			}
-			c.share.share(obj, keys[i])
+			c.share.share(obj, keys[i], c.items[keys[i]])
 			decoded[i] = obj
 		}
 	}
@@ -350,8 +352,11 @@ func (c *cache) apply(evs []*clientv3.Event) {
 			case c.sameView != nil && c.sameView(prev, decoded[i]):
 				e.prev, e.sameView = nil, true
 			}
-			c.items[key] = decoded[i]
-			c.order.put(key, decoded[i], prev == nil)
+			// The map keeps the key it is given, even for a key it has
+			// (Go's maps replace string keys): give it the order's copy,
+			// which every version's name points into (sharer.share), so
+			// that the key is held once.
+			c.items[c.order.put(key, decoded[i], prev == nil)] = decoded[i]
 		case clientv3.EventTypeDelete:
 			if prev == nil {
 				continue

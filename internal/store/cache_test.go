@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -29,7 +30,7 @@ func TestFieldSetsShared(t *testing.T) {
 	fs := newSharer()
 	a, b, c := withFieldSet(`{"f:spec":{}}`), withFieldSet(`{"f:spec":{}}`), withFieldSet(`{"f:metadata":{}}`)
 	for _, l := range []*coordinationv1.Lease{a, b, c} {
-		fs.share(l, "")
+		fs.share(l, "", nil)
 	}
 	if fieldSetData(a) != fieldSetData(b) || a.ManagedFields[0].FieldsV1 != b.ManagedFields[0].FieldsV1 {
 		t.Error("equal field sets are not shared")
@@ -38,13 +39,13 @@ func TestFieldSetsShared(t *testing.T) {
 		t.Error("a different field set was replaced")
 	}
 	for i := range 2 * maxFieldSets {
-		fs.share(withFieldSet(fmt.Sprintf(`{"f:%d":{}}`, i)), "")
+		fs.share(withFieldSet(fmt.Sprintf(`{"f:%d":{}}`, i)), "", nil)
 	}
 	if len(fs.fields) != maxFieldSets {
 		t.Errorf("table holds %d field sets, want at most %d", len(fs.fields), maxFieldSets)
 	}
 	d := withFieldSet(`{"f:spec":{}}`)
-	fs.share(d, "")
+	fs.share(d, "", nil)
 	if fieldSetData(d) != fieldSetData(a) {
 		t.Error("a full table no longer shares what it holds")
 	}
@@ -68,7 +69,7 @@ func TestStringsShared(t *testing.T) {
 	}
 	a, b, c := lease("node-1"), lease("node-1"), lease("node-2")
 	for _, l := range []*coordinationv1.Lease{a, b, c} {
-		s.share(l, "")
+		s.share(l, "", nil)
 	}
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
 	if !same(a.ManagedFields[0].Manager, c.ManagedFields[0].Manager) || !same(a.OwnerReferences[0].Kind, c.OwnerReferences[0].Kind) ||
@@ -85,13 +86,13 @@ func TestStringsShared(t *testing.T) {
 		t.Error("a different string was replaced")
 	}
 	for i := range 2 * maxSharedStrings {
-		s.share(lease(fmt.Sprintf("node-%d", i+3)), "")
+		s.share(lease(fmt.Sprintf("node-%d", i+3)), "", nil)
 	}
 	if len(s.strings) != maxSharedStrings {
 		t.Errorf("table holds %d strings, want at most %d", len(s.strings), maxSharedStrings)
 	}
 	d := lease("node-1")
-	s.share(d, "")
+	s.share(d, "", nil)
 	if !same(*d.Spec.HolderIdentity, *a.Spec.HolderIdentity) {
 		t.Error("a full table no longer shares what it holds")
 	}
@@ -109,7 +110,7 @@ func TestTimesShared(t *testing.T) {
 	}
 	a, b, c := at(100), at(100), at(101)
 	for _, l := range []*coordinationv1.Lease{a, b, c} {
-		s.share(l, "")
+		s.share(l, "", nil)
 	}
 	if a.ManagedFields[0].Time != b.ManagedFields[0].Time {
 		t.Error("equal times are not shared")
@@ -121,14 +122,14 @@ func TestTimesShared(t *testing.T) {
 		t.Error("an unset time was set")
 	}
 	for i := range maxSharedTimes {
-		s.share(at(int64(1000+i)), "")
+		s.share(at(int64(1000+i)), "", nil)
 	}
 	if len(s.times) > maxSharedTimes {
 		t.Errorf("table holds %d times, want at most %d", len(s.times), maxSharedTimes)
 	}
 	d, e := at(9000), at(9000) // newer than all the table holds
-	s.share(d, "")
-	s.share(e, "")
+	s.share(d, "", nil)
+	s.share(e, "", nil)
 	if d.ManagedFields[0].Time != e.ManagedFields[0].Time {
 		t.Error("a table that was full no longer shares new times")
 	}
@@ -136,8 +137,9 @@ func TestTimesShared(t *testing.T) {
 
 // TestNameShared: an object's name points into its key; strings that
 // repeat the name, in its labels, its owner references and the fields its
-// kind names, point at the name; other strings keep their own; owner
-// references' flags keep their values.
+// kind names, point at the name; a later version shares the name of the
+// version it replaces; other strings keep their own; owner references'
+// flags keep their values.
 func TestNameShared(t *testing.T) {
 	s := newSharer()
 	s.kind = func(obj runtime.Object, _, named func(*string)) {
@@ -161,8 +163,8 @@ func TestNameShared(t *testing.T) {
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
 	a, b := lease("node-1", "node-1", true), lease("node-2", "someone-else", false)
 	keyA, keyB := str("/leases/ns/node-1"), str("/leases/ns/other-node-2")
-	s.share(a, keyA)
-	s.share(b, keyB)
+	s.share(a, keyA, nil)
+	s.share(b, keyB, nil)
 	if a.Name != "node-1" || !same(a.Name, keyA[len(keyA)-len("node-1"):]) {
 		t.Errorf("name %q does not point into its key", a.Name)
 	}
@@ -182,8 +184,33 @@ func TestNameShared(t *testing.T) {
 	if ra.Controller != rb.BlockOwnerDeletion || ra.BlockOwnerDeletion != rb.Controller {
 		t.Error("equal owner reference flags are not shared")
 	}
+	// A later version of a shares the first one's name, and so its key,
+	// not the key it came with; and its uid.
+	a.UID = types.UID(str("uid-1"))
+	a2, keyA2 := lease("node-1", "node-1", true), str(keyA)
+	a2.UID = types.UID(str("uid-1"))
+	s.share(a2, keyA2, a)
+	if !same(a2.Name, a.Name) || !same(*a2.Spec.HolderIdentity, a.Name) || !same(a2.OwnerReferences[0].Name, a.Name) {
+		t.Error("a later version does not share its first version's name")
+	}
+	if !same(string(a2.UID), string(a.UID)) {
+		t.Error("a later version does not share its first version's uid")
+	}
+	a3 := lease("node-1", "node-1", true)
+	a3.UID = "uid-2" // deleted and created again in one batch of events
+	s.share(a3, str(keyA), a)
+	if a3.UID != "uid-2" {
+		t.Errorf("uid %q taken from the version before, another object", a3.UID)
+	}
+	// A version whose name differs (it cannot: a key names one object)
+	// keeps its own.
+	other := lease("node-9", "node-9", true)
+	s.share(other, str("/leases/ns/node-9"), a)
+	if other.Name != "node-9" || same(other.Name, a.Name) {
+		t.Errorf("name %q taken from another object", other.Name)
+	}
 	c := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "c", OwnerReferences: []metav1.OwnerReference{{Name: "x"}}}}
-	s.share(c, "")
+	s.share(c, "", nil)
 	if c.OwnerReferences[0].Controller != nil || c.OwnerReferences[0].BlockOwnerDeletion != nil {
 		t.Error("unset owner reference flags were set")
 	}
@@ -212,8 +239,8 @@ func TestLabelsShared(t *testing.T) {
 	}
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
 	a, b := node("host-a"), node("host-b")
-	s.share(a, "")
-	s.share(b, "")
+	s.share(a, "", nil)
+	s.share(b, "", nil)
 	if !same(key(a, "kubernetes.io/arch"), key(b, "kubernetes.io/arch")) || !same(key(a, "kubernetes.io/hostname"), key(b, "kubernetes.io/hostname")) {
 		t.Error("equal label keys are not shared")
 	}
@@ -224,7 +251,7 @@ func TestLabelsShared(t *testing.T) {
 		t.Errorf("labels changed: %v, %v", a.Labels, b.Labels)
 	}
 	for i := range 2 * maxSharedStrings {
-		s.share(node(fmt.Sprintf("host-%d", i)), "")
+		s.share(node(fmt.Sprintf("host-%d", i)), "", nil)
 	}
 	if len(s.labelValues) != maxSharedStrings {
 		t.Errorf("label value table holds %d strings, want at most %d", len(s.labelValues), maxSharedStrings)

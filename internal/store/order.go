@@ -41,8 +41,10 @@ func (o *order) find(key string) (int, bool) {
 	return slices.BinarySearchFunc(o.entries, entry{key: key}, compareEntries)
 }
 
-// put records obj as key's object, new to the cache if added.
-func (o *order) put(key string, obj runtime.Object, added bool) {
+// put records obj as key's object, new to the cache if added. It returns
+// the copy of key the order holds, or key if it holds none yet, for the
+// cache's map to keep the same one.
+func (o *order) put(key string, obj runtime.Object, added bool) string {
 	i, ok := o.find(key)
 	switch {
 	case ok:
@@ -50,10 +52,12 @@ func (o *order) put(key string, obj runtime.Object, added bool) {
 			o.removed-- // removed and added again since the last merge
 		}
 		o.entries[i].obj = obj
+		return o.entries[i].key
 	case added:
 		o.added = append(o.added, key)
 	}
 	// A change of a key in added: the merge reads its object from the map.
+	return key
 }
 
 // remove records that key's object is gone. A key still in added is left

@@ -23,7 +23,8 @@ import (
 //     operating systems and zones repeat, but a Node's hostname label is
 //     its own, and those must not fill the table above;
 //   - the object's name, which points into its key (the cache holds the
-//     key anyway, and the name ends it);
+//     key anyway, and the name ends it), the key of the object's first
+//     version;
 //   - strings that repeat the object's own name, which point at its name:
 //     a Node's hostname label and address, a node Lease's holder and the
 //     name of the Node that owns it (the kind's StringSharing names those
@@ -68,13 +69,30 @@ func newSharer() *sharer {
 	return s
 }
 
-func (s *sharer) share(obj runtime.Object, key string) {
+// share makes obj, stored at key, share what it can. prev, when set, is
+// the version obj replaces, whose name and uid obj then shares: those of
+// every version of an object are the first version's strings, which
+// outlive it as keys (the name points into the key the cache's map keeps,
+// the uid is the garbage collector's key for the object), rather than
+// each version keeping copies of its own beside them.
+func (s *sharer) share(obj runtime.Object, key string, prev runtime.Object) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return
 	}
-	if name := m.GetName(); len(key) > len(name) && key[len(key)-len(name)-1] == '/' && key[len(key)-len(name):] == name {
+	name := m.GetName()
+	var pm metav1.Object
+	if prev != nil {
+		pm, _ = meta.Accessor(prev)
+	}
+	switch {
+	case pm != nil && pm.GetName() == name:
+		m.SetName(pm.GetName())
+	case len(key) > len(name) && key[len(key)-len(name)-1] == '/' && key[len(key)-len(name):] == name:
 		m.SetName(key[len(key)-len(name):])
+	}
+	if pm != nil && pm.GetUID() == m.GetUID() {
+		m.SetUID(pm.GetUID())
 	}
 	if ns := m.GetNamespace(); ns != "" {
 		s.str(&ns)
