@@ -319,10 +319,13 @@ func TestCurrentRevision(t *testing.T) {
 	}
 }
 
-// createNodeLeases creates n node leases as the agents write them: each
-// owned by its node, which its managed fields name.
-func createNodeLeases(b *testing.B, k *store.Kind, n int) {
+// nodeLeaseEtcd returns an etcd holding n node leases as the agents write
+// them: each owned by its node, which its managed fields name. It also
+// returns a logger that discards, for the stores the benchmark runs on it.
+func nodeLeaseEtcd(b *testing.B, n int) (*slog.Logger, *embedded.Etcd) {
 	b.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	_, k, e := newStoreWith(b, store.Config{Logger: quiet}, nil)
 	ctx := context.Background()
 	names := make(chan int)
 	errs := make(chan error, 64)
@@ -354,6 +357,7 @@ func createNodeLeases(b *testing.B, k *store.Kind, n int) {
 			b.Fatal(err)
 		}
 	}
+	return quiet, e
 }
 
 // BenchmarkRenewedCache is BenchmarkFill's cache once every lease has been
@@ -362,10 +366,8 @@ func createNodeLeases(b *testing.B, k *store.Kind, n int) {
 // it), with the registry's sharing, and with and without its SameView.
 func BenchmarkRenewedCache(b *testing.B) {
 	const n = 20000
-	quiet := slog.New(slog.DiscardHandler)
-	_, k, e := newStoreWith(b, store.Config{Logger: quiet}, nil)
+	quiet, e := nodeLeaseEtcd(b, n)
 	ctx := context.Background()
-	createNodeLeases(b, k, n)
 	for _, sameView := range []bool{false, true} {
 		b.Run(fmt.Sprintf("sameView=%v", sameView), func(b *testing.B) {
 			setup := func(k *store.Kind) {
@@ -423,10 +425,8 @@ func BenchmarkRenewedCache(b *testing.B) {
 // and heap objects (the collector's marking grows with both).
 func BenchmarkFill(b *testing.B) {
 	const n = 20000
-	quiet := slog.New(slog.DiscardHandler)
-	_, k, e := newStoreWith(b, store.Config{Logger: quiet}, nil)
+	quiet, e := nodeLeaseEtcd(b, n)
 	ctx := context.Background()
-	createNodeLeases(b, k, n)
 	share := func(k *store.Kind) { k.ShareStrings(registry.Leases.SharedStrings) }
 	var held, objects uint64
 	var before, after goruntime.MemStats
