@@ -63,6 +63,16 @@ type participant struct {
 	result  error
 }
 
+// The leaders' timings. A leader that misses renewals for
+// testRenewDeadline stops leading, and the test fails; 3 s rides out the
+// stalls of a loaded 2-core machine with the race detector, where a
+// renewal has been seen late by 1.7 s. Nothing in the test waits for a
+// Lease to expire: leaders release theirs.
+const (
+	testLeaseDuration = 4 * time.Second
+	testRenewDeadline = 3 * time.Second
+)
+
 func join(t *testing.T, cs kubernetes.Interface, lead *leadership, id, binary, emulation string) *participant {
 	t.Helper()
 	p := &participant{id: id, started: make(chan election.Term, 10), elected: make(chan error, 1), cand: make(chan error, 1)}
@@ -76,7 +86,7 @@ func join(t *testing.T, cs kubernetes.Interface, lead *leadership, id, binary, e
 	}
 	e, err := election.New(election.Config{
 		Client: cs.CoordinationV1(), Namespace: ns, Name: lease, Identity: id, Coordinated: true,
-		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 300 * time.Millisecond,
+		LeaseDuration: testLeaseDuration, RenewDeadline: testRenewDeadline, RetryPeriod: 300 * time.Millisecond,
 		ReleaseOnCancel: true,
 		Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, term election.Term) {
 			lead.enter(id)
@@ -167,7 +177,7 @@ func testCoordinatedElection(t *testing.T, inProcess bool) {
 		return err == nil && len(l.Items) == 2
 	})
 	cfg := coordinator.Config{
-		Client: cs, ElectionDuration: 500 * time.Millisecond, LeaseDuration: 2 * time.Second, CandidateTimeout: 3 * time.Second,
+		Client: cs, ElectionDuration: 500 * time.Millisecond, LeaseDuration: testLeaseDuration, CandidateTimeout: 3 * time.Second,
 	}
 	if inProcess {
 		cfg.Reads = srv.API.ListerWatcher
