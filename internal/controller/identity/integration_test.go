@@ -76,6 +76,12 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	}
 }
 
+// idDuration is the test's identity lease duration: its publishers renew
+// every 100 ms, and a live replica's lease is collected only once its
+// renewals stall this long, which on a loaded 2-core machine with the
+// race detector they have for 1.7 s.
+const idDuration = 3 * time.Second
+
 func TestPublishAndCollect(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{})
 	cs := s.Client(t, "")
@@ -85,7 +91,7 @@ func TestPublishAndCollect(t *testing.T) {
 
 	publishAs := func(host, addr string) (*identity.Publisher, func()) {
 		p, err := identity.NewPublisher(identity.PublisherConfig{
-			Client: cs, Host: host, Addr: addr, Duration: time.Second, RenewInterval: 100 * time.Millisecond,
+			Client: cs, Host: host, Addr: addr, Duration: idDuration, RenewInterval: 100 * time.Millisecond,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -125,7 +131,7 @@ func TestPublishAndCollect(t *testing.T) {
 			return false
 		}
 		for _, it := range l.Items {
-			if it.Spec.RenewTime == nil || it.Spec.LeaseDurationSeconds == nil || *it.Spec.LeaseDurationSeconds != 1 ||
+			if it.Spec.RenewTime == nil || it.Spec.LeaseDurationSeconds == nil || time.Duration(*it.Spec.LeaseDurationSeconds)*time.Second != idDuration ||
 				it.Labels[corev1.LabelHostname] != "test-host" || it.Spec.HolderIdentity == nil ||
 				(*it.Spec.HolderIdentity != a.HolderIdentity && *it.Spec.HolderIdentity != b.HolderIdentity) {
 				return false
@@ -162,11 +168,11 @@ func TestPublishAndCollect(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 	// Meanwhile, and for a few lease durations more, the live one stays.
-	for range 3 {
+	for range 6 {
 		if _, err := leases.Get(ctx, b.Name, metav1.GetOptions{}); err != nil {
 			t.Fatalf("the live replica's lease: %v", err)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(idDuration / 2)
 	}
 	for _, l := range []string{other.Name, kube.Name} {
 		if _, err := leases.Get(ctx, l, metav1.GetOptions{}); err != nil {
