@@ -23,12 +23,20 @@ import (
 // When etcd compacts past the cache (after a long disconnection) it lists
 // again and closes every watcher, whose clients resume or relist.
 //
+// The ring's capacity follows the kind's rate of change, as kube-apiserver
+// sizes its watch caches: it starts at minRing events, doubles (up to the
+// configured size) when full of events younger than eventFresh, and halves
+// (down to minRing) when full and even its newest quarter is older. A kind
+// that changes fast keeps the configured number of events; one that
+// changes slowly keeps about eventFresh of history, not thousands of
+// superseded versions of its objects. A watch that resumes from before the
+// ring's window is served from etcd.
+//
 // Lock order: c.mu only. Watchers' channels are written without blocking
 // while c.mu is held; a watcher whose buffer is full is closed (its client
 // reconnects from the last revision it saw, which the ring still holds).
 type cache struct {
 	k     *Kind
-	size  int
 	clock clock.WithTicker
 	log   *slog.Logger
 	ready chan struct{}
@@ -46,6 +54,11 @@ type cache struct {
 	head, n     int // ring holds n events starting at head
 	watchers    map[*watcher]struct{}
 	rvChanged   chan struct{} // closed and replaced whenever rv advances
+
+	// minRing and maxRing bound the ring's capacity, len(ring), which
+	// capacity exports.
+	minRing, maxRing int
+	capacity         prometheus.Gauge
 
 	snapshots *listState[snapshotKey, *listSnapshot]
 
@@ -69,6 +82,8 @@ type Event struct {
 	Object runtime.Object
 	// RV is the revision of the change (of the Object).
 	RV int64
+	// at is when the cache received the change, by its clock.
+	at time.Time
 	// prev is the object before the change (nil when added); used to tell
 	// watchers with a filter that an object left or entered their view.
 	// It is nil as well when sameView is set.
@@ -109,19 +124,31 @@ func (e *Event) Encoded(key string, f func() ([]byte, error)) ([]byte, error) {
 	return b, nil
 }
 
+// eventFresh is how much history a ring that can grow keeps at least:
+// kube-apiserver's eventFreshDuration.
+const eventFresh = 75 * time.Second
+
+// defaultMinRing is the smallest capacity of a ring whose configured size
+// is larger, kube-apiserver's lower bound.
+const defaultMinRing = 100
+
 func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache {
-	return &cache{
-		k: k, size: size, clock: clk, log: log,
+	minRing := min(defaultMinRing, size)
+	c := &cache{
+		k: k, minRing: minRing, maxRing: size, clock: clk, log: log,
 		ready:     make(chan struct{}),
 		watching:  make(chan struct{}),
 		items:     map[string]runtime.Object{},
-		ring:      make([]*Event, size),
+		ring:      make([]*Event, minRing),
+		capacity:  cacheCapacity.WithLabelValues(k.resource),
 		share:     newSharer(),
 		events:    cacheEvents.WithLabelValues(k.resource),
 		watchers:  map[*watcher]struct{}{},
 		rvChanged: make(chan struct{}),
 		snapshots: newListState[snapshotKey, *listSnapshot](clk),
 	}
+	c.capacity.Set(float64(minRing))
+	return c
 }
 
 var errCompactedWatch = errors.New("watch compacted")
@@ -331,6 +358,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 			decoded[i] = obj
 		}
 	}
+	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var last int64
@@ -345,7 +373,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 			if decoded[i] == nil {
 				continue
 			}
-			e = &Event{Type: watch.Modified, Object: decoded[i], RV: rev, prev: prev}
+			e = &Event{Type: watch.Modified, Object: decoded[i], RV: rev, at: now, prev: prev}
 			switch {
 			case prev == nil:
 				e.Type = watch.Added
@@ -363,7 +391,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 			}
 			gone := prev.DeepCopyObject()
 			setResourceVersion(gone, rev)
-			e = &Event{Type: watch.Deleted, Object: gone, RV: rev, prev: prev}
+			e = &Event{Type: watch.Deleted, Object: gone, RV: rev, at: now, prev: prev}
 			delete(c.items, key)
 			c.order.remove(key)
 		}
@@ -381,15 +409,48 @@ func (c *cache) apply(evs []*clientv3.Event) {
 }
 
 func (c *cache) pushLocked(e *Event) {
-	if c.n == c.size {
+	size := len(c.ring)
+	if c.n == size {
+		// Full: grow while it holds less than eventFresh, shrink once its
+		// newest quarter holds more (kube-apiserver's rule, which leaves
+		// room between the two so that the size does not flap).
+		switch {
+		case size < c.maxRing && e.at.Sub(c.ring[c.head].at) < eventFresh:
+			c.resizeLocked(min(2*size, c.maxRing))
+		case size > c.minRing && e.at.Sub(c.ring[(c.head+size-size/4)%size].at) > eventFresh:
+			c.resizeLocked(max(size/2, c.minRing))
+		}
+		size = len(c.ring)
+	}
+	if c.n == size {
 		old := c.ring[c.head]
 		c.ring[c.head] = nil
-		c.head = (c.head + 1) % c.size
+		c.head = (c.head + 1) % size
 		c.n--
 		c.windowStart = old.RV
 	}
-	c.ring[(c.head+c.n)%c.size] = e
+	c.ring[(c.head+c.n)%size] = e
 	c.n++
+}
+
+// resizeLocked gives the ring room for size events, keeping the newest
+// that fit.
+func (c *cache) resizeLocked(size int) {
+	ring := make([]*Event, size)
+	drop := max(c.n-size, 0)
+	if drop > 0 {
+		c.windowStart = c.eventLocked(drop - 1).RV
+	}
+	for i := range c.n - drop {
+		ring[i] = c.eventLocked(drop + i)
+	}
+	c.ring, c.head, c.n = ring, 0, c.n-drop
+	c.capacity.Set(float64(size))
+}
+
+// eventLocked returns the ring's i-th event, oldest first.
+func (c *cache) eventLocked(i int) *Event {
+	return c.ring[(c.head+i)%len(c.ring)]
 }
 
 func (c *cache) setRVLocked(rv int64) {

@@ -21,6 +21,11 @@ var (
 		Name: "leasehold_watch_cache_events_total",
 		Help: "Events the watch cache received from etcd, by resource.",
 	}, []string{"resource"})
+	// As kube-apiserver's apiserver_watch_cache_capacity.
+	cacheCapacity = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "leasehold_watch_cache_capacity",
+		Help: "Events the watch cache's history has room for, by resource.",
+	}, []string{"resource"})
 	watchersTerminated = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasehold_watch_cache_terminated_watchers_total",
 		Help: "Watches closed because the client did not keep up, by resource.",
@@ -45,7 +50,7 @@ var (
 
 // Collectors are the store's Prometheus metrics, for the server to register.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestDuration, watchers, cacheEvents, watchersTerminated, cacheInitializations, batchSize, compactions}
+	return []prometheus.Collector{requestDuration, watchers, cacheEvents, cacheCapacity, watchersTerminated, cacheInitializations, batchSize, compactions}
 }
 
 // op is one of the operations requestDuration is labelled with.

@@ -79,7 +79,7 @@ func TestFilteredWatchesWithSameView(t *testing.T) {
 	c.mu.RLock()
 	var kept []bool
 	for i := range c.n {
-		e := c.ring[(c.head+i)%c.size]
+		e := c.eventLocked(i)
 		if e.Type == watch.Modified {
 			kept = append(kept, e.prev != nil)
 			if e.sameView == (e.prev != nil) {

@@ -80,8 +80,10 @@ type Config struct {
 	// CompactionCheck is how often the writes made are counted against
 	// CompactionWrites; default 1 s.
 	CompactionCheck time.Duration
-	// WatchCacheSize is the number of recent events each kind keeps for
-	// watches that resume from a revision; default 16384.
+	// WatchCacheSize is the most recent events each kind keeps for
+	// watches that resume from a revision; default 16384. A kind keeps
+	// fewer (down to 100) while that many would reach back further than
+	// 75 s.
 	WatchCacheSize int
 	// MaxBatch is the most writes group commit puts in one etcd
 	// transaction; default DefaultMaxBatch (100), which suits etcd's default

@@ -109,8 +109,8 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 		state = slices.Clone(keyRange(c.orderedLocked(), w.prefix))
 		w.minRV = c.rv
 	case minRV >= c.windowStart:
-		for i := 0; i < c.n; i++ {
-			e := c.ring[(c.head+i)%c.size]
+		for i := range c.n {
+			e := c.eventLocked(i)
 			if e.RV <= minRV || !strings.HasPrefix(k.keyOf(e.Object), w.prefix) {
 				continue
 			}
