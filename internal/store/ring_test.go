@@ -28,6 +28,7 @@ func ringState(c *cache) (capacity int, revs []int64, windowStart int64) {
 func TestRingFollowsRate(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := newCache(&Kind{resource: "ringtest"}, 800, clk, slog.New(slog.DiscardHandler))
+	c.capacity = cacheCapacity.WithLabelValues("ringtest") // as Store.Run
 	var rv int64
 	push := func(n int, every time.Duration) {
 		c.mu.Lock()
@@ -35,7 +36,7 @@ func TestRingFollowsRate(t *testing.T) {
 		for range n {
 			rv++
 			clk.Step(every)
-			c.pushLocked(&Event{RV: rv, at: clk.Now()})
+			c.pushLocked(&Event{RV: rv, at: clk.Now().UnixNano()})
 		}
 	}
 	check := func(what string, wantCap int, wantFirst int64) {
@@ -50,8 +51,12 @@ func TestRingFollowsRate(t *testing.T) {
 				t.Fatalf("%s: revisions out of order: %v", what, revs)
 			}
 		}
-		if got := testutil.ToFloat64(cacheCapacity.WithLabelValues("ringtest")); got != float64(wantCap) {
-			t.Errorf("%s: capacity metric %v, want %d", what, got, wantCap)
+	}
+	// Store.Run exports a ring's first capacity; every resize, the next.
+	metric := func(what string, want int) {
+		t.Helper()
+		if got := testutil.ToFloat64(cacheCapacity.WithLabelValues("ringtest")); got != float64(want) {
+			t.Errorf("%s: capacity metric %v, want %d", what, got, want)
 		}
 	}
 
@@ -63,6 +68,7 @@ func TestRingFollowsRate(t *testing.T) {
 	check("200 events", 200, 1)
 	push(600, 100*time.Millisecond)
 	check("800 events", 800, 1)
+	metric("800 events", 800)
 	// At the configured size, the oldest go.
 	push(50, 100*time.Millisecond)
 	check("850 events", 800, 51)
@@ -76,12 +82,14 @@ func TestRingFollowsRate(t *testing.T) {
 		t.Errorf("after 200 slow events: capacity %d, want 100", capacity)
 	}
 	check("slow events", 100, rv-99)
+	metric("slow events", 100)
 
 	// A burst of fresh events grows it again, once its oldest event is
 	// younger than eventFresh: the 38 slow events of the last 75 s and
 	// the burst's 100 fit, none dropped since.
 	push(100, 10*time.Millisecond)
 	check("a burst", 200, rv-137)
+	metric("a burst", 200)
 }
 
 // TestRingSmallerThanMinimum: a configured size under 100 is the ring's
@@ -89,10 +97,11 @@ func TestRingFollowsRate(t *testing.T) {
 func TestRingSmallerThanMinimum(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	c := newCache(&Kind{resource: "ringsmall"}, 8, clk, slog.New(slog.DiscardHandler))
+	c.capacity = cacheCapacity.WithLabelValues("ringsmall")
 	c.mu.Lock()
 	for rv := int64(1); rv <= 20; rv++ {
 		clk.Step(time.Hour)
-		c.pushLocked(&Event{RV: rv, at: clk.Now()})
+		c.pushLocked(&Event{RV: rv, at: clk.Now().UnixNano()})
 	}
 	c.mu.Unlock()
 	if capacity, revs, start := ringState(c); capacity != 8 || revs[0] != 13 || start != 12 {

@@ -199,6 +199,9 @@ func (s *Store) Run(ctx context.Context) error {
 		}
 		n++
 		cacheInitializations.WithLabelValues(k.resource) // 0 until filled
+		// Here, so that a kind whose cache was disabled has no series.
+		k.cache.capacity = cacheCapacity.WithLabelValues(k.resource)
+		k.cache.capacity.Set(float64(len(k.cache.ring)))
 		go func() {
 			k.cache.run(ctx, s.cfg.BookmarkInterval)
 			done <- struct{}{}
