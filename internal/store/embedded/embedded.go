@@ -57,8 +57,10 @@ type Config struct {
 
 // SingleMemberCatchUpEntries is etcd's --snapshot-catchup-entries for a
 // member alone in its cluster: the raft entries it keeps in memory after
-// each snapshot, which etcd 3.7 takes every 100 entries.
-const SingleMemberCatchUpEntries = 100
+// each snapshot, which etcd 3.7 takes every 100 entries. The member holds
+// between this many and this many plus 100 entries; with 1 (etcd replaces
+// 0 with its default), 1 to 101 of them.
+const SingleMemberCatchUpEntries = 1
 
 // SingleMemberWALFiles is etcd's --max-wals for a member alone in its
 // cluster (etcd's default is 5).
@@ -133,8 +135,11 @@ func Start(cfg Config) (*Etcd, error) {
 		// memory for followers that fall behind. Its default, 5 000, was
 		// sized for entries of one request each; a group commit's entry
 		// holds up to MaxBatch writes, and 5 000 of them held over 1 GiB
-		// while a large fleet registered. A member alone has no follower
-		// to catch up (one that joins later gets a snapshot).
+		// while a large fleet registered, and 100 of them still held
+		// 80 MB when commits of a saturated fleet carried hundreds of
+		// renewals each. A member alone has no follower to catch up (one
+		// that joins later gets a snapshot), so it keeps none but the
+		// entry at the snapshot.
 		ec.SnapshotCatchUpEntries = SingleMemberCatchUpEntries
 		// A start reads every retained WAL file through to find the last
 		// snapshot: etcd's five files of 64 MB, filled fast by group
