@@ -624,6 +624,20 @@ func (s *etcdStart) close() {
 	}
 }
 
+// The client pings a member it has heard nothing from for etcdKeepAliveTime
+// and drops the connection when no answer comes within etcdKeepAliveTimeout;
+// its calls then go to the other members. Without pings, a member that
+// stops answering but keeps its connections open (a frozen machine, a
+// partition, a stopped process) holds the calls sent to it for as long as
+// TCP takes to give up, and group commit sends one batch at a time, so
+// every write of the server waits with them. kube-apiserver pings after
+// 30 s and waits 10 s, for requests that each wait alone; gRPC pings no
+// more often than every 10 s.
+const (
+	etcdKeepAliveTime    = 10 * time.Second
+	etcdKeepAliveTimeout = 5 * time.Second
+)
+
 // openEtcd connects to the external etcd or starts the embedded one.
 func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, pb.KVClient, func(), error) {
 	if f.etcdServers == "" {
@@ -635,7 +649,10 @@ func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, pb.KVClient, fu
 		log.Info("embedded etcd ready", "took", time.Since(start).Round(time.Millisecond))
 		return e.Client(), e.KV(), func() { e.Close() }, nil
 	}
-	cfg := clientv3.Config{Endpoints: strings.Split(f.etcdServers, ","), DialTimeout: 10 * time.Second}
+	cfg := clientv3.Config{
+		Endpoints: strings.Split(f.etcdServers, ","), DialTimeout: 10 * time.Second,
+		DialKeepAliveTime: etcdKeepAliveTime, DialKeepAliveTimeout: etcdKeepAliveTimeout,
+	}
 	if f.etcdCA != "" || f.etcdCert != "" {
 		tlsCfg, err := (transport.TLSInfo{CertFile: f.etcdCert, KeyFile: f.etcdKey, TrustedCAFile: f.etcdCA}).ClientConfig()
 		if err != nil {

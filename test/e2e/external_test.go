@@ -25,58 +25,94 @@ import (
 // the test ends, and returns its client URL once it answers /health.
 func startEtcdMember(t *testing.T, dir string) string {
 	t.Helper()
-	client, err := freeListenAddr()
-	if err != nil {
-		t.Fatal(err)
+	return startEtcdCluster(t, dir)[0].url
+}
+
+// etcdMember is a running `leasehold etcd`.
+type etcdMember struct {
+	url  string
+	proc *os.Process
+}
+
+// startEtcdCluster runs a `leasehold etcd` member for each name, together
+// one cluster (no names: one member alone), in dir until the test ends, and
+// returns them once each answers /health, which a member of several does
+// only when the cluster has a leader.
+func startEtcdCluster(t *testing.T, dir string, names ...string) []etcdMember {
+	t.Helper()
+	alone := len(names) == 0
+	if alone {
+		names = []string{""}
 	}
-	peer, err := freeListenAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + client
-	logs, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(leaseholdBin, "etcd", "--data-dir", filepath.Join(dir, "etcd"),
-		"--listen-client-urls", url, "--listen-peer-urls", "http://"+peer, "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("leasehold etcd did not stop cleanly: %v", err)
-			}
-		case <-time.After(time.Minute):
-			_ = cmd.Process.Kill()
-			t.Error("leasehold etcd did not exit within a minute of SIGTERM")
-		}
-		logs.Close()
-	})
-	eventually(t, startTimeout, func() error {
-		select {
-		case err := <-exited:
-			data, _ := os.ReadFile(logs.Name())
-			t.Fatalf("leasehold etcd exited: %v\n%s", err, data)
-		default:
-		}
-		resp, err := http.Get(url + "/health")
+	var clients, peers, cluster []string
+	for _, name := range names {
+		client, err := freeListenAddr()
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/health: %s", resp.Status)
+		peer, err := freeListenAddr()
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	return url
+		clients, peers = append(clients, "http://"+client), append(peers, "http://"+peer)
+		cluster = append(cluster, name+"=http://"+peer)
+	}
+	members := make([]etcdMember, len(names))
+	exits := make([]chan error, len(names))
+	logFiles := make([]string, len(names))
+	for i, name := range names {
+		args := []string{"etcd", "--data-dir", filepath.Join(dir, "etcd"+name),
+			"--listen-client-urls", clients[i], "--listen-peer-urls", peers[i], "--log-level", "warn"}
+		if !alone {
+			args = append(args, "--name", name, "--initial-cluster", strings.Join(cluster, ","))
+		}
+		logFiles[i] = filepath.Join(dir, "etcd"+name+".log")
+		logs, err := os.Create(logFiles[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(leaseholdBin, args...)
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("leasehold etcd did not stop cleanly: %v", err)
+				}
+			case <-time.After(time.Minute):
+				_ = cmd.Process.Kill()
+				t.Error("leasehold etcd did not exit within a minute of SIGTERM")
+			}
+			logs.Close()
+		})
+		members[i], exits[i] = etcdMember{url: clients[i], proc: cmd.Process}, exited
+	}
+	for i, m := range members {
+		eventually(t, startTimeout, func() error {
+			select {
+			case err := <-exits[i]:
+				data, _ := os.ReadFile(logFiles[i])
+				t.Fatalf("leasehold etcd exited: %v\n%s", err, data)
+			default:
+			}
+			resp, err := http.Get(m.url + "/health")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("/health: %s", resp.Status)
+			}
+			return nil
+		})
+	}
+	return members
 }
 
 // replicas starts a `leasehold etcd` member and two servers on it, each
@@ -167,4 +203,54 @@ func TestServeOnExternalEtcd(t *testing.T) {
 		}
 		return fmt.Errorf("through the other server after the delete: %v", err)
 	})
+}
+
+// TestServeThroughAStoppedEtcdMember: one member of three stops answering
+// but keeps its connections open, as a frozen machine or a partition does.
+// The server's etcd client gives that member up and the server's writes go
+// on through the other two, while it stays stopped. (Group commit sends one
+// batch at a time, so a batch held by the member would otherwise hold every
+// write behind it for as long as TCP takes to give up.)
+func TestServeThroughAStoppedEtcdMember(t *testing.T) {
+	needKubectl(t)
+	dir := t.TempDir()
+	members := startEtcdCluster(t, dir, "a", "b", "c")
+	var urls []string
+	for _, m := range members {
+		urls = append(urls, m.url)
+	}
+	s := serveFor(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", strings.Join(urls, ","))
+	ns := testNamespace(t, s)
+	s.kubectlStdin(t, leaseManifest("through-a-stop", ns, "a", "  leaseTransitions: 0"), "create", "-f", "-")
+	leases := s.clientset(t).CoordinationV1().Leases(ns)
+
+	stopped := members[1].proc
+	if err := stopped.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stopped.Signal(syscall.SIGCONT) })
+	// Round robin sends every third call or so to the stopped member: ten
+	// updates in a row, each given 5 s, pass only once the client has
+	// given it up.
+	inARow := 0
+	eventually(t, 2*time.Minute, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		l, err := leases.Get(ctx, "through-a-stop", metav1.GetOptions{})
+		if err == nil {
+			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			inARow = 0
+			return err
+		}
+		if inARow++; inARow < 10 {
+			return fmt.Errorf("%d updates in a row", inARow)
+		}
+		return nil
+	})
+	if err := stopped.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 }
