@@ -16,7 +16,7 @@ import (
 )
 
 // cluster describes a three-member cluster on loopback ports that were free
-// a moment ago; start runs one member of it.
+// a moment ago: startAll runs it, and Start(cfgs[i]) runs member i again.
 type cluster struct {
 	cfgs []Config
 }
@@ -61,17 +61,19 @@ func (c *cluster) startAll(t *testing.T) []*Etcd {
 		wg.Go(func() { members[i], errs[i] = Start(c.cfgs[i]) })
 	}
 	wg.Wait()
+	// A test that stops a member itself sets its entry to nil.
+	t.Cleanup(func() {
+		for _, m := range members {
+			if m != nil {
+				m.Close()
+			}
+		}
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("member %s: %v", c.cfgs[i].Name, err)
 		}
-		t.Cleanup(func() {
-			if members[i] != nil {
-				members[i].Close()
-			}
-		})
 	}
-	// A test that stops a member itself sets its entry to nil.
 	return members
 }
 

@@ -155,9 +155,10 @@ func Start(cfg Config) (*Etcd, error) {
 		// holds up to MaxBatch writes, and 5 000 of them held over 1 GiB
 		// while a large fleet registered, and 100 of them still held
 		// 80 MB when commits of a saturated fleet carried hundreds of
-		// renewals each. A member alone has no follower to catch up (one
-		// that joins later gets a snapshot), so it keeps none but the
-		// entry at the snapshot.
+		// renewals each. A member of several keeps ClusterCatchUpEntries.
+		// A member alone has no follower to catch up (one that joins
+		// later gets a snapshot), so it keeps none but the entry at the
+		// snapshot.
 		ec.SnapshotCatchUpEntries = ClusterCatchUpEntries
 		if alone {
 			ec.SnapshotCatchUpEntries = SingleMemberCatchUpEntries
