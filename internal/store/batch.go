@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -65,6 +66,8 @@ type batcher struct {
 	maxBatch int
 	delay    time.Duration
 	clock    clock.Clock
+	// timeout bounds a commit (0: no bound); see Config.CommitTimeout.
+	timeout time.Duration
 
 	// company is the mean number of writes a commit carried besides its
 	// first, weighted towards the latest commits. Kept by run's goroutine
@@ -84,6 +87,9 @@ const (
 	// goes alone.
 	maxBatchBytes = 1 << 20
 	maxInFlight   = 1
+	// maxStalled is how many commits past a tenth of their timeout may be
+	// in flight besides the maxInFlight others.
+	maxStalled = 8
 
 	// Each batch moves company an eighth of the way to its own; a batch
 	// waits when company is at least minCompany.
@@ -133,8 +139,70 @@ func (res txnResult) release(v *encodedValue) {
 	}
 }
 
-func newBatcher(kv pb.KVClient, maxBatch int, delay time.Duration, clk clock.Clock) *batcher {
-	return &batcher{kv: kv, queue: make(chan *txnRequest, 4*maxBatch), maxBatch: maxBatch, delay: delay, clock: clk}
+func newBatcher(kv pb.KVClient, maxBatch int, delay, timeout time.Duration, clk clock.Clock) *batcher {
+	return &batcher{kv: kv, queue: make(chan *txnRequest, 4*maxBatch), maxBatch: maxBatch, delay: delay, timeout: timeout, clock: clk}
+}
+
+// errCommitTimeout is the answer to the writes of a commit that etcd did
+// not answer within the batcher's timeout. They may still be committed, as
+// with any timeout.
+var errCommitTimeout = fmt.Errorf("etcd did not answer the commit in time: %w", context.DeadlineExceeded)
+
+// guard runs beside a commit that holds one of slots. With a timeout, once
+// the commit has been in flight for a tenth of it, the commit gives its
+// slot back for one of stalled (when one is free), so that the batches
+// after it go; at the timeout its context ends with errCommitTimeout. The
+// commit calls done when it is over, which frees what it holds.
+//
+// A member of an external cluster that stops answering with its
+// connections open (a frozen machine, a partition) holds every call the
+// client sends it until the client's keepalive gives it up. Without the
+// guard, one batch held there would hold every write behind it.
+func (b *batcher) guard(slots, stalled chan struct{}) (ctx context.Context, done func()) {
+	if b.timeout <= 0 {
+		return context.Background(), func() { <-slots }
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	finished := make(chan struct{})
+	var mu sync.Mutex
+	over, moved := false, false
+	go func() {
+		t := b.clock.NewTimer(b.timeout / 10)
+		defer t.Stop()
+		select {
+		case <-finished:
+			return
+		case <-t.C():
+		}
+		mu.Lock()
+		if !over {
+			select {
+			case stalled <- struct{}{}:
+				moved = true
+				<-slots
+			default: // as many stalled as may be: this one keeps its slot
+			}
+		}
+		mu.Unlock()
+		t.Reset(b.timeout - b.timeout/10)
+		select {
+		case <-finished:
+		case <-t.C():
+			cancel(errCommitTimeout)
+		}
+	}()
+	return ctx, func() {
+		mu.Lock()
+		over = true
+		if moved {
+			<-stalled
+		} else {
+			<-slots
+		}
+		mu.Unlock()
+		close(finished)
+		cancel(nil)
+	}
 }
 
 // observe counts a batch of n writes in company.
@@ -182,6 +250,7 @@ func (r *txnRequest) release() {
 
 func (b *batcher) run(ctx context.Context) {
 	slots := make(chan struct{}, maxInFlight)
+	stalled := make(chan struct{}, maxStalled)
 	var carry []*txnRequest   // requests that did not fit the last batch
 	keys := map[string]bool{} // the keys the batch being gathered writes
 	for {
@@ -257,9 +326,10 @@ func (b *batcher) run(ctx context.Context) {
 		}
 		b.observe(len(batch))
 		go func() {
-			defer func() { <-slots }()
+			ctx, done := b.guard(slots, stalled)
+			defer done()
 			stack.Grow() // etcd's in-process call runs deep
-			b.commit(batch)
+			b.commit(ctx, batch)
 		}()
 	}
 }
@@ -281,7 +351,9 @@ func (b *batcher) drain(err error) {
 	}
 }
 
-func (b *batcher) commit(batch []*txnRequest) {
+// commit sends batch to etcd within ctx, which ends only when the commit
+// times out.
+func (b *batcher) commit(ctx context.Context, batch []*txnRequest) {
 	// Drop requests whose caller gave up before the batch went out.
 	live := batch[:0]
 	for _, r := range batch {
@@ -301,8 +373,19 @@ func (b *batcher) commit(batch []*txnRequest) {
 	if len(live) == 1 {
 		r := live[0]
 		m.txn.Compare, m.txn.Success = ops[0].cmps[:], ops[0].ops[:]
-		resp, err := b.kv.Txn(r.ctx, &m.txn, callOptions...)
-		res := single(resp, clientv3.ContextError(r.ctx, err))
+		rctx := r.ctx
+		if ctx.Done() != nil {
+			// The caller's end or the commit's timeout, whichever is first.
+			var cancel context.CancelCauseFunc
+			rctx, cancel = context.WithCancelCause(r.ctx)
+			defer cancel(nil)
+			defer context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })()
+		}
+		resp, err := b.kv.Txn(rctx, &m.txn, callOptions...)
+		if err != nil && context.Cause(rctx) == errCommitTimeout {
+			err = errCommitTimeout
+		}
+		res := single(resp, clientv3.ContextError(rctx, err))
 		if res.succeeded {
 			b.written.Add(1)
 		}
@@ -315,9 +398,12 @@ func (b *batcher) commit(batch []*txnRequest) {
 		m.outer = append(m.outer, ops[i].nest())
 	}
 	m.txn.Success = m.outer
-	resp, err := b.kv.Txn(context.Background(), &m.txn, callOptions...)
+	resp, err := b.kv.Txn(ctx, &m.txn, callOptions...)
 	if err != nil {
-		err = clientv3.ContextError(context.Background(), err)
+		err = clientv3.ContextError(ctx, err)
+		if context.Cause(ctx) == errCommitTimeout {
+			err = errCommitTimeout
+		}
 		for _, r := range live {
 			r.done <- txnResult{err: err}
 		}

@@ -2,11 +2,16 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/store/embedded"
@@ -20,7 +25,7 @@ func startBatcher(t *testing.T, maxBatch int, delay time.Duration, clk *testingc
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	b := newBatcher(e.KV(), maxBatch, delay, clk)
+	b := newBatcher(e.KV(), maxBatch, delay, 0, clk)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { b.run(ctx); close(done) }()
@@ -269,6 +274,84 @@ func TestAbandonedRequestNotReused(t *testing.T) {
 		}
 		if clk.HasWaiters() {
 			clk.Step(time.Second)
+		}
+		runtime.Gosched()
+	}
+}
+
+// hangingKV answers like its KVClient, except that it holds the first
+// transaction it is sent until its caller gives up, as a member of an
+// external cluster that stopped answering holds a call.
+type hangingKV struct {
+	pb.KVClient
+	once sync.Once
+	held chan struct{} // closed when the first transaction is held
+}
+
+func (h *hangingKV) Txn(ctx context.Context, in *pb.TxnRequest, opts ...grpc.CallOption) (*pb.TxnResponse, error) {
+	hang := false
+	h.once.Do(func() { hang = true })
+	if !hang {
+		return h.KVClient.Txn(ctx, in, opts...)
+	}
+	close(h.held)
+	<-ctx.Done()
+	return nil, status.FromContextError(ctx.Err()).Err()
+}
+
+// TestStalledCommitDoesNotHoldOthers: with a commit timeout, a commit that
+// etcd holds stops holding back the batches after it once it has been in
+// flight for a tenth of the timeout on the batcher's clock, and its write
+// is answered with a timeout at the timeout. Without the timeout, the write
+// after it would wait as long as the first.
+func TestStalledCommitDoesNotHoldOthers(t *testing.T) {
+	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	clk := testingclock.NewFakeClock(time.Now())
+	kv := &hangingKV{KVClient: e.KV(), held: make(chan struct{})}
+	b := newBatcher(kv, 100, 0, 10*time.Second, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { b.run(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+
+	held := create(b, "/held")
+	<-kv.held
+	next := create(b, "/next")
+	waitForTimer(t, clk)
+	clk.Step(time.Second)
+	answered(t, "/next", next)
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case r := <-held:
+			if !errors.Is(r.err, context.DeadlineExceeded) || r.succeeded {
+				t.Fatalf("the held write was answered %+v, want a timeout", r)
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the held write was not answered at its timeout")
+		}
+		if clk.HasWaiters() {
+			clk.Step(9 * time.Second)
+		}
+		runtime.Gosched()
+	}
+}
+
+// waitForTimer returns once something waits on clk.
+func waitForTimer(t *testing.T, clk *testingclock.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing waits on the clock")
 		}
 		runtime.Gosched()
 	}

@@ -97,6 +97,12 @@ type Config struct {
 	// every batch as soon as the one before it is done. Every write is
 	// still answered only once it is committed.
 	CommitDelay time.Duration
+	// CommitTimeout bounds a group commit: its writes are answered with a
+	// timeout if etcd has not answered within it (the writes may still be
+	// committed). A commit in flight for a tenth of it stops holding back
+	// the batches after it. 0 (the default) waits as long as etcd takes,
+	// which suits the embedded member, whose calls are in process.
+	CommitTimeout time.Duration
 	// BookmarkInterval is how often watchers that asked for bookmarks get
 	// one; default 10 s.
 	BookmarkInterval time.Duration
@@ -165,7 +171,7 @@ func New(cfg Config) (*Store, error) {
 		}
 		kv = clientv3.RetryKVClient(cfg.Client)
 	}
-	s.batch = newBatcher(kv, cfg.MaxBatch, cfg.CommitDelay, cfg.Clock)
+	s.batch = newBatcher(kv, cfg.MaxBatch, cfg.CommitDelay, cfg.CommitTimeout, cfg.Clock)
 	return s, nil
 }
 
