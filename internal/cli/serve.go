@@ -211,12 +211,16 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	}
 
 	// An external cluster keeps etcd's default limit of operations per
-	// transaction; the embedded member allows larger group commits.
-	maxBatch := 0
+	// transaction; the embedded member allows larger group commits. A
+	// member of an external cluster can stop answering while the client
+	// still sends it calls (until followAnswering finds it silent): commits
+	// there are bounded, so that one held by such a member does not hold
+	// the writes after it.
+	maxBatch, commitTimeout := 0, etcdCommitTimeout
 	if f.etcdServers == "" {
-		maxBatch = embedded.MaxBatch
+		maxBatch, commitTimeout = embedded.MaxBatch, 0
 	}
-	st, err := store.New(store.Config{Client: etcdClient, KV: etcdKV, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), CompactionWrites: orDisabled(f.compactionWrites), MaxBatch: maxBatch, CommitDelay: f.commitDelay, Logger: log})
+	st, err := store.New(store.Config{Client: etcdClient, KV: etcdKV, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), CompactionWrites: orDisabled(f.compactionWrites), MaxBatch: maxBatch, CommitDelay: f.commitDelay, CommitTimeout: commitTimeout, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -625,18 +629,24 @@ func (s *etcdStart) close() {
 }
 
 // The client pings a member it has heard nothing from for etcdKeepAliveTime
-// and drops the connection when no answer comes within etcdKeepAliveTimeout;
-// its calls then go to the other members. Without pings, a member that
-// stops answering but keeps its connections open (a frozen machine, a
+// and drops the connection when no answer comes within etcdKeepAliveTimeout,
+// which fails the calls it held. Without pings, a member that stops
+// answering but keeps its connections open (a frozen machine, a
 // partition, a stopped process) holds the calls sent to it for as long as
-// TCP takes to give up, and group commit sends one batch at a time, so
-// every write of the server waits with them. kube-apiserver pings after
-// 30 s and waits 10 s, for requests that each wait alone; gRPC pings no
-// more often than every 10 s.
+// TCP takes to give up. kube-apiserver pings after 30 s and waits 10 s;
+// gRPC pings no more often than every 10 s. With several members,
+// followAnswering stops new calls to a silent member sooner.
 const (
 	etcdKeepAliveTime    = 10 * time.Second
 	etcdKeepAliveTimeout = 5 * time.Second
 )
+
+// etcdCommitTimeout bounds a group commit on an external cluster (see
+// store.Config.CommitTimeout): its writes are answered with a timeout
+// after 5 s, and the batches after it go once it has been in flight for
+// 0.5 s. etcd itself gives a proposal 7 s (5 s and two election timeouts)
+// before it answers that the request timed out.
+const etcdCommitTimeout = 5 * time.Second
 
 // openEtcd connects to the external etcd or starts the embedded one.
 func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, pb.KVClient, func(), error) {
@@ -664,7 +674,13 @@ func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, pb.KVClient, fu
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("connecting to etcd: %w", err)
 	}
-	return c, nil, func() { c.Close() }, nil
+	if len(cfg.Endpoints) == 1 {
+		return c, nil, func() { c.Close() }, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	followed := make(chan struct{})
+	go func() { followAnswering(ctx, c, cfg, clock.RealClock{}, log); close(followed) }()
+	return c, nil, func() { cancel(); <-followed; c.Close() }, nil
 }
 
 // authenticators returns the request authenticators in order: client

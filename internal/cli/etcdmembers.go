@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+)
+
+// How often each member of an external cluster is asked whether it
+// answers, and how long it has to.
+const (
+	memberProbeInterval = time.Second
+	memberProbeTimeout  = time.Second
+)
+
+// followAnswering keeps c's endpoints to the members that answer, until ctx
+// ends. etcd's client sends calls to its endpoints in turn, including one
+// whose member has stopped answering with its connections open (a frozen
+// machine, a partition), until its keepalive gives that member up; it
+// also sends them to a member that has just come back and must catch up
+// before it answers. Each round asks every member, on a client of its own,
+// for a linearizable read, which a member answers only with a leader and
+// once it has applied what the leader had committed; the members that do
+// not answer within memberProbeTimeout get no calls until they do. If none
+// answers, all of them get calls, since there is nothing better.
+func followAnswering(ctx context.Context, c *clientv3.Client, cfg clientv3.Config, clk clock.WithTicker, log *slog.Logger) {
+	all := slices.Clone(cfg.Endpoints)
+	probes := make([]*clientv3.Client, len(all))
+	for i, ep := range all {
+		pc := cfg
+		pc.Endpoints, pc.DialTimeout, pc.Logger = []string{ep}, 0, zap.NewNop()
+		p, err := clientv3.New(pc)
+		if err != nil {
+			log.Warn("cannot probe etcd member; it keeps getting calls", "endpoint", ep, "err", err)
+			continue
+		}
+		defer p.Close()
+		probes[i] = p
+	}
+	current := all
+	t := clk.NewTicker(memberProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		answers := make([]bool, len(all))
+		var wg sync.WaitGroup
+		for i, p := range probes {
+			if p == nil {
+				answers[i] = true
+				continue
+			}
+			wg.Go(func() {
+				pctx, cancel := context.WithTimeout(ctx, memberProbeTimeout)
+				defer cancel()
+				_, err := p.Get(pctx, "health")
+				answers[i] = err == nil || err == rpctypes.ErrPermissionDenied
+			})
+		}
+		wg.Wait()
+		answering := callable(all, answers)
+		if slices.Equal(answering, current) || ctx.Err() != nil {
+			continue
+		}
+		for _, ep := range all {
+			was, is := slices.Contains(current, ep), slices.Contains(answering, ep)
+			switch {
+			case was && !is:
+				log.Warn("etcd member does not answer; sending it no calls until it does", "endpoint", ep)
+			case !was && is:
+				log.Info("etcd member answers again", "endpoint", ep)
+			}
+		}
+		c.SetEndpoints(answering...)
+		current = answering
+	}
+}
+
+// callable is the endpoints of all that answered, or all of them if none
+// did.
+func callable(all []string, answered []bool) []string {
+	var out []string
+	for i, ep := range all {
+		if answered[i] {
+			out = append(out, ep)
+		}
+	}
+	if len(out) == 0 {
+		return all
+	}
+	return out
+}

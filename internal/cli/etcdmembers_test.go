@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/leasehold/leasehold/internal/store/embedded"
+)
+
+// freezer forwards TCP connections to a target. Frozen, it holds what
+// either side sends but keeps the connections open, as a frozen machine or
+// a partition does.
+type freezer struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	thawed *sync.Cond
+	frozen bool
+}
+
+func newFreezer(t *testing.T, target string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln, target: target}
+	f.thawed = sync.NewCond(&f.mu)
+	t.Cleanup(func() { ln.Close(); f.set(false) })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			go f.pipe(in, out)
+			go f.pipe(out, in)
+		}
+	}()
+	return f
+}
+
+func (f *freezer) url() string { return "http://" + f.ln.Addr().String() }
+
+func (f *freezer) set(frozen bool) {
+	f.mu.Lock()
+	f.frozen = frozen
+	f.mu.Unlock()
+	f.thawed.Broadcast()
+}
+
+// pipe copies src to dst, holding each chunk while frozen.
+func (f *freezer) pipe(src, dst net.Conn) {
+	defer src.Close()
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		f.mu.Lock()
+		for f.frozen {
+			f.thawed.Wait()
+		}
+		f.mu.Unlock()
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// TestFollowAnswering: a member that stops answering with its connections
+// open gets no calls from the server's etcd client once a probe round has
+// found it silent, and gets them again once it answers. (The three
+// endpoints here reach one member through three proxies, one of which
+// freezes.)
+func TestFollowAnswering(t *testing.T) {
+	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	proxies := []*freezer{newFreezer(t, hostOf(t, e.Endpoints()[0])), newFreezer(t, hostOf(t, e.Endpoints()[0])), newFreezer(t, hostOf(t, e.Endpoints()[0]))}
+	var all []string
+	for _, p := range proxies {
+		all = append(all, p.url())
+	}
+	cfg := clientv3.Config{Endpoints: all, DialKeepAliveTime: etcdKeepAliveTime, DialKeepAliveTimeout: etcdKeepAliveTimeout, Logger: zap.NewNop()}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	clk := testingclock.NewFakeClock(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { followAnswering(ctx, c, cfg, clk, slog.New(slog.NewTextHandler(io.Discard, nil))); close(done) }()
+	defer func() { cancel(); <-done }()
+	// The member's shutdown waits for the calls that frozen proxies hold.
+	defer func() {
+		for _, p := range proxies {
+			p.set(false)
+		}
+	}()
+
+	// endpoints waits until c sends calls to want, running probe rounds.
+	endpoints := func(want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !slices.Equal(c.Endpoints(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("endpoints %v, want %v", c.Endpoints(), want)
+			}
+			if clk.HasWaiters() {
+				clk.Step(memberProbeInterval)
+			}
+			runtime.Gosched()
+		}
+	}
+	proxies[1].set(true)
+	endpoints(all[0], all[2])
+	if _, err := c.Put(context.Background(), "/after", "v"); err != nil {
+		t.Fatalf("a write with one endpoint silent: %v", err)
+	}
+	proxies[1].set(false)
+	endpoints(all...)
+}
+
+// TestCallable: the members that answered get calls, and all of them when
+// none did.
+func TestCallable(t *testing.T) {
+	all := []string{"a", "b", "c"}
+	for _, tc := range []struct {
+		answered []bool
+		want     []string
+	}{
+		{[]bool{true, true, true}, all},
+		{[]bool{true, false, true}, []string{"a", "c"}},
+		{[]bool{false, false, true}, []string{"c"}},
+		{[]bool{false, false, false}, all},
+	} {
+		if got := callable(all, tc.answered); !slices.Equal(got, tc.want) {
+			t.Errorf("answered %v: %v, want %v", tc.answered, got, tc.want)
+		}
+	}
+}
+
+func hostOf(t *testing.T, endpoint string) string {
+	t.Helper()
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
