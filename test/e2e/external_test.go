@@ -207,10 +207,10 @@ func TestServeOnExternalEtcd(t *testing.T) {
 
 // TestServeThroughAStoppedEtcdMember: one member of three stops answering
 // but keeps its connections open, as a frozen machine or a partition does.
-// The server's etcd client gives that member up and the server's writes go
-// on through the other two, while it stays stopped. (Group commit sends one
-// batch at a time, so a batch held by the member would otherwise hold every
-// write behind it for as long as TCP takes to give up.)
+// The server stops sending it calls and its writes go on through the other
+// two, while it stays stopped. (Group commit sends one batch at a time, so
+// a batch held by the member would otherwise hold every write behind it
+// for as long as TCP takes to give up.)
 func TestServeThroughAStoppedEtcdMember(t *testing.T) {
 	needKubectl(t)
 	dir := t.TempDir()
