@@ -60,25 +60,32 @@ func result(t *testing.T, key string, c <-chan txnResult) txnResult {
 // batcher waits on it.
 func settle(t *testing.T, clk *testingclock.FakeClock, step time.Duration, res ...<-chan txnResult) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for i, c := range res {
-		for done := false; !done; {
-			select {
-			case r := <-c:
-				if r.err != nil || !r.succeeded {
-					t.Fatalf("write %d: %+v", i, r)
-				}
-				done = true
-			default:
-				if time.Now().After(deadline) {
-					t.Fatalf("write %d was not answered", i)
-				}
-				if clk.HasWaiters() {
-					clk.Step(step)
-				}
-				runtime.Gosched()
-			}
+		what := fmt.Sprintf("write %d", i)
+		if r := stepUntil(t, clk, step, what, c); r.err != nil || !r.succeeded {
+			t.Fatalf("%s: %+v", what, r)
 		}
+	}
+}
+
+// stepUntil returns the result from c, moving clk on by step whenever
+// something waits on it; what names the write if none comes.
+func stepUntil(t *testing.T, clk *testingclock.FakeClock, step time.Duration, what string, c <-chan txnResult) txnResult {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case r := <-c:
+			return r
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not answered", what)
+		}
+		if clk.HasWaiters() {
+			clk.Step(step)
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -259,23 +266,9 @@ func TestAbandonedRequestNotReused(t *testing.T) {
 	}()
 	// Move the clock on whenever the batcher waits, until the second write
 	// is answered (with the abandoned one or in a batch of its own).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case r := <-next:
-			if r.err != nil || !r.succeeded {
-				t.Fatalf("the write after an abandoned one: %+v", r)
-			}
-			return
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the write after an abandoned one was not answered")
-		}
-		if clk.HasWaiters() {
-			clk.Step(time.Second)
-		}
-		runtime.Gosched()
+	const what = "the write after an abandoned one"
+	if r := stepUntil(t, clk, time.Second, what, next); r.err != nil || !r.succeeded {
+		t.Fatalf("%s: %+v", what, r)
 	}
 }
 
@@ -325,23 +318,8 @@ func TestStalledCommitDoesNotHoldOthers(t *testing.T) {
 	clk.Step(time.Second)
 	answered(t, "/next", next)
 
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case r := <-held:
-			if !errors.Is(r.err, context.DeadlineExceeded) || r.succeeded {
-				t.Fatalf("the held write was answered %+v, want a timeout", r)
-			}
-			return
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the held write was not answered at its timeout")
-		}
-		if clk.HasWaiters() {
-			clk.Step(9 * time.Second)
-		}
-		runtime.Gosched()
+	if r := stepUntil(t, clk, 9*time.Second, "the held write", held); !errors.Is(r.err, context.DeadlineExceeded) || r.succeeded {
+		t.Fatalf("the held write was answered %+v, want a timeout", r)
 	}
 }
 
