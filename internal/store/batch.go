@@ -143,26 +143,37 @@ func newBatcher(kv pb.KVClient, maxBatch int, delay, timeout time.Duration, clk 
 	return &batcher{kv: kv, queue: make(chan *txnRequest, 4*maxBatch), maxBatch: maxBatch, delay: delay, timeout: timeout, clock: clk}
 }
 
+// commitError is what the writes of a commit sent within ctx are answered
+// when etcd answered err: the context's own error for a call it ended.
+func commitError(ctx context.Context, err error) error {
+	if err != nil && context.Cause(ctx) == errCommitTimeout {
+		return errCommitTimeout
+	}
+	return clientv3.ContextError(ctx, err)
+}
+
 // errCommitTimeout is the answer to the writes of a commit that etcd did
 // not answer within the batcher's timeout. They may still be committed, as
 // with any timeout.
 var errCommitTimeout = fmt.Errorf("etcd did not answer the commit in time: %w", context.DeadlineExceeded)
 
-// guard runs beside a commit that holds one of slots. With a timeout, once
+// guard runs beside a commit that holds one of slots, whose calls to etcd
+// go within the context it returns: parent's, and with a timeout, one that
+// also ends with errCommitTimeout at the timeout. With a timeout, once
 // the commit has been in flight for a tenth of it, the commit gives its
 // slot back for one of stalled (when one is free), so that the batches
-// after it go; at the timeout its context ends with errCommitTimeout. The
-// commit calls done when it is over, which frees what it holds.
+// after it go. The commit calls done when it is over, which frees what it
+// holds.
 //
 // A member of an external cluster that stops answering with its
 // connections open (a frozen machine, a partition) holds every call the
 // client sends it until the client's keepalive gives it up. Without the
 // guard, one batch held there would hold every write behind it.
-func (b *batcher) guard(slots, stalled chan struct{}) (ctx context.Context, done func()) {
+func (b *batcher) guard(parent context.Context, slots, stalled chan struct{}) (ctx context.Context, done func()) {
 	if b.timeout <= 0 {
-		return context.Background(), func() { <-slots }
+		return parent, func() { <-slots }
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(parent)
 	finished := make(chan struct{})
 	var mu sync.Mutex
 	over, moved := false, false
@@ -325,8 +336,14 @@ func (b *batcher) run(ctx context.Context) {
 			}
 		}
 		b.observe(len(batch))
+		// A lone write's call ends with its caller, as it would without
+		// group commit; a batch's calls go on for its other writes.
+		parent := context.Background()
+		if len(batch) == 1 {
+			parent = batch[0].ctx
+		}
 		go func() {
-			ctx, done := b.guard(slots, stalled)
+			ctx, done := b.guard(parent, slots, stalled)
 			defer done()
 			stack.Grow() // etcd's in-process call runs deep
 			b.commit(ctx, batch)
@@ -351,8 +368,7 @@ func (b *batcher) drain(err error) {
 	}
 }
 
-// commit sends batch to etcd within ctx, which ends only when the commit
-// times out.
+// commit sends batch to etcd within ctx (see guard).
 func (b *batcher) commit(ctx context.Context, batch []*txnRequest) {
 	// Drop requests whose caller gave up before the batch went out.
 	live := batch[:0]
@@ -373,19 +389,8 @@ func (b *batcher) commit(ctx context.Context, batch []*txnRequest) {
 	if len(live) == 1 {
 		r := live[0]
 		m.txn.Compare, m.txn.Success = ops[0].cmps[:], ops[0].ops[:]
-		rctx := r.ctx
-		if ctx.Done() != nil {
-			// The caller's end or the commit's timeout, whichever is first.
-			var cancel context.CancelCauseFunc
-			rctx, cancel = context.WithCancelCause(r.ctx)
-			defer cancel(nil)
-			defer context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })()
-		}
-		resp, err := b.kv.Txn(rctx, &m.txn, callOptions...)
-		if err != nil && context.Cause(rctx) == errCommitTimeout {
-			err = errCommitTimeout
-		}
-		res := single(resp, clientv3.ContextError(rctx, err))
+		resp, err := b.kv.Txn(ctx, &m.txn, callOptions...)
+		res := single(resp, commitError(ctx, err))
 		if res.succeeded {
 			b.written.Add(1)
 		}
@@ -400,10 +405,7 @@ func (b *batcher) commit(ctx context.Context, batch []*txnRequest) {
 	m.txn.Success = m.outer
 	resp, err := b.kv.Txn(ctx, &m.txn, callOptions...)
 	if err != nil {
-		err = clientv3.ContextError(ctx, err)
-		if context.Cause(ctx) == errCommitTimeout {
-			err = errCommitTimeout
-		}
+		err = commitError(ctx, err)
 		for _, r := range live {
 			r.done <- txnResult{err: err}
 		}
