@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -22,6 +24,14 @@ const (
 	collectorCyclesMetric = "go_gc_cycles_total_gc_cycles_total"
 )
 
+// The series Prometheus' process collector gives a process's CPU time and
+// resident memory, on the /metrics of leasehold serve and kube-apiserver
+// alike.
+const (
+	processCPUMetric = "process_cpu_seconds_total"
+	processRSSMetric = "process_resident_memory_bytes"
+)
+
 // CollectorStats is what the server's Go garbage collector spent during a
 // measurement, by the runtime's own estimate. The runtime counts a
 // collection's time when it ends, so the figures cover the collections
@@ -32,91 +42,131 @@ type CollectorStats struct {
 	Collections          uint64  `json:"collections"`
 }
 
-// collectorReading is one reading of the two series.
+// collectorReading is one reading of the collector's two series.
 type collectorReading struct{ cpuSeconds, cycles float64 }
 
-// collectorMeter reads the server's collector at the start of a
-// measurement and again at its end. It is inert when the first reading
-// failed.
-type collectorMeter struct {
-	client rest.Interface
-	start  collectorReading
+// processReading is one reading of the process's two series.
+type processReading struct {
+	at         time.Time
+	cpuSeconds float64
+	rss        uint64
 }
 
-// collectorTimeout bounds each reading of /metrics.
-const collectorTimeout = 10 * time.Second
+// serverReading is what one page of the server's /metrics says; a part
+// whose series the page lacks is nil.
+type serverReading struct {
+	collector *collectorReading
+	process   *processReading
+}
 
-func (c *Common) startCollectorMeter(ctx context.Context) collectorMeter {
+// metricsMeter reads the server's /metrics at the start of a measurement
+// and again at its end: its collector, and its process for a server that
+// does not run on this machine. It is inert when the first reading failed.
+type metricsMeter struct {
+	client rest.Interface
+	start  serverReading
+}
+
+// metricsTimeout bounds each reading of /metrics.
+const metricsTimeout = 10 * time.Second
+
+func (c *Common) startMetricsMeter(ctx context.Context, now time.Time) metricsMeter {
 	cfg := rest.CopyConfig(c.REST)
 	cfg.AcceptContentTypes = "text/plain"
-	cfg.Timeout = collectorTimeout
+	cfg.Timeout = metricsTimeout
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		c.Logger.Debug("server collector not measured", "err", err)
-		return collectorMeter{}
+		c.Logger.Debug("server metrics not read", "err", err)
+		return metricsMeter{}
 	}
 	client := dc.RESTClient()
-	start, err := readCollector(ctx, client)
+	start, err := readServerMetrics(ctx, client, now)
 	if err != nil {
-		c.Logger.Debug("server collector not measured", "err", err)
-		return collectorMeter{}
+		c.Logger.Debug("server metrics not read", "err", err)
+		return metricsMeter{}
 	}
-	return collectorMeter{client: client, start: start}
+	return metricsMeter{client: client, start: start}
 }
 
-// stop reads the collector again and returns what it spent since the
-// start, ops being what the scenario did; nil when either reading failed.
-func (m collectorMeter) stop(ctx context.Context, ops uint64) *CollectorStats {
+// stop reads /metrics again and returns what the server's collector and
+// process spent since the start, ops being what the scenario did; either
+// is nil when a reading lacked its series or failed. The process's figures
+// have no PID, no peak and no split of its memory, which /metrics does not
+// give.
+func (m metricsMeter) stop(ctx context.Context, now time.Time, ops uint64) (*CollectorStats, *ProcessStats) {
 	if m.client == nil {
-		return nil
+		return nil, nil
 	}
-	end, err := readCollector(ctx, m.client)
+	end, err := readServerMetrics(ctx, m.client, now)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	s := &CollectorStats{CPUSeconds: end.cpuSeconds - m.start.cpuSeconds, Collections: uint64(end.cycles - m.start.cycles)}
-	if ops > 0 {
-		s.CPUSecondsPer1000Ops = s.CPUSeconds / float64(ops) * 1000
+	var gc *CollectorStats
+	if a, b := m.start.collector, end.collector; a != nil && b != nil {
+		gc = &CollectorStats{CPUSeconds: b.cpuSeconds - a.cpuSeconds, Collections: uint64(b.cycles - a.cycles)}
+		if ops > 0 {
+			gc.CPUSecondsPer1000Ops = gc.CPUSeconds / float64(ops) * 1000
+		}
 	}
-	return s
+	var proc *ProcessStats
+	if a, b := m.start.process, end.process; a != nil && b != nil {
+		cpu := b.cpuSeconds - a.cpuSeconds
+		proc = &ProcessStats{Source: SourceMetrics, CPUSeconds: cpu, RSSBytes: b.rss}
+		if wall := b.at.Sub(a.at).Seconds(); wall > 0 {
+			proc.CPUCores = cpu / wall
+		}
+		if ops > 0 {
+			proc.CPUSecondsPer1000Ops = cpu * 1000 / float64(ops)
+		}
+	}
+	return gc, proc
 }
 
-// readCollector reads the two series from the server's /metrics.
-func readCollector(ctx context.Context, client rest.Interface) (collectorReading, error) {
+// readServerMetrics reads the server's /metrics at now.
+func readServerMetrics(ctx context.Context, client rest.Interface, now time.Time) (serverReading, error) {
 	body, err := client.Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return collectorReading{}, err
+		return serverReading{}, err
 	}
-	return parseCollector(body)
+	return parseServerMetrics(body, now)
 }
 
-// parseCollector finds the two series in a /metrics page in Prometheus'
-// text format.
-func parseCollector(page []byte) (collectorReading, error) {
+// parseServerMetrics finds the collector's and the process's series in a
+// /metrics page in Prometheus' text format. A page that does not parse is
+// an error; one without the series of a part leaves that part nil.
+func parseServerMetrics(page []byte, now time.Time) (serverReading, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(page))
 	if err != nil {
-		return collectorReading{}, err
+		return serverReading{}, err
 	}
-	cpu, err := counterValue(families, collectorCPUMetric)
-	if err != nil {
-		return collectorReading{}, err
+	var r serverReading
+	cpu, err1 := oneValue(families, collectorCPUMetric, dto.MetricType_COUNTER)
+	cycles, err2 := oneValue(families, collectorCyclesMetric, dto.MetricType_COUNTER)
+	if err1 == nil && err2 == nil {
+		r.collector = &collectorReading{cpuSeconds: cpu, cycles: cycles}
 	}
-	cycles, err := counterValue(families, collectorCyclesMetric)
-	if err != nil {
-		return collectorReading{}, err
+	pcpu, err1 := oneValue(families, processCPUMetric, dto.MetricType_COUNTER)
+	rss, err2 := oneValue(families, processRSSMetric, dto.MetricType_GAUGE)
+	if err1 == nil && err2 == nil && rss >= 0 && rss < math.MaxUint64 {
+		r.process = &processReading{at: now, cpuSeconds: pcpu, rss: uint64(rss)}
 	}
-	return collectorReading{cpuSeconds: cpu, cycles: cycles}, nil
+	return r, nil
 }
 
-// counterValue is the value of the counter name, which must have one series.
-func counterValue(families map[string]*dto.MetricFamily, name string) (float64, error) {
+// oneValue is the value of the metric name, which must have one series of
+// type typ.
+func oneValue(families map[string]*dto.MetricFamily, name string, typ dto.MetricType) (float64, error) {
 	f, ok := families[name]
 	if !ok {
 		return 0, fmt.Errorf("no %s on /metrics", name)
 	}
-	if f.GetType() != dto.MetricType_COUNTER || len(f.GetMetric()) != 1 {
-		return 0, fmt.Errorf("%s is not one counter", name)
+	if f.GetType() != typ || len(f.GetMetric()) != 1 {
+		return 0, fmt.Errorf("%s is not one %s", name, strings.ToLower(typ.String()))
 	}
-	return f.GetMetric()[0].GetCounter().GetValue(), nil
+	m := f.GetMetric()[0]
+	if typ == dto.MetricType_GAUGE {
+		return m.GetGauge().GetValue(), nil
+	}
+	return m.GetCounter().GetValue(), nil
 }

@@ -46,7 +46,8 @@ type Common struct {
 	ProgressInterval time.Duration
 	// ServerPID is the server process, for its CPU time and memory. 0 looks
 	// for the process listening on REST's port when REST.Host is on this
-	// machine; -1 measures no server.
+	// machine; -1 reads no process here. A server not read here is measured
+	// from its /metrics, when it gives its process's series there.
 	ServerPID int
 	// EtcdPID is the server's etcd process, when it runs apart from the
 	// server on this machine (an external etcd), for its CPU time and
@@ -94,14 +95,15 @@ func (c *Common) setDefaults() error {
 
 // meters measure the processes of a scenario over its measurement: the
 // server when it is known, its etcd when named, and this load generator;
-// and the server's garbage collector as the server reports it.
+// and, from the server's /metrics, its garbage collector and, when it
+// runs elsewhere, its process.
 type meters struct {
 	server, etcd, self procMeter
-	collector          collectorMeter
+	metrics            metricsMeter
 }
 
 func (c *Common) startMeters(ctx context.Context, now time.Time) meters {
-	m := meters{self: startProcMeter(0, now), collector: c.startCollectorMeter(ctx)}
+	m := meters{self: startProcMeter(0, now), metrics: c.startMetricsMeter(ctx, now)}
 	pid := c.ServerPID
 	if pid == 0 {
 		pid = findServerPID(c.REST.Host)
@@ -115,12 +117,18 @@ func (c *Common) startMeters(ctx context.Context, now time.Time) meters {
 	return m
 }
 
-// stop sets r's process figures, ops being what the scenario did.
+// stop sets r's process figures, ops being what the scenario did. The
+// server's come from /proc when it runs on this machine, from its /metrics
+// otherwise.
 func (m meters) stop(ctx context.Context, now time.Time, ops uint64, r *Report) {
 	r.LoadGenerator = m.self.stop(now, ops)
 	r.ServerProcess = m.server.stop(now, ops)
 	r.EtcdProcess = m.etcd.stop(now, ops)
-	r.ServerCollector = m.collector.stop(ctx, ops)
+	var fromMetrics *ProcessStats
+	r.ServerCollector, fromMetrics = m.metrics.stop(ctx, now, ops)
+	if r.ServerProcess == nil {
+		r.ServerProcess = fromMetrics
+	}
 	r.ServerToLoadCPU = r.serverToLoadCPU()
 }
 

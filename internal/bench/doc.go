@@ -32,7 +32,10 @@
 //
 // The CPU time and memory of the server process are read from /proc when
 // the server runs on the same machine (found by the port it listens on, or
-// named by Common.ServerPID), and so are the load generator's own.
+// named by Common.ServerPID), and so are the load generator's own. A server
+// elsewhere is measured from its /metrics (process_cpu_seconds_total and
+// process_resident_memory_bytes), which leasehold serve and kube-apiserver
+// both give.
 //
 // Virtual agents renew on a fixed grid spread evenly over the interval
 // (see schedule), so that N agents offer exactly N/interval renewals per

@@ -89,7 +89,11 @@ func readProc(pid int, now time.Time) (procSample, error) {
 
 // ProcessStats is what a process spent during a measurement.
 type ProcessStats struct {
+	// PID is the process read from /proc; 0 when Source is SourceMetrics.
 	PID int `json:"pid"`
+	// Source is where the figures come from: empty for /proc on this
+	// machine, SourceMetrics for the server's own /metrics.
+	Source string `json:"source,omitempty"`
 	// CPUSeconds is user plus system CPU time over the measurement.
 	CPUSeconds float64 `json:"cpuSeconds"`
 	// CPUCores is CPUSeconds per second of the measurement.
@@ -107,6 +111,11 @@ type ProcessStats struct {
 	RSSAnonBytes uint64 `json:"rssAnonBytes,omitempty"`
 	RSSFileBytes uint64 `json:"rssFileBytes,omitempty"`
 }
+
+// SourceMetrics marks process figures read from the server's /metrics, for
+// a server that does not run on the load generator's machine: its CPU time
+// and its resident memory at the end, without a peak or a split.
+const SourceMetrics = "metrics"
 
 // procMeter measures one process between start and stop; a zero procMeter
 // (no process known) measures nothing.

@@ -28,7 +28,8 @@ type Report struct {
 	TargetOpsPerSecond float64     `json:"targetOpsPerSecond,omitempty"`
 	Latency            Percentiles `json:"latency"`
 	// ServerProcess, EtcdProcess and LoadGenerator are the CPU time and
-	// memory of the server process (when it runs on this machine), of its
+	// memory of the server process (from /proc when it runs on this
+	// machine, else from its /metrics when it gives them there), of its
 	// etcd (when Common.EtcdPID names it) and of this process.
 	ServerProcess *ProcessStats `json:"serverProcess,omitempty"`
 	EtcdProcess   *ProcessStats `json:"etcdProcess,omitempty"`
@@ -194,6 +195,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		split := ""
 		if p.RSSAnonBytes+p.RSSFileBytes > 0 {
 			split = fmt.Sprintf(" (anonymous %s, files %s)", mib(p.RSSAnonBytes), mib(p.RSSFileBytes))
+		}
+		if p.Source == SourceMetrics {
+			row(k, "from its /metrics: %.1f CPU-s (%.2f cores%s), RSS %s", p.CPUSeconds, p.CPUCores, per, mib(p.RSSBytes))
+			return
 		}
 		row(k, "pid %d: %.1f CPU-s (%.2f cores%s), RSS %s%s, peak %s", p.PID, p.CPUSeconds, p.CPUCores, per, mib(p.RSSBytes), split, mib(p.PeakRSSBytes))
 	}

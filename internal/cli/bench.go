@@ -93,7 +93,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&common.Connections, "connections", bench.DefaultConnections, "HTTP/2 connections the clients share")
 	fs.DurationVar(&common.Duration, "duration", bench.DefaultDuration, "how long to measure")
 	fs.DurationVar(&common.ProgressInterval, "progress-interval", bench.DefaultProgressInterval, "time between two progress lines")
-	fs.IntVar(&common.ServerPID, "server-pid", 0, "the server's process id, for its CPU and memory (default: the local process listening on the server's port; -1: none)")
+	fs.IntVar(&common.ServerPID, "server-pid", 0, "the server's process id, for its CPU and memory (default: the local process listening on the server's port; -1: none here). A server not measured here is measured from its /metrics")
 	fs.IntVar(&common.EtcdPID, "etcd-pid", 0, "the process id of the server's etcd when it runs apart from the server on this machine, for its CPU and memory (default: none)")
 	fs.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	fs.StringVar(&reportFile, "report", "", "also write the results as JSON to this file")
