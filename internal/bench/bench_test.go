@@ -61,8 +61,15 @@ func checkReport(t *testing.T, r *bench.Report, scenario string, progress *syncb
 	if r.Latency.P50 <= 0 || r.Latency.P50 > r.Latency.P99 || r.Latency.P99 > r.Latency.Max {
 		t.Errorf("latency percentiles out of order: %+v", r.Latency)
 	}
-	if r.Seconds <= 0 || r.OpsPerSecond <= 0 {
-		t.Errorf("Seconds %v, OpsPerSecond %v", r.Seconds, r.OpsPerSecond)
+	if r.Seconds <= 0 || r.OpsPerSecond <= 0 || r.StartedAt.IsZero() {
+		t.Errorf("StartedAt %v, Seconds %v, OpsPerSecond %v", r.StartedAt, r.Seconds, r.OpsPerSecond)
+	}
+	var inBuckets uint64
+	for _, b := range r.Latency.Buckets {
+		inBuckets += b[1]
+	}
+	if inBuckets != r.Latency.Count {
+		t.Errorf("latency buckets hold %d observations, want the count %d", inBuckets, r.Latency.Count)
 	}
 	// The in-process server listens in this very process.
 	if r.ServerProcess == nil || r.LoadGenerator == nil {
@@ -209,12 +216,20 @@ func TestFleet(t *testing.T) {
 		}
 	}
 
-	// A second run adopts the same nodes, then cleans up.
+	// A second run adopts the same nodes, measures from the time it is
+	// given, then cleans up.
 	cfg.Cleanup = true
 	cfg.Duration = time.Second
+	cfg.StartAt = time.Now().Add(1500 * time.Millisecond)
 	r = runFleet(t, cfg)
 	if r.Errors != 0 || r.Fleet.LeaseCreations != 0 {
 		t.Errorf("second run: %d errors %v, %d leases created", r.Errors, r.ErrorSamples, r.Fleet.LeaseCreations)
+	}
+	if r.StartedAt.Before(cfg.StartAt) {
+		t.Errorf("second run measured from %v, before its start time %v", r.StartedAt, cfg.StartAt)
+	}
+	if !strings.Contains(progress.String(), "measuring from") {
+		t.Errorf("no progress line about the start time:\n%s", progress.String())
 	}
 	nl, err = client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: bench.BenchLabel})
 	if err != nil {

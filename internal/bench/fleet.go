@@ -64,6 +64,13 @@ type FleetConfig struct {
 	Cleanup bool
 	// Seed chooses which agents are killed; default 1.
 	Seed uint64
+	// StartAt, when set, is when the measurement starts, by Clock: load
+	// generators on several machines, each with a fleet of its own (a
+	// NodePrefix of its own), then measure the same window, and Merge
+	// combines their reports. Agents renew from their registration on,
+	// as always; if the registration ends after StartAt, the measurement
+	// starts when it ends.
+	StartAt time.Time
 }
 
 // Fleet runs many virtual agents, each doing what `leasehold agent` does.
@@ -249,6 +256,19 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 		close(watchDone)
 	}
 
+	if !cfg.StartAt.IsZero() {
+		if late := clk.Since(cfg.StartAt); late > 0 {
+			cfg.Logger.Warn("the registration ended after the start time; the measurement starts now", "late", late.Round(time.Millisecond))
+		} else {
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "fleet      registered; measuring from %s\n", cfg.StartAt.Format(time.RFC3339))
+			}
+			if !sleepUntil(ctx, clk, cfg.StartAt) {
+				return nil, ctx.Err()
+			}
+		}
+	}
+
 	// The measurement.
 	start := clk.Now()
 	before := counters.snapshot()
@@ -294,7 +314,7 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	secs := end.Sub(start).Seconds()
 	ops := m.ops.Load()
 	rep := &Report{
-		Scenario: "fleet", Server: cfg.REST.Host, Parameters: f.params(), Seconds: secs,
+		Scenario: "fleet", Server: cfg.REST.Host, Parameters: f.params(), StartedAt: start, Seconds: secs,
 		Ops: ops, Errors: m.errs.Load(), OpsPerSecond: float64(ops) / secs,
 		TargetOpsPerSecond: f.offered(len(killed)), Latency: m.lat.Snapshot().Percentiles(),
 		ErrorSamples: m.errorSamples(),

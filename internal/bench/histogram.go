@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"sync/atomic"
@@ -133,7 +134,7 @@ func (s *Snapshot) Sub(earlier *Snapshot) *Snapshot {
 
 // Percentiles summarises s for a report.
 func (s *Snapshot) Percentiles() Percentiles {
-	return Percentiles{
+	p := Percentiles{
 		Count: s.total,
 		Mean:  ms(s.Mean()),
 		P50:   ms(s.Quantile(0.50)),
@@ -142,6 +143,13 @@ func (s *Snapshot) Percentiles() Percentiles {
 		P999:  ms(s.Quantile(0.999)),
 		Max:   ms(s.Max()),
 	}
+	for i, c := range s.counts {
+		if c > 0 {
+			_, hi := bucketBounds(i)
+			p.Buckets = append(p.Buckets, [2]uint64{hi, c})
+		}
+	}
+	return p
 }
 
 // Percentiles is a latency distribution in milliseconds.
@@ -153,6 +161,63 @@ type Percentiles struct {
 	P99   float64 `json:"p99Ms"`
 	P999  float64 `json:"p999Ms"`
 	Max   float64 `json:"maxMs"`
+	// Buckets is the histogram the figures come from, for Merge: the
+	// buckets that hold any observation, in order, each as its upper
+	// bound in nanoseconds and its count.
+	Buckets [][2]uint64 `json:"buckets,omitempty"`
+}
+
+// snapshot rebuilds the histogram p was made from, out of its Buckets.
+// The sum comes from the mean and so is exact only to the nanosecond per
+// observation; the largest observation is Max.
+func (p Percentiles) snapshot() (*Snapshot, error) {
+	s := &Snapshot{}
+	prev := -1
+	for _, b := range p.Buckets {
+		i := bucketOf(b[0])
+		if _, hi := bucketBounds(i); hi != b[0] {
+			return nil, fmt.Errorf("%d ns is not the upper bound of a bucket", b[0])
+		}
+		if i <= prev {
+			return nil, fmt.Errorf("bucket of %d ns out of order", b[0])
+		}
+		if b[1] == 0 || s.total+b[1] < s.total {
+			return nil, fmt.Errorf("bucket of %d ns holds %d observations", b[0], b[1])
+		}
+		prev = i
+		s.counts[i] = b[1]
+		s.total += b[1]
+	}
+	if s.total != p.Count {
+		return nil, fmt.Errorf("the buckets hold %d observations, the count is %d", s.total, p.Count)
+	}
+	if s.total == 0 {
+		return s, nil
+	}
+	maxNs, meanNs := p.Max*float64(time.Millisecond), p.Mean*float64(time.Millisecond)
+	if !(maxNs >= 0 && maxNs < math.MaxInt64 && meanNs >= 0 && meanNs <= maxNs+1) {
+		return nil, fmt.Errorf("mean %v ms and max %v ms out of range", p.Mean, p.Max)
+	}
+	s.max = uint64(math.Round(maxNs))
+	if lo, _ := bucketBounds(prev); s.max < lo {
+		return nil, fmt.Errorf("max %v ms below the highest bucket", p.Max)
+	}
+	sum := math.Round(meanNs * float64(s.total))
+	if sum >= math.MaxUint64 {
+		return nil, fmt.Errorf("mean %v ms of %d observations out of range", p.Mean, s.total)
+	}
+	s.sum = uint64(sum)
+	return s, nil
+}
+
+// add adds the observations of o to s.
+func (s *Snapshot) add(o *Snapshot) {
+	for i, c := range o.counts {
+		s.counts[i] += c
+	}
+	s.total += o.total
+	s.sum += o.sum
+	s.max = max(s.max, o.max)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

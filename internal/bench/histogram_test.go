@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -148,6 +149,90 @@ func BenchmarkRecord(b *testing.B) {
 		for pb.Next() {
 			d += 997
 			h.Record(d % (100 * time.Millisecond))
+		}
+	})
+}
+
+func TestPercentilesSnapshot(t *testing.T) {
+	// A report's percentiles give back the histogram they were made from,
+	// and two added up give what one histogram of every value gives.
+	rng := rand.New(rand.NewPCG(1, 2))
+	var a, b, all Histogram
+	for i := range 20000 {
+		d := time.Duration(rng.ExpFloat64() * float64(3*time.Millisecond))
+		if i%3 == 0 {
+			d *= 10
+			a.Record(d)
+		} else {
+			b.Record(d)
+		}
+		all.Record(d)
+	}
+	pa, pb := a.Snapshot().Percentiles(), b.Snapshot().Percentiles()
+	sa, err := pa.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sa.counts != a.Snapshot().counts || sa.Percentiles().P99 != pa.P99 || sa.Max() != a.Snapshot().Max() {
+		t.Errorf("round trip: %+v, want %+v", sa.Percentiles(), pa)
+	}
+	sb, err := pb.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa.add(sb)
+	got, want := sa.Percentiles(), all.Snapshot().Percentiles()
+	if got.Count != want.Count || got.P50 != want.P50 || got.P99 != want.P99 || got.P999 != want.P999 || got.Max != want.Max || !slices.Equal(got.Buckets, want.Buckets) {
+		t.Errorf("merged %+v, want %+v", got, want)
+	}
+	if diff := got.Mean - want.Mean; diff > 1e-6 || diff < -1e-6 {
+		t.Errorf("merged mean %v ms, want %v", got.Mean, want.Mean)
+	}
+
+	// An empty distribution.
+	if s, err := (Percentiles{}).snapshot(); err != nil || s.Count() != 0 {
+		t.Errorf("empty: %v, %v", s, err)
+	}
+
+	// What a hand-edited or damaged report may hold.
+	_, hiA := bucketBounds(300)
+	_, hiB := bucketBounds(400)
+	good := Percentiles{Count: 3, Mean: float64(hiA) / 1e6, Max: float64(hiB) / 1e6, Buckets: [][2]uint64{{hiA, 2}, {hiB, 1}}}
+	if _, err := good.snapshot(); err != nil {
+		t.Fatalf("a well-formed histogram: %v", err)
+	}
+	for name, p := range map[string]Percentiles{
+		"not a bound":      {Count: 1, Max: 1, Buckets: [][2]uint64{{hiA - 1, 1}}},
+		"out of order":     {Count: 3, Max: good.Max, Buckets: [][2]uint64{{hiB, 1}, {hiA, 2}}},
+		"repeated":         {Count: 2, Max: good.Max, Buckets: [][2]uint64{{hiA, 1}, {hiA, 1}}},
+		"empty bucket":     {Count: 0, Buckets: [][2]uint64{{hiA, 0}}},
+		"count differs":    {Count: 4, Mean: good.Mean, Max: good.Max, Buckets: good.Buckets},
+		"overflow":         {Count: 1, Buckets: [][2]uint64{{hiA, ^uint64(0)}, {hiB, 2}}},
+		"max below":        {Count: 3, Mean: good.Mean, Max: float64(hiA) / 1e6, Buckets: good.Buckets},
+		"negative mean":    {Count: 3, Mean: -1, Max: good.Max, Buckets: good.Buckets},
+		"mean above max":   {Count: 3, Mean: good.Max * 2, Max: good.Max, Buckets: good.Buckets},
+		"max out of range": {Count: 3, Mean: good.Mean, Max: 1e300, Buckets: good.Buckets},
+	} {
+		if s, err := p.snapshot(); err == nil {
+			t.Errorf("%s: %+v, want an error", name, s.Percentiles())
+		}
+	}
+}
+
+// FuzzPercentilesSnapshot: any buckets give a histogram that holds the
+// count, or an error; never a panic.
+func FuzzPercentilesSnapshot(f *testing.F) {
+	_, hi := bucketBounds(300)
+	f.Add(uint64(2), 0.5, 1.0, hi, uint64(2), uint64(0), uint64(0))
+	f.Add(uint64(3), 0.0, 0.0, uint64(5), uint64(1), uint64(9), uint64(2))
+	f.Fuzz(func(t *testing.T, count uint64, mean, maxMs float64, b1, c1, b2, c2 uint64) {
+		p := Percentiles{Count: count, Mean: mean, Max: maxMs, Buckets: [][2]uint64{{b1, c1}, {b2, c2}}}
+		s, err := p.snapshot()
+		if err != nil {
+			return
+		}
+		if s.Count() != count || s.Quantile(1) > time.Duration(math.Round(maxMs*1e6)) {
+			t.Errorf("%+v gave %+v", p, s.Percentiles())
 		}
 	})
 }

@@ -122,7 +122,7 @@ func (l *List) Run(ctx context.Context) (*Report, error) {
 	secs := end.Sub(begin).Seconds()
 	ops := m.ops.Load()
 	r := &Report{
-		Scenario: "list", Server: cfg.REST.Host, Parameters: l.params(), Seconds: secs,
+		Scenario: "list", Server: cfg.REST.Host, Parameters: l.params(), StartedAt: begin, Seconds: secs,
 		Ops: ops, Errors: m.errs.Load(), OpsPerSecond: float64(ops) / secs,
 		Latency: m.lat.Snapshot().Percentiles(), ErrorSamples: m.errorSamples(),
 		List: &ListReport{

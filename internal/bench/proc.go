@@ -92,8 +92,12 @@ type ProcessStats struct {
 	// PID is the process read from /proc; 0 when Source is SourceMetrics.
 	PID int `json:"pid"`
 	// Source is where the figures come from: empty for /proc on this
-	// machine, SourceMetrics for the server's own /metrics.
+	// machine, SourceMetrics for the server's own /metrics, SourceMerged
+	// for figures Merge combined from several reports.
 	Source string `json:"source,omitempty"`
+	// Processes, when more than one, is how many processes' figures are
+	// added up (the load generators of merged reports).
+	Processes int `json:"processes,omitempty"`
 	// CPUSeconds is user plus system CPU time over the measurement.
 	CPUSeconds float64 `json:"cpuSeconds"`
 	// CPUCores is CPUSeconds per second of the measurement.
@@ -116,6 +120,11 @@ type ProcessStats struct {
 // a server that does not run on the load generator's machine: its CPU time
 // and its resident memory at the end, without a peak or a split.
 const SourceMetrics = "metrics"
+
+// SourceMerged marks process figures Merge combined: a sum over several
+// load generators, or one process seen through several reports that do not
+// name it alike.
+const SourceMerged = "merged"
 
 // procMeter measures one process between start and stop; a zero procMeter
 // (no process known) measures nothing.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"text/tabwriter"
+	"time"
 )
 
 // Report is the outcome of one scenario run. Latencies are in
@@ -17,8 +18,10 @@ type Report struct {
 	Server string `json:"server"`
 	// Parameters are the scenario's settings, as given on the command line.
 	Parameters map[string]string `json:"parameters"`
-	// Seconds is the length of the measurement.
-	Seconds float64 `json:"seconds"`
+	// StartedAt is when the measurement started, by the load generator's
+	// clock; Seconds is its length.
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	Seconds   float64   `json:"seconds"`
 	// Ops counts the operations that succeeded during the measurement
 	// (lease updates, renewals, writes), Errors those that failed.
 	Ops          uint64  `json:"ops"`
@@ -69,7 +72,7 @@ type CPURatio struct {
 // give it too.
 func (r *Report) serverToLoadCPU() *CPURatio {
 	s, l := r.ServerProcess, r.LoadGenerator
-	if s == nil || l == nil || s.PID == l.PID || l.CPUSeconds <= 0 {
+	if s == nil || l == nil || (s.PID == l.PID && s.PID != 0) || l.CPUSeconds <= 0 {
 		return nil
 	}
 	c := &CPURatio{All: s.CPUSeconds / l.CPUSeconds}
@@ -196,8 +199,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if p.RSSAnonBytes+p.RSSFileBytes > 0 {
 			split = fmt.Sprintf(" (anonymous %s, files %s)", mib(p.RSSAnonBytes), mib(p.RSSFileBytes))
 		}
-		if p.Source == SourceMetrics {
+		switch {
+		case p.Source == SourceMetrics:
 			row(k, "from its /metrics: %.1f CPU-s (%.2f cores%s), RSS %s", p.CPUSeconds, p.CPUCores, per, mib(p.RSSBytes))
+			return
+		case p.Processes > 1:
+			row(k, "%d processes: %.1f CPU-s (%.2f cores%s), RSS %s%s", p.Processes, p.CPUSeconds, p.CPUCores, per, mib(p.RSSBytes), split)
+			return
+		case p.Source == SourceMerged:
+			row(k, "%.1f CPU-s (%.2f cores%s), RSS %s%s, peak %s", p.CPUSeconds, p.CPUCores, per, mib(p.RSSBytes), split, mib(p.PeakRSSBytes))
 			return
 		}
 		row(k, "pid %d: %.1f CPU-s (%.2f cores%s), RSS %s%s, peak %s", p.PID, p.CPUSeconds, p.CPUCores, per, mib(p.RSSBytes), split, mib(p.PeakRSSBytes))
@@ -207,7 +217,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, k := range slices.Sorted(maps.Keys(r.Parameters)) {
 		row("  "+k, "%s", r.Parameters[k])
 	}
-	row("measured", "%.1fs", r.Seconds)
+	if r.StartedAt.IsZero() {
+		row("measured", "%.1fs", r.Seconds)
+	} else {
+		row("measured", "%.1fs from %s", r.Seconds, r.StartedAt.UTC().Format(time.RFC3339))
+	}
 	row("ops", "%d ok, %d errors", r.Ops, r.Errors)
 	if r.TargetOpsPerSecond > 0 {
 		row("ops/s", "%.0f (offered %.0f)", r.OpsPerSecond, r.TargetOpsPerSecond)

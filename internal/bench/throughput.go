@@ -131,7 +131,7 @@ func (t *Throughput) Run(ctx context.Context) (*Report, error) {
 	snap := m.lat.Snapshot()
 	secs := end.Sub(start).Seconds()
 	r := &Report{
-		Scenario: "throughput", Server: cfg.REST.Host, Parameters: t.params(), Seconds: secs,
+		Scenario: "throughput", Server: cfg.REST.Host, Parameters: t.params(), StartedAt: start, Seconds: secs,
 		Ops: m.ops.Load(), Errors: m.errs.Load(), OpsPerSecond: float64(m.ops.Load()) / secs,
 		Latency: snap.Percentiles(), ErrorSamples: m.errorSamples(),
 	}

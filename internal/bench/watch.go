@@ -213,7 +213,7 @@ func (w *Watch) Run(ctx context.Context) (*Report, error) {
 	ops := writes.ops.Load()
 	d := delivered.Load()
 	r := &Report{
-		Scenario: "watch", Server: cfg.REST.Host, Parameters: w.params(), Seconds: secs,
+		Scenario: "watch", Server: cfg.REST.Host, Parameters: w.params(), StartedAt: begin, Seconds: secs,
 		Ops: ops, Errors: writes.errs.Load(), OpsPerSecond: float64(ops) / secs, TargetOpsPerSecond: cfg.Rate,
 		Latency: writes.lat.Snapshot().Percentiles(), ErrorSamples: writes.errorSamples(),
 		Watch: &WatchReport{

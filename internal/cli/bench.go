@@ -24,7 +24,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "bench", summary: "load an API server: throughput, fleet, watch or list scenario; plot fleet results", run: runBench})
+	register(&command{name: "bench", summary: "load an API server: throughput, fleet, watch or list scenario; plot or merge fleet results", run: runBench})
 }
 
 const benchUsage = `Usage: leasehold bench SCENARIO [flags]
@@ -44,6 +44,9 @@ Run 'leasehold bench SCENARIO --help' for a scenario's flags.
   leasehold bench plot [--out FILE] [--title TITLE] REPORT.json...
                draws fleet reports (--json output; several per file allowed) as an
                SVG scaling curve: CPU per 1000 renewals, memory per lease, p99 latency
+  leasehold bench merge [--json] [--report FILE] REPORT.json...
+               combines the fleet reports of load generators that measured one server
+               at once (fleet --node-prefix and --start-at): one fleet from several machines
   leasehold bench echo-server [--dir DIR] [--listen ADDR]
                answers the throughput and fleet scenarios with their own requests, over
                the same HTTPS as leasehold serve: what the load costs with no server work
@@ -66,6 +69,8 @@ func runBench(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "plot":
 		return runBenchPlot(args[1:])
+	case "merge":
+		return runBenchMerge(args[1:])
 	case "echo-server":
 		return runEchoServer(ctx, args[1:])
 	}
@@ -193,6 +198,14 @@ func fleetScenario() *benchScenario {
 			fs.DurationVar(&cfg.KillAfter, "kill-after", 0, "when to stop them, from the start of the measurement (default a third of --duration)")
 			fs.BoolVar(&cfg.Cleanup, "cleanup", false, "delete the nodes at the end (the garbage collector deletes their leases)")
 			fs.Uint64Var(&cfg.Seed, "seed", 1, "seed choosing the agents to stop")
+			fs.Func("start-at", "when to start the measurement, as an RFC 3339 time (default: once registered); load generators on several machines, each with a --node-prefix of its own, then measure the same window, and 'leasehold bench merge' combines their reports", func(v string) error {
+				t, err := time.Parse(time.RFC3339, v)
+				if err != nil {
+					return fmt.Errorf("not an RFC 3339 time such as 2006-01-02T15:04:05Z: %q", v)
+				}
+				cfg.StartAt = t
+				return nil
+			})
 		},
 		run: func(ctx context.Context, c bench.Common) (*bench.Report, error) {
 			cfg.Common = c
@@ -271,23 +284,14 @@ func runBenchPlot(args []string) error {
 		fs.Usage()
 		return exitError{code: 2}
 	}
-	var reports []*bench.Report
-	for _, name := range fs.Args() {
-		f, err := os.Open(name)
-		if err != nil {
-			return err
+	reports, err := readReportFiles(fs.Args())
+	if err != nil {
+		return err
+	}
+	for i, r := range reports {
+		if r.Fleet == nil {
+			return fmt.Errorf("report %d: a %q report, not a fleet one", i+1, r.Scenario)
 		}
-		rs, err := bench.ReadReports(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		for _, r := range rs {
-			if r.Fleet == nil {
-				return fmt.Errorf("%s: a %q report, not a fleet one", name, r.Scenario)
-			}
-		}
-		reports = append(reports, rs...)
 	}
 	var b bytes.Buffer
 	if err := bench.WritePlot(&b, reports, cfg); err != nil {
@@ -302,6 +306,70 @@ func runBenchPlot(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "leasehold bench plot: %d reports drawn in %s\n", len(reports), out)
 	return nil
+}
+
+// readReportFiles reads every report in the files named.
+func readReportFiles(names []string) ([]*bench.Report, error) {
+	var reports []*bench.Report
+	for _, name := range names {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := bench.ReadReports(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		reports = append(reports, rs...)
+	}
+	return reports, nil
+}
+
+// runBenchMerge combines the fleet reports named in args into one.
+func runBenchMerge(args []string) error {
+	var (
+		jsonOut    bool
+		reportFile string
+	)
+	fs := newFlagSet("bench merge")
+	fs.BoolVar(&jsonOut, "json", false, "print the results as JSON")
+	fs.StringVar(&reportFile, "report", "", "also write the results as JSON to this file")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: leasehold bench merge [--json] [--report FILE] REPORT.json...\n\n"+
+			"Combines fleet reports (--json or --report output; a file may hold several) of load\n"+
+			"generators that drove one server at the same time, each with a fleet of its own\n"+
+			"(--node-prefix) and the same --start-at, into the report of one fleet: operations,\n"+
+			"rates, nodes and the generators' CPU add up, latency percentiles come from the sum of\n"+
+			"their histograms, and the server's figures are the mean of what each saw. Reports\n"+
+			"whose measurements share less than 90% of the shortest are refused.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitError{code: 2}
+	}
+	reports, err := readReportFiles(fs.Args())
+	if err != nil {
+		return err
+	}
+	m, err := bench.Merge(reports)
+	if err != nil {
+		return err
+	}
+	if reportFile != "" {
+		var b bytes.Buffer
+		if err := m.WriteJSON(&b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(reportFile, b.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return writeReport(os.Stdout, m, jsonOut)
 }
 
 // runEchoServer serves bench.EchoHandler until ctx ends, with a CA, a
