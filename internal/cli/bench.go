@@ -137,6 +137,12 @@ func runBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	return writeReports(r, reportFile, jsonOut)
+}
+
+// writeReports writes r to reportFile as JSON, when one is named, and to
+// stdout as a table or JSON.
+func writeReports(r *bench.Report, reportFile string, jsonOut bool) error {
 	if reportFile != "" {
 		var b bytes.Buffer
 		if err := r.WriteJSON(&b); err != nil {
@@ -360,16 +366,7 @@ func runBenchMerge(args []string) error {
 	if err != nil {
 		return err
 	}
-	if reportFile != "" {
-		var b bytes.Buffer
-		if err := m.WriteJSON(&b); err != nil {
-			return err
-		}
-		if err := os.WriteFile(reportFile, b.Bytes(), 0o644); err != nil {
-			return err
-		}
-	}
-	return writeReport(os.Stdout, m, jsonOut)
+	return writeReports(m, reportFile, jsonOut)
 }
 
 // runEchoServer serves bench.EchoHandler until ctx ends, with a CA, a
