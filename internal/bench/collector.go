@@ -122,6 +122,29 @@ func (m metricsMeter) stop(ctx context.Context, now time.Time, ops uint64) (*Col
 	return gc, proc
 }
 
+// sampler returns a function that reads the server's process from
+// /metrics again at each call and gives the cores it used since the call
+// before (the first: since m started) and its RSS; ok is false when the
+// server gives no such series or cannot be read.
+func (m metricsMeter) sampler(ctx context.Context) func(now time.Time) (cores float64, rss uint64, ok bool) {
+	prev := m.start.process
+	return func(now time.Time) (float64, uint64, bool) {
+		if m.client == nil || prev == nil {
+			return 0, 0, false
+		}
+		r, err := readServerMetrics(ctx, m.client, now)
+		if err != nil || r.process == nil {
+			return 0, 0, false
+		}
+		var cores float64
+		if wall := r.process.at.Sub(prev.at).Seconds(); wall > 0 {
+			cores = (r.process.cpuSeconds - prev.cpuSeconds) / wall
+		}
+		prev = r.process
+		return cores, r.process.rss, true
+	}
+}
+
 // readServerMetrics reads the server's /metrics at now.
 func readServerMetrics(ctx context.Context, client rest.Interface, now time.Time) (serverReading, error) {
 	body, err := client.Get().AbsPath("/metrics").DoRaw(ctx)

@@ -139,6 +139,33 @@ func TestMetricsMeter(t *testing.T) {
 	}
 }
 
+func TestMetricsSampler(t *testing.T) {
+	// The progress lines' figures of a server elsewhere: cores since the
+	// reading before, and the RSS.
+	start := time.Unix(1700000000, 0)
+	srv := metricsServer(t, []serverReading{
+		{process: &processReading{cpuSeconds: 100, rss: 300 << 20}},
+		{process: &processReading{cpuSeconds: 101.5, rss: 310 << 20}},
+		{process: &processReading{cpuSeconds: 101.75, rss: 305 << 20}},
+	})
+	c := Common{REST: &rest.Config{Host: srv.URL}, Logger: slog.New(slog.DiscardHandler)}
+	sample := c.startMetricsMeter(t.Context(), start).sampler(t.Context())
+	if cores, rss, ok := sample(start.Add(2 * time.Second)); !ok || cores != 0.75 || rss != 310<<20 {
+		t.Errorf("first sample: %v cores, RSS %d, ok %v; want 0.75, 310 MiB", cores, rss, ok)
+	}
+	if cores, rss, ok := sample(start.Add(3 * time.Second)); !ok || cores != 0.25 || rss != 305<<20 {
+		t.Errorf("second sample: %v cores, RSS %d, ok %v; want 0.25, 305 MiB", cores, rss, ok)
+	}
+	// A server without the process's series gives nothing.
+	c.REST = &rest.Config{Host: metricsServer(t, []serverReading{{collector: &collectorReading{cpuSeconds: 1, cycles: 1}}}).URL}
+	if _, _, ok := c.startMetricsMeter(t.Context(), start).sampler(t.Context())(start.Add(time.Second)); ok {
+		t.Error("a server without the process's series was sampled")
+	}
+	if _, _, ok := (metricsMeter{}).sampler(t.Context())(start); ok {
+		t.Error("an inert meter was sampled")
+	}
+}
+
 func TestMetricsMeterInert(t *testing.T) {
 	// A meter whose first reading failed reports nothing, and reads nothing.
 	if gc, proc := (metricsMeter{}).stop(t.Context(), time.Now(), 10); gc != nil || proc != nil {

@@ -132,6 +132,16 @@ func (m meters) stop(ctx context.Context, now time.Time, ops uint64, r *Report) 
 	r.ServerToLoadCPU = r.serverToLoadCPU()
 }
 
+// serverSampler returns a function that gives the server's cores since the
+// call before and its RSS, from /proc when the server runs on this machine,
+// else from its /metrics (see procMeter.sampler and metricsMeter.sampler).
+func (m meters) serverSampler(ctx context.Context) func(now time.Time) (cores float64, rss uint64, ok bool) {
+	if m.server.ok {
+		return m.server.sampler()
+	}
+	return m.metrics.sampler(ctx)
+}
+
 // pool is a small set of clientsets, each with its own transport and so its
 // own HTTP/2 connection; many goroutines share each one.
 type pool struct {

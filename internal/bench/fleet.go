@@ -275,7 +275,7 @@ func (f *Fleet) Run(ctx context.Context) (*Report, error) {
 	r.cur.Store(&m)
 	procs := cfg.startMeters(ctx, start)
 	progressDone = make(chan struct{})
-	server := procs.server.sampler()
+	server := procs.serverSampler(runCtx)
 	extra := func() string {
 		out := fmt.Sprintf("missed %d", counters.missed.Load()-before.missed)
 		if nodeWatch != nil {
