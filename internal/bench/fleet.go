@@ -128,6 +128,7 @@ func (f *Fleet) params() map[string]string {
 		"leaseDuration": f.cfg.LeaseDuration.String(),
 		"connections":   strconv.Itoa(f.cfg.Connections),
 		"duration":      f.cfg.Duration.String(),
+		"nodePrefix":    f.cfg.NodePrefix,
 	}
 	if f.cfg.KillFraction > 0 {
 		p["killFraction"] = strconv.FormatFloat(f.cfg.KillFraction, 'g', -1, 64)

@@ -25,7 +25,8 @@ const minOverlap = 0.9
 // over that report's window, so the merged ones are their mean (the
 // largest memory), set against the combined rate. Reports whose windows
 // share less than nine tenths of the shortest are refused, and so are
-// reports of killed agents, whose death times do not add up.
+// reports of one fleet (the same node prefix) and reports of killed
+// agents, whose death times do not add up.
 func Merge(reports []*Report) (*Report, error) {
 	if len(reports) < 2 {
 		return nil, errors.New("merge needs two reports or more")
@@ -44,6 +45,17 @@ func Merge(reports []*Report) (*Report, error) {
 	}
 	if err := checkOverlap(reports); err != nil {
 		return nil, err
+	}
+	prefixes := map[string]int{}
+	for i, r := range reports {
+		p, ok := r.Parameters["nodePrefix"]
+		if !ok {
+			continue
+		}
+		if j, dup := prefixes[p]; dup {
+			return nil, fmt.Errorf("reports %d and %d: the same fleet (node prefix %q): give each load generator a --node-prefix of its own", j+1, i+1, p)
+		}
+		prefixes[p] = i
 	}
 
 	m := &Report{Scenario: "fleet", Fleet: &FleetReport{}, Parameters: mergeParameters(reports)}

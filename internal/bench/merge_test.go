@@ -17,7 +17,7 @@ func generatorReport(start time.Time, nodes int, lat []time.Duration, server, lo
 	}
 	return &Report{
 		Scenario: "fleet", Server: "https://leasehold.example:6443", StartedAt: start, Seconds: 60,
-		Parameters: map[string]string{"nodes": strconv.Itoa(nodes), "interval": "10s"},
+		Parameters: map[string]string{"nodes": strconv.Itoa(nodes), "interval": "10s", "nodePrefix": "gen-" + start.Format("150405") + "-"},
 		Ops:        uint64(len(lat)), OpsPerSecond: float64(len(lat)) / 60, TargetOpsPerSecond: float64(nodes) / 10,
 		Latency:       h.Snapshot().Percentiles(),
 		ServerProcess: server, LoadGenerator: load, ServerCollector: gc,
@@ -130,8 +130,10 @@ func TestMergeRefuses(t *testing.T) {
 		"bad histogram":    {func(r *Report) { r.Latency.Count++ }, "latency"},
 		"windows apart":    {func(r *Report) { r.StartedAt = start.Add(7 * time.Second) }, "in common"},
 		"windows disjoint": {func(r *Report) { r.StartedAt = start.Add(time.Hour) }, "0.0s in common"},
+		"the same fleet":   {func(r *Report) { r.Parameters["nodePrefix"] = ok().Parameters["nodePrefix"] }, "the same fleet"},
 	} {
 		r := ok()
+		r.Parameters["nodePrefix"] = "other-"
 		tt.change(r)
 		if m, err := Merge([]*Report{ok(), r}); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %+v, %v; want an error about %q", name, m, err, tt.want)
@@ -142,7 +144,7 @@ func TestMergeRefuses(t *testing.T) {
 	}
 	// Windows 5 s apart in 60 s share more than nine tenths.
 	r := ok()
-	r.StartedAt = start.Add(5 * time.Second)
+	r.StartedAt, r.Parameters["nodePrefix"] = start.Add(5*time.Second), "other-"
 	if _, err := Merge([]*Report{ok(), r}); err != nil {
 		t.Errorf("windows 5 s apart: %v", err)
 	}
