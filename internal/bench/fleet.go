@@ -130,6 +130,9 @@ func (f *Fleet) params() map[string]string {
 		"duration":      f.cfg.Duration.String(),
 		"nodePrefix":    f.cfg.NodePrefix,
 	}
+	if !f.cfg.StartAt.IsZero() {
+		p["startAt"] = f.cfg.StartAt.UTC().Format(time.RFC3339)
+	}
 	if f.cfg.KillFraction > 0 {
 		p["killFraction"] = strconv.FormatFloat(f.cfg.KillFraction, 'g', -1, 64)
 		p["killAfter"] = f.cfg.KillAfter.String()

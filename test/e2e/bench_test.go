@@ -104,7 +104,7 @@ func TestBenchFleetFromTwoGenerators(t *testing.T) {
 	if m.Ops != reports[0].Ops+reports[1].Ops || m.Latency.Count != m.Ops || m.Fleet == nil || m.Fleet.Nodes != 300 {
 		t.Errorf("merged: %d ops (%d latencies), %+v; want %d + %d ops of 300 nodes", m.Ops, m.Latency.Count, m.Fleet, reports[0].Ops, reports[1].Ops)
 	}
-	if m.Parameters["loadGenerators"] != "2" || m.Parameters["nodes"] != "150" || m.Parameters["nodePrefix"] != "gen-a-, gen-b-" || m.LoadGenerator == nil || m.LoadGenerator.Processes != 2 {
+	if m.Parameters["loadGenerators"] != "2" || m.Parameters["nodes"] != "150" || m.Parameters["nodePrefix"] != "gen-a-, gen-b-" || m.Parameters["startAt"] != startAt.Format(time.RFC3339) || m.LoadGenerator == nil || m.LoadGenerator.Processes != 2 {
 		t.Errorf("merged: parameters %v, load generators %+v", m.Parameters, m.LoadGenerator)
 	}
 	if m.ServerProcess == nil || m.ServerProcess.Source != "merged" || m.ServerProcess.CPUSeconds <= 0 {
