@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -64,7 +65,7 @@ func followAnswering(ctx context.Context, c *clientv3.Client, cfg clientv3.Confi
 				pctx, cancel := context.WithTimeout(ctx, memberProbeTimeout)
 				defer cancel()
 				_, err := p.Get(pctx, "health")
-				answers[i] = err == nil || err == rpctypes.ErrPermissionDenied
+				answers[i] = err == nil || errors.Is(err, rpctypes.ErrPermissionDenied)
 			})
 		}
 		wg.Wait()
