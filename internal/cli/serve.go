@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,6 +79,7 @@ type serveFlags struct {
 	auditMaxSize, auditMaxAge       int
 	auditMaxBackup, auditBufferSize int
 	maxInFlight, maxInFlightPerUser int
+	maxConnections                  int
 	requestReadTimeout              time.Duration
 }
 
@@ -116,6 +118,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&f.auditBufferSize, "audit-log-buffer-size", 10000, "audit events that may wait to be written; more are dropped and counted in leasehold_audit_events_dropped_total")
 	fs.IntVar(&f.maxInFlight, "max-requests-inflight", 1000, "requests served at once, watches not counted (0: no limit); more get 429")
 	fs.IntVar(&f.maxInFlightPerUser, "max-requests-inflight-per-user", 250, "requests one user may have served at once (0: no limit); more get 429")
+	fs.IntVar(&f.maxConnections, "max-connections", 0, "client connections served at once; more wait to be accepted until some close (0: all but a twentieth of the process's open-file limit, leaving at least 1 024 files to etcd and the server)")
 	fs.DurationVar(&f.requestReadTimeout, "request-read-timeout", time.Minute, "how long a request body may take to arrive")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -227,6 +230,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(apiserver.GoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(apiserver.Collectors()...)
+	reg.MustRegister(apiserver.ConnectionCollectors()...)
 	reg.MustRegister(store.Collectors()...)
 	reg.MustRegister(apiserver.GuardCollectors()...)
 	reg.MustRegister(audit.Collectors()...)
@@ -286,17 +290,32 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	maxConns, err := connectionLimit(f.maxConnections, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	ln = apiserver.LimitConnections(ln, maxConns, clk, log)
+	// The server's own clients (controllers, the identity publisher) have
+	// a port of their own on the loopback interface, which no fleet can
+	// fill.
+	loopLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	srv := newHTTPServer(api.Handler(), &tls.Config{
 		Certificates: []tls.Certificate{serving},
 		// Client certificates are optional (tokens also work); those
 		// given must chain to the server's CA.
 		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: caPool(ca),
 	}, log)
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
+	go func() { serveErr <- srv.ServeTLS(loopLn, "", "") }()
 
 	url := "https://" + ln.Addr().String()
-	loopback.host, loopback.ca = url, ca.CertPEM
+	loopback.host, loopback.ca = "https://"+loopLn.Addr().String(), ca.CertPEM
 	// Every replica, leading or not, publishes its identity; Stop deletes
 	// it while the server still answers.
 	idClient, err := kubernetes.NewForConfig(loopback.config(apiserverUser))
@@ -773,6 +792,28 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// connectionLimit is how many client connections the serving port holds at
+// once: flag when set, else what apiserver.ConnectionBudget leaves of the
+// process's open-file limit, which Go raises to the hard limit at start.
+func connectionLimit(flag int, log *slog.Logger) (int, error) {
+	if flag < 0 {
+		return 0, fmt.Errorf("--max-connections %d must be 0 (from the open-file limit) or more", flag)
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, fmt.Errorf("reading the open-file limit: %w", err)
+	}
+	budget := apiserver.ConnectionBudget(rl.Cur)
+	if flag == 0 {
+		log.Info("serving at most this many client connections at once", "connections", budget, "openFileLimit", rl.Cur)
+		return budget, nil
+	}
+	if flag > budget {
+		log.Warn("--max-connections leaves etcd and the server few files of the open-file limit: a fleet that takes every connection can stop the embedded etcd", "maxConnections", flag, "openFileLimit", rl.Cur, "suggested", budget)
+	}
+	return flag, nil
 }
 
 // newHTTPServer is the HTTP server of `leasehold serve` for h: HTTP/2 (or

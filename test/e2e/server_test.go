@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,6 +121,7 @@ type server struct {
 	cacheDir   string // kubectl's discovery cache, private to this server
 	logPath    string
 	extra      []string // serve flags beyond the data dir and address
+	prefix     []string // the command leasehold runs under, if any (prlimit ...)
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the process has been waited for
@@ -145,6 +147,12 @@ func freeListenAddr() (string, error) {
 // their port, because admin.kubeconfig names it). logDir receives
 // serve.log.
 func startServer(dataDir, listen, logDir string, extra ...string) (*server, error) {
+	return startServerUnder(nil, dataDir, listen, logDir, extra...)
+}
+
+// startServerUnder is startServer with leasehold run by the command
+// prefix, for example prlimit with limits of its own.
+func startServerUnder(prefix []string, dataDir, listen, logDir string, extra ...string) (*server, error) {
 	pick := listen == ""
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -155,7 +163,7 @@ func startServer(dataDir, listen, logDir string, extra ...string) (*server, erro
 				return nil, err
 			}
 		}
-		s, err := startOnce(dataDir, addr, logDir, extra)
+		s, err := startOnce(prefix, dataDir, addr, logDir, extra)
 		if err == nil {
 			return s, nil
 		}
@@ -172,7 +180,7 @@ func startServer(dataDir, listen, logDir string, extra ...string) (*server, erro
 	return nil, lastErr
 }
 
-func startOnce(dataDir, listen, logDir string, extra []string) (*server, error) {
+func startOnce(prefix []string, dataDir, listen, logDir string, extra []string) (*server, error) {
 	logPath := filepath.Join(logDir, "serve.log")
 	logs, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -187,10 +195,12 @@ func startOnce(dataDir, listen, logDir string, extra []string) (*server, error) 
 		cacheDir:   filepath.Join(logDir, "kube-cache"),
 		logPath:    logPath,
 		extra:      extra,
+		prefix:     prefix,
 		exited:     make(chan struct{}),
 		logs:       logs,
 	}
-	s.cmd = exec.Command(leaseholdBin, args...)
+	command := append(slices.Clone(prefix), leaseholdBin)
+	s.cmd = exec.Command(command[0], append(command[1:], args...)...)
 	s.cmd.Stdout, s.cmd.Stderr = logs, logs
 	if err := s.cmd.Start(); err != nil {
 		logs.Close()
@@ -367,7 +377,7 @@ func serveFor(t *testing.T, dataDir, listen, logDir string, extra ...string) *se
 func (s *server) restart(t *testing.T) *server {
 	t.Helper()
 	logDir := filepath.Dir(s.logPath)
-	s2, err := startServer(s.dataDir, s.listen, logDir, s.extra...)
+	s2, err := startServerUnder(s.prefix, s.dataDir, s.listen, logDir, s.extra...)
 	if err != nil {
 		t.Fatalf("restarting leasehold serve: %v", err)
 	}

@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// connectionsMetric reads one of the connection gauges from /metrics
+// through cs, whose connection is already open.
+func connectionsMetric(t *testing.T, cs kubernetes.Interface, name string) int {
+	t.Helper()
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("reading /metrics: %v", err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("/metrics: %s: %v", sc.Text(), err)
+			}
+			return int(f)
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
+}
+
+// A fleet with more machines than the server may have open files must not
+// take the files etcd needs. Under an open-file limit of 400 the server
+// accepts 200 client connections at once; this test opens 300, each
+// speaking HTTP/2, and checks that the rest wait, that the server keeps a
+// hundred descriptors free and goes on writing to etcd, and that the
+// waiting clients are served once others leave.
+func TestConnectionsLeaveFilesForEtcd(t *testing.T) {
+	const (
+		openFiles = 400
+		limit     = 200 // apiserver.ConnectionBudget(400)
+		flood     = 300
+		leave     = 150
+	)
+	dir := t.TempDir()
+	s, err := startServerUnder([]string{"prlimit", "--nofile=" + strconv.Itoa(openFiles), "--"}, filepath.Join(dir, "data"), "", dir)
+	if err != nil {
+		t.Fatalf("starting leasehold serve under prlimit: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("leasehold serve did not stop cleanly: %v", err)
+		}
+		if t.Failed() {
+			t.Log(s.logTail())
+		}
+	})
+	cs := s.clientset(t) // its connection is open before the flood
+	if got := connectionsMetric(t, cs, "leasehold_apiserver_connections_limit"); got != limit {
+		t.Fatalf("leasehold_apiserver_connections_limit = %d under an open-file limit of %d, want %d", got, openFiles, limit)
+	}
+
+	base := connectionsMetric(t, cs, "leasehold_apiserver_connections")
+	ca, err := os.ReadFile(filepath.Join(s.dataDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	dialer := &tls.Dialer{Config: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2"}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	done := make(chan result, flood)
+	for range flood {
+		go func() {
+			conn, err := dialer.DialContext(ctx, "tcp", s.listen)
+			if err == nil {
+				// The client's preface and its settings: a connection the
+				// server keeps, as an agent's, rather than one it drops
+				// for saying nothing.
+				_, err = conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"))
+			}
+			done <- result{conn, err}
+		}()
+	}
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	receive := func() {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Fatalf("a client connection failed: %v", r.err)
+			}
+			open = append(open, r.conn)
+		case <-time.After(time.Minute):
+			t.Fatalf("%d of %d client connections made in a minute; the server holds %d", len(open), flood, connectionsMetric(t, cs, "leasehold_apiserver_connections"))
+		}
+	}
+	// The server has room for limit-base of them at least: wait for
+	// those, then for it to hold all it may (connections the readiness
+	// probes left may close meanwhile, and give theirs to another).
+	for len(open) < limit-base {
+		receive()
+	}
+	for deadline := time.Now().Add(time.Minute); connectionsMetric(t, cs, "leasehold_apiserver_connections") != limit; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server holds %d connections with %d clients connected and more waiting, want its limit of %d", connectionsMetric(t, cs, "leasehold_apiserver_connections"), len(open), limit)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the server, not timing a result
+	}
+
+	fds, err := os.ReadDir("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free := openFiles - len(fds); free < 100 {
+		t.Errorf("the server has %d files open of %d with %d clients connected: %d left for etcd, want 100 or more", len(fds), openFiles, len(open), free)
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "written-while-full"}}
+	if _, err := cs.CoordinationV1().Leases("default").Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
+		t.Errorf("writing with every connection taken: %v", err)
+	}
+	if log, _ := os.ReadFile(s.logPath); !strings.Contains(string(log), "serving the most client connections allowed") {
+		t.Errorf("the server did not warn that its connections are full")
+	}
+
+	// Those that waited are served once others leave.
+	for _, c := range open[:leave] {
+		c.Close()
+	}
+	received := len(open)
+	open = open[leave:]
+	for ; received < flood; received++ {
+		receive()
+	}
+	if _, err := cs.CoordinationV1().Leases("default").Get(context.Background(), lease.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("reading back the Lease: %v", err)
+	}
+}
