@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -111,6 +112,12 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
+		if err := checkOpenFiles(common.Connections, rl.Cur); err != nil {
+			return err
+		}
 	}
 	log, err := newLogger(logFmt, logLevel)
 	if err != nil {
@@ -265,6 +272,21 @@ func listScenario() *benchScenario {
 }
 
 // runBenchPlot draws the fleet reports named in args as an SVG image.
+// benchSpareFiles is how many open files a scenario needs beside its
+// connections: its reports, /proc and the server's /metrics.
+const benchSpareFiles = 64
+
+// checkOpenFiles refuses more connections than a process that may have
+// openFiles files open can make: each is an open file, and those past the
+// limit would fail one by one, as errors of the agents that use them.
+func checkOpenFiles(connections int, openFiles uint64) error {
+	if uint64(connections)+benchSpareFiles > openFiles {
+		return fmt.Errorf("--connections %d: each connection is an open file, and this process may have %d open (ulimit -n), %d of them for the rest; use fewer connections or raise the limit",
+			connections, openFiles, benchSpareFiles)
+	}
+	return nil
+}
+
 func runBenchPlot(args []string) error {
 	var (
 		out string
