@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -53,8 +54,12 @@ func TestConnectionsLeaveFilesForEtcd(t *testing.T) {
 		flood     = 300
 		leave     = 150
 	)
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Fatalf("this test runs leasehold under prlimit, from util-linux: %v", err)
+	}
 	dir := t.TempDir()
-	s, err := startServerUnder([]string{"prlimit", "--nofile=" + strconv.Itoa(openFiles), "--"}, filepath.Join(dir, "data"), "", dir)
+	s, err := startServerUnder([]string{prlimit, "--nofile=" + strconv.Itoa(openFiles), "--"}, filepath.Join(dir, "data"), "", dir)
 	if err != nil {
 		t.Fatalf("starting leasehold serve under prlimit: %v", err)
 	}
