@@ -59,18 +59,7 @@ func TestConnectionsLeaveFilesForEtcd(t *testing.T) {
 		t.Fatalf("this test runs leasehold under prlimit, from util-linux: %v", err)
 	}
 	dir := t.TempDir()
-	s, err := startServerUnder([]string{prlimit, "--nofile=" + strconv.Itoa(openFiles), "--"}, filepath.Join(dir, "data"), "", dir)
-	if err != nil {
-		t.Fatalf("starting leasehold serve under prlimit: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.stop(); err != nil {
-			t.Errorf("leasehold serve did not stop cleanly: %v", err)
-		}
-		if t.Failed() {
-			t.Log(s.logTail())
-		}
-	})
+	s := serveForUnder(t, []string{prlimit, "--nofile=" + strconv.Itoa(openFiles), "--"}, filepath.Join(dir, "data"), "", dir)
 	cs := s.clientset(t) // its connection is open before the flood
 	if got := connectionsMetric(t, cs, "leasehold_apiserver_connections_limit"); got != limit {
 		t.Fatalf("leasehold_apiserver_connections_limit = %d under an open-file limit of %d, want %d", got, openFiles, limit)

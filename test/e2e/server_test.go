@@ -358,7 +358,14 @@ func newServer(t *testing.T, extra ...string) *server {
 // cleanly.
 func serveFor(t *testing.T, dataDir, listen, logDir string, extra ...string) *server {
 	t.Helper()
-	s, err := startServer(dataDir, listen, logDir, extra...)
+	return serveForUnder(t, nil, dataDir, listen, logDir, extra...)
+}
+
+// serveForUnder is serveFor with leasehold run by the command prefix
+// (startServerUnder).
+func serveForUnder(t *testing.T, prefix []string, dataDir, listen, logDir string, extra ...string) *server {
+	t.Helper()
+	s, err := startServerUnder(prefix, dataDir, listen, logDir, extra...)
 	if err != nil {
 		t.Fatalf("starting leasehold serve: %v", err)
 	}
