@@ -165,12 +165,21 @@ func TestUncachedListPages(t *testing.T) {
 		}
 	}
 	// Leases come from the cache, whole.
+	var last string
 	for i := range 3 {
-		if _, err := client.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("whole-%d", i)}}, metav1.CreateOptions{}); err != nil {
+		l, err := client.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("whole-%d", i)}}, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		last = l.ResourceVersion
 	}
-	list, err := lister(coordinationv1.SchemeGroupVersion.WithResource("leases")).ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "0", Limit: 1})
+	leases := lister(coordinationv1.SchemeGroupVersion.WithResource("leases"))
+	// resourceVersion 0 takes the cache as it is, which may not have seen
+	// the last create yet: a list not older than it waits until it has.
+	if _, err := leases.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: last}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := leases.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "0", Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
