@@ -31,12 +31,18 @@ func TestListerWatcher(t *testing.T) {
 	if _, err := leases.Create(ctx, newLease("a", "h1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.CoordinationV1().Leases("lw-other").Create(ctx, newLease("elsewhere", "h1"), metav1.CreateOptions{}); err != nil {
+	elsewhere, err := cs.CoordinationV1().Leases("lw-other").Create(ctx, newLease("elsewhere", "h1"), metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 
 	lw, err := s.API.ListerWatcher(leasesGVR, "lw")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// listItems reads the cache as it is (resourceVersion 0): first let it
+	// catch up with the creates.
+	if _, err := lw.List(metav1.ListOptions{ResourceVersion: elsewhere.ResourceVersion}); err != nil {
 		t.Fatal(err)
 	}
 	first, second := listItems(t, lw), listItems(t, lw)
