@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -113,9 +112,8 @@ func runBench(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
-		if err := checkOpenFiles(common.Connections, rl.Cur); err != nil {
+	if limit, err := openFileLimit(); err == nil {
+		if err := checkOpenFiles(common.Connections, limit); err != nil {
 			return err
 		}
 	}
@@ -271,7 +269,6 @@ func listScenario() *benchScenario {
 	}
 }
 
-// runBenchPlot draws the fleet reports named in args as an SVG image.
 // benchSpareFiles is how many open files a scenario needs beside its
 // connections: its reports, /proc and the server's /metrics.
 const benchSpareFiles = 64
@@ -287,6 +284,7 @@ func checkOpenFiles(connections int, openFiles uint64) error {
 	return nil
 }
 
+// runBenchPlot draws the fleet reports named in args as an SVG image.
 func runBenchPlot(args []string) error {
 	var (
 		out string

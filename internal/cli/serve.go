@@ -801,19 +801,29 @@ func connectionLimit(flag int, log *slog.Logger) (int, error) {
 	if flag < 0 {
 		return 0, fmt.Errorf("--max-connections %d must be 0 (from the open-file limit) or more", flag)
 	}
+	limit, err := openFileLimit()
+	if err != nil {
+		return 0, err
+	}
+	budget := apiserver.ConnectionBudget(limit)
+	if flag == 0 {
+		log.Info("serving at most this many client connections at once", "connections", budget, "openFileLimit", limit)
+		return budget, nil
+	}
+	if flag > budget {
+		log.Warn("--max-connections leaves etcd and the server few files of the open-file limit: a fleet that takes every connection can stop the embedded etcd", "maxConnections", flag, "openFileLimit", limit, "suggested", budget)
+	}
+	return flag, nil
+}
+
+// openFileLimit is how many files this process may have open: the soft
+// limit, which Go raises to the hard one at start.
+func openFileLimit() (uint64, error) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return 0, fmt.Errorf("reading the open-file limit: %w", err)
 	}
-	budget := apiserver.ConnectionBudget(rl.Cur)
-	if flag == 0 {
-		log.Info("serving at most this many client connections at once", "connections", budget, "openFileLimit", rl.Cur)
-		return budget, nil
-	}
-	if flag > budget {
-		log.Warn("--max-connections leaves etcd and the server few files of the open-file limit: a fleet that takes every connection can stop the embedded etcd", "maxConnections", flag, "openFileLimit", rl.Cur, "suggested", budget)
-	}
-	return flag, nil
+	return rl.Cur, nil
 }
 
 // newHTTPServer is the HTTP server of `leasehold serve` for h: HTTP/2 (or
