@@ -140,6 +140,10 @@ func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersio
 			info = oi
 		}
 	}
+	l, isItemList := obj.(*itemList)
+	if isItemList && info.MediaType == mediaProtobuf {
+		return writeProtobufList(w, l)
+	}
 	var ser runtime.Encoder = info.Serializer
 	if e.pretty && info.PrettySerializer != nil {
 		ser = info.PrettySerializer
@@ -152,7 +156,7 @@ func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersio
 		defer runtime.AllocatorPool.Put(alloc)
 		ser = runtime.NewEncoderWithAllocator(wa, alloc)
 	}
-	if l, ok := obj.(*itemList); ok {
+	if isItemList {
 		// Not a registered type: it carries its own apiVersion and kind.
 		return ser.Encode(l, w)
 	}
@@ -205,12 +209,12 @@ func kindIn(obj runtime.Object, gv schema.GroupVersion) (schema.GroupVersionKind
 // itemList is a list whose items are the objects a store list returned
 // (from the watch cache, shared). The in-process ListerWatcher hands it to
 // client-go's reflector, which takes runtime.Object elements as they are. A
-// list response in protobuf is written from it as it is: the same bytes as
-// the kind's typed list, without copying every item into the typed list's
-// slice of structs first (for 100 000 leases, 40 MB copied, and scanned by
-// the garbage collector, per list). In protobuf an item's apiVersion and
-// kind are not written; in JSON they would be, so every other format gets
-// the typed list (forEncoding).
+// list response in protobuf is written from it as it is (writeProtobufList):
+// the same bytes as the kind's typed list, without copying every item into
+// the typed list's slice of structs first (for 100 000 leases, 40 MB
+// copied, and scanned by the garbage collector, per list). In protobuf an
+// item's apiVersion and kind are not written; in JSON they would be, so
+// every other format gets the typed list (forEncoding).
 type itemList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`

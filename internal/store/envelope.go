@@ -9,8 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// protobufPrefix starts every stored object: Kubernetes' protobuf magic.
-var protobufPrefix = []byte("k8s\x00")
+// ProtobufPrefix begins every object Kubernetes writes in protobuf, stored
+// or sent: its magic number.
+var ProtobufPrefix = []byte("k8s\x00")
 
 // The fields of runtime.Unknown and of its TypeMeta, as generated.proto
 // numbers them.
@@ -86,7 +87,7 @@ func (k *Kind) unwrap(data []byte) ([]byte, bool) { return unwrap(data, k.apiVer
 // unwrap returns the object's bytes inside a "k8s\x00" envelope naming
 // apiVersion and kind, without copying them.
 func unwrap(data []byte, apiVersion, kind string) ([]byte, bool) {
-	b, ok := bytes.CutPrefix(data, protobufPrefix)
+	b, ok := bytes.CutPrefix(data, ProtobufPrefix)
 	if !ok {
 		return nil, false
 	}

@@ -66,7 +66,7 @@ func field(b []byte, num protowire.Number, v []byte) []byte {
 
 // envelope builds a "k8s\x00" envelope field by field.
 func envelope(fields ...[]byte) []byte {
-	return bytes.Join(append([][]byte{protobufPrefix}, fields...), nil)
+	return bytes.Join(append([][]byte{ProtobufPrefix}, fields...), nil)
 }
 
 func typeMeta(apiVersion, kind string) []byte {
@@ -123,10 +123,10 @@ func TestDecodeInPlace(t *testing.T) {
 		"an unknown field":         envelope(field(nil, unknownTypeMeta, own), field(nil, unknownRaw, inner), field(nil, 9, nil)),
 		"a varint field":           envelope(field(nil, unknownTypeMeta, own), field(nil, unknownRaw, inner), protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), 1)),
 		"a truncated field":        raw[:len(raw)-1],
-		"no prefix":                raw[len(protobufPrefix):],
+		"no prefix":                raw[len(ProtobufPrefix):],
 		"a kind named twice":       envelope(field(nil, unknownTypeMeta, append(own, field(nil, typeMetaKind, []byte("Lease"))...)), field(nil, unknownRaw, inner)),
 		"JSON":                     []byte(`{"apiVersion":"coordination.k8s.io/v1","kind":"Lease"}`),
-		"nothing after the prefix": protobufPrefix,
+		"nothing after the prefix": ProtobufPrefix,
 	} {
 		if _, ok, _ := leases.decodeInPlace(data); ok {
 			t.Errorf("%s: decoded in place", name)
