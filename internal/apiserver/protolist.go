@@ -80,12 +80,19 @@ func writeProtobufListWith(w io.Writer, l *itemList, workers int) error {
 		}
 	}
 	sizes := make([]int, len(l.Items))
-	workqueue.ParallelizeUntil(context.Background(), workers, len(l.Items), func(i int) {
-		sizes[i] = l.Items[i].(protoItem).Size()
-		if i%listSizeChunk == listSizeChunk-1 {
-			goruntime.Gosched()
+	if len(l.Items) <= listSizeChunk {
+		// One chunk: sized here, without a goroutine.
+		for i, obj := range l.Items {
+			sizes[i] = obj.(protoItem).Size()
 		}
-	}, workqueue.WithChunkSize(listSizeChunk))
+	} else {
+		workqueue.ParallelizeUntil(context.Background(), workers, len(l.Items), func(i int) {
+			sizes[i] = l.Items[i].(protoItem).Size()
+			if i%listSizeChunk == listSizeChunk-1 {
+				goruntime.Gosched()
+			}
+		}, workqueue.WithChunkSize(listSizeChunk))
+	}
 
 	meta, err := l.ListMeta.Marshal()
 	if err != nil {
