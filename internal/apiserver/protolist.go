@@ -128,7 +128,9 @@ func writeProtobufListWith(w io.Writer, l *itemList, workers int) error {
 		if err != nil {
 			return written, err
 		}
-		n, err = writeItems(w, l.Items, sizes, batches, workers)
+		n, err = writeItems(w, len(l.Items), batches, workers, func(from, to int) (*[]byte, error) {
+			return marshalBatch(l.Items, sizes, from, to)
+		})
 		return written + n, err
 	})
 	return err
@@ -140,26 +142,28 @@ type batchDone struct {
 	err error
 }
 
-// writeItems marshals items in the batches given, with up to workers
-// goroutines, and writes them to w in order. Batches done but not yet
-// written are at most twice the workers, so a list holds a few hundred KiB
-// however long it is. A failed write (the client gone) stops the workers
-// after the batches they are on.
-func writeItems(w io.Writer, items []runtime.Object, sizes, batches []int, workers int) (int, error) {
+// writeItems marshals a list's n items in batches, with up to workers
+// goroutines, and writes them to w in order. batches[k] is the index of
+// batch k's first item, and the last batch ends at n; marshal(from, to)
+// marshals items[from:to] into a buffer from listBuffers, which writeItems
+// returns to it. Batches done but not yet written are at most twice the
+// workers, so a list holds a few hundred KiB however long it is. A failed
+// write (the client gone) stops the workers after the batches they are on.
+func writeItems(w io.Writer, n int, batches []int, workers int, marshal func(from, to int) (*[]byte, error)) (int, error) {
 	end := func(k int) int {
 		if k+1 < len(batches) {
 			return batches[k+1]
 		}
-		return len(items)
+		return n
 	}
 	if len(batches) <= 1 || workers <= 1 {
 		written := 0
 		for k := range batches {
-			buf, err := marshalBatch(items, sizes, batches[k], end(k))
+			buf, err := marshal(batches[k], end(k))
 			if err == nil {
-				var n int
-				n, err = w.Write(*buf)
-				written += n
+				var m int
+				m, err = w.Write(*buf)
+				written += m
 			}
 			putListBuffer(buf)
 			if err != nil {
@@ -195,7 +199,7 @@ func writeItems(w io.Writer, items []runtime.Object, sizes, batches []int, worke
 				if k >= len(batches) {
 					return
 				}
-				buf, err := marshalBatch(items, sizes, batches[k], end(k))
+				buf, err := marshal(batches[k], end(k))
 				done[k] <- batchDone{buf, err}
 				goruntime.Gosched()
 			}
@@ -207,9 +211,9 @@ func writeItems(w io.Writer, items []runtime.Object, sizes, batches []int, worke
 		d := <-done[k]
 		err = d.err
 		if err == nil {
-			var n int
-			n, err = w.Write(*d.buf)
-			written += n
+			var m int
+			m, err = w.Write(*d.buf)
+			written += m
 		}
 		putListBuffer(d.buf)
 		<-ahead
