@@ -30,7 +30,14 @@ type ListConfig struct {
 	// consistent read, as kubectl asks; "0" any, which a server may answer
 	// from its cache.
 	ResourceVersion string
+	// Accept is the format asked for: "protobuf" (the default, as
+	// Kubernetes' own components ask) or "json" (as client-go does unless
+	// told otherwise, and kubectl).
+	Accept string
 }
+
+// listAccept maps ListConfig.Accept to the media types asked for.
+var listAccept = map[string]string{"protobuf": Protobuf, "json": "application/json"}
 
 // List measures full lists of a namespace's leases, one at a time, as
 // `kubectl get leases` or an informer's first list does them.
@@ -49,6 +56,12 @@ func NewList(cfg ListConfig) (*List, error) {
 	if cfg.ChunkSize < 0 {
 		return nil, fmt.Errorf("bench: chunk size %d must not be negative", cfg.ChunkSize)
 	}
+	if cfg.Accept == "" {
+		cfg.Accept = "protobuf"
+	}
+	if _, ok := listAccept[cfg.Accept]; !ok {
+		return nil, fmt.Errorf("bench: accept %q: want protobuf or json", cfg.Accept)
+	}
 	return &List{cfg: cfg}, nil
 }
 
@@ -61,6 +74,7 @@ func (l *List) params() map[string]string {
 		"namespace":       l.cfg.Namespace,
 		"chunkSize":       strconv.FormatInt(l.cfg.ChunkSize, 10),
 		"resourceVersion": rv,
+		"accept":          l.cfg.Accept,
 		"duration":        l.cfg.Duration.String(),
 	}
 }
@@ -144,7 +158,8 @@ func (l *List) Run(ctx context.Context) (*Report, error) {
 func (l *List) listOnce(ctx context.Context, rc rest.Interface) (items, pages int, bytes int64, err error) {
 	opts := metav1.ListOptions{Limit: l.cfg.ChunkSize, ResourceVersion: l.cfg.ResourceVersion}
 	for {
-		res := rc.Get().Namespace(l.cfg.Namespace).Resource("leases").VersionedParams(&opts, scheme.ParameterCodec).Do(ctx)
+		res := rc.Get().Namespace(l.cfg.Namespace).Resource("leases").VersionedParams(&opts, scheme.ParameterCodec).
+			SetHeader("Accept", listAccept[l.cfg.Accept]).Do(ctx)
 		raw, err := res.Raw()
 		if err != nil {
 			return items, pages, bytes, fmt.Errorf("listing leases (page %d): %w", pages+1, err)

@@ -40,19 +40,23 @@ func TestList(t *testing.T) {
 		name            string
 		chunkSize       int64
 		resourceVersion string
+		accept          string
 		pages           float64
 	}{
-		{"unpaginated", 0, "", 1},
-		{"in chunks", 10, "", float64((items + 9) / 10)},
-		{"one chunk", 1000, "", 1},
-		{"any version", 0, "0", 1},
+		{"unpaginated", 0, "", "", 1},
+		{"in chunks", 10, "", "", float64((items + 9) / 10)},
+		{"one chunk", 1000, "", "", 1},
+		{"any version", 0, "0", "", 1},
+		{"json", 0, "0", "json", 1},
+		{"json in chunks", 10, "", "json", float64((items + 9) / 10)},
 	}
+	bytesPerList := map[string]float64{}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var progress syncbuf.Buffer
 			c := common(t, s, &progress)
 			c.Duration = time.Second
-			l, err := bench.NewList(bench.ListConfig{Common: c, ChunkSize: tt.chunkSize, ResourceVersion: tt.resourceVersion})
+			l, err := bench.NewList(bench.ListConfig{Common: c, ChunkSize: tt.chunkSize, ResourceVersion: tt.resourceVersion, Accept: tt.accept})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,10 +75,15 @@ func TestList(t *testing.T) {
 			if lr.BytesPerList < float64(items*50) {
 				t.Errorf("%v bytes per list of %d leases", lr.BytesPerList, items)
 			}
+			bytesPerList[tt.name] = lr.BytesPerList
 			if want := float64(r.Ops) * float64(items) / r.Seconds; lr.ItemsPerSecond < want*0.99 || lr.ItemsPerSecond > want*1.01 {
 				t.Errorf("ItemsPerSecond %v, want %v", lr.ItemsPerSecond, want)
 			}
 		})
+	}
+	// The same leases are larger in JSON than in protobuf.
+	if p, j := bytesPerList["any version"], bytesPerList["json"]; j < 1.3*p {
+		t.Errorf("%v bytes a list in JSON, %v in protobuf: was JSON asked for?", j, p)
 	}
 }
 
@@ -86,6 +95,7 @@ func TestNewListRejects(t *testing.T) {
 	}{
 		{"no REST config", bench.ListConfig{}},
 		{"negative chunk size", bench.ListConfig{Common: bench.Common{REST: s.Config}, ChunkSize: -1}},
+		{"unknown format", bench.ListConfig{Common: bench.Common{REST: s.Config}, Accept: "yaml"}},
 		{"negative duration", bench.ListConfig{Common: bench.Common{REST: s.Config, Duration: -time.Second}}},
 		{"negative etcd pid", bench.ListConfig{Common: bench.Common{REST: s.Config, EtcdPID: -1}}},
 	}

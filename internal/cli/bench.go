@@ -257,6 +257,7 @@ func listScenario() *benchScenario {
 			fs.StringVar(&cfg.Namespace, "namespace", "kube-node-lease", "namespace of the leases")
 			fs.Int64Var(&cfg.ChunkSize, "chunk-size", 0, "leases per page, as kubectl's --chunk-size (0: one unpaginated list)")
 			fs.StringVar(&cfg.ResourceVersion, "resource-version", "", `resourceVersion of the lists: "" the most recent (a consistent read, as kubectl), "0" any`)
+			fs.StringVar(&cfg.Accept, "accept", "protobuf", "format of the lists asked for: protobuf (as Kubernetes' components) or json (as client-go by default, and kubectl)")
 		},
 		run: func(ctx context.Context, c bench.Common) (*bench.Report, error) {
 			cfg.Common = c
