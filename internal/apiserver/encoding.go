@@ -145,7 +145,7 @@ func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersio
 		if info.MediaType == mediaProtobuf {
 			return writeProtobufList(w, l)
 		}
-		return writeJSONList(w, l)
+		return writeJSONList(w, l, e.pretty)
 	}
 	var ser runtime.Encoder = info.Serializer
 	if e.pretty && info.PrettySerializer != nil {
@@ -216,8 +216,8 @@ func kindIn(obj runtime.Object, gv schema.GroupVersion) (schema.GroupVersionKind
 // (writeProtobufList, writeJSONList): the same bytes as the kind's typed
 // list, without copying every item into the typed list's slice of structs
 // first (for 100 000 leases, 40 MB copied, and scanned by the garbage
-// collector, per list). Indented JSON, YAML and the meta.k8s.io forms get
-// the typed list (forEncoding).
+// collector, per list). YAML and the meta.k8s.io forms get the typed list
+// (forEncoding).
 type itemList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
@@ -235,12 +235,12 @@ func (l *itemList) DeepCopyObject() runtime.Object {
 
 // writesItemLists tells whether e writes an itemList as it is.
 func (e encoding) writesItemLists() bool {
-	return e.as == "" && (e.info.MediaType == mediaProtobuf || (e.info.MediaType == mediaJSON && !e.pretty))
+	return e.as == "" && (e.info.MediaType == mediaProtobuf || e.info.MediaType == mediaJSON)
 }
 
 // forEncoding returns l itself, naming its kind, when e writes it as
-// protobuf or unindented JSON; otherwise the resource's typed list with the
-// same items.
+// protobuf or JSON; otherwise the resource's typed list with the same
+// items.
 func (l *itemList) forEncoding(res *registry.Resource, e encoding) (runtime.Object, error) {
 	list := res.NewList()
 	if e.writesItemLists() {

@@ -34,10 +34,10 @@ func jsonLeases(n int, big bool) []runtime.Object {
 
 // serializerJSONList writes items in JSON as leasehold did before
 // writeJSONList: copied into the typed list, then by apimachinery's
-// serializer.
-func serializerJSONList(w io.Writer, items []runtime.Object, rv, cont string) error {
+// serializer, its pretty one when pretty is set.
+func serializerJSONList(w io.Writer, items []runtime.Object, rv, cont string, pretty bool) error {
 	info, _ := serializerFor(mediaJSON)
-	e := encoding{info: info, mediaType: mediaJSON}
+	e := encoding{info: info, mediaType: mediaJSON, pretty: pretty}
 	list := registry.Leases.NewList()
 	if err := meta.SetList(list, items); err != nil {
 		return err
@@ -51,51 +51,46 @@ func serializerJSONList(w io.Writer, items []runtime.Object, rv, cont string) er
 	return encodeTo(w, e, list, registry.Leases.GroupVersion)
 }
 
-// TestJSONListBatches: a list in JSON is the serializer's bytes for the
-// typed list, whatever the number of items, their sizes against a batch's,
-// and the goroutines encoding them. Indented JSON still gets the typed
-// list.
+// TestJSONListBatches: a list in JSON, compact or indented, is the
+// serializer's bytes for the typed list, whatever the number of items,
+// their sizes against a batch's, and the goroutines encoding them.
 func TestJSONListBatches(t *testing.T) {
 	info, _ := serializerFor(mediaJSON)
-	e := encoding{info: info, mediaType: mediaJSON}
-	for _, tc := range []struct {
-		n   int
-		big bool
-	}{{0, false}, {1, false}, {2, false}, {3000, false}, {40, true}, {1, true}} {
-		items := jsonLeases(tc.n, tc.big)
-		var want bytes.Buffer
-		if err := serializerJSONList(&want, items, "99999", "next"); err != nil {
-			t.Fatal(err)
+	for _, pretty := range []bool{false, true} {
+		e := encoding{info: info, mediaType: mediaJSON, pretty: pretty}
+		layout := compactJSON
+		if pretty {
+			layout = indentedJSON
 		}
-		for _, workers := range []int{1, 2, 3, 8} {
-			list := &itemList{Items: items}
-			list.ResourceVersion, list.Continue = "99999", "next"
-			obj, err := list.forEncoding(registry.Leases, e)
-			if err != nil {
+		for _, tc := range []struct {
+			n   int
+			big bool
+		}{{0, false}, {1, false}, {2, false}, {3000, false}, {40, true}, {1, true}} {
+			items := jsonLeases(tc.n, tc.big)
+			var want bytes.Buffer
+			if err := serializerJSONList(&want, items, "99999", "next", pretty); err != nil {
 				t.Fatal(err)
 			}
-			var got bytes.Buffer
-			if err := writeJSONListWith(&got, obj.(*itemList), workers); err != nil {
-				t.Fatalf("%d items (big %v), %d workers: %v", tc.n, tc.big, workers, err)
+			for _, workers := range []int{1, 2, 3, 8} {
+				list := &itemList{Items: items}
+				list.ResourceVersion, list.Continue = "99999", "next"
+				obj, err := list.forEncoding(registry.Leases, e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got bytes.Buffer
+				if err := writeJSONListWith(&got, obj.(*itemList), layout, workers); err != nil {
+					t.Fatalf("pretty %v, %d items (big %v), %d workers: %v", pretty, tc.n, tc.big, workers, err)
+				}
+				if !bytes.Equal(got.Bytes(), want.Bytes()) {
+					t.Errorf("pretty %v, %d items (big %v), %d workers: differs from the serializer's\n got %.400q\nwant %.400q",
+						pretty, tc.n, tc.big, workers, got.Bytes(), want.Bytes())
+				}
 			}
-			if !bytes.Equal(got.Bytes(), want.Bytes()) {
-				t.Errorf("%d items (big %v), %d workers: differs from the serializer's\n got %.300q\nwant %.300q",
-					tc.n, tc.big, workers, got.Bytes(), want.Bytes())
+			if tc.n == 3000 && !strings.Contains(want.String(), `\u003ca\u0026b\u003e`) {
+				t.Errorf("the labels were not escaped: %s", want.Bytes())
 			}
 		}
-		if tc.n == 3000 && !strings.Contains(want.String(), `\u003ca\u0026b\u003e`) {
-			t.Errorf("the labels were not escaped: %s", want.Bytes())
-		}
-	}
-
-	pretty := e
-	pretty.pretty = true
-	obj, err := (&itemList{Items: jsonLeases(2, false)}).forEncoding(registry.Leases, pretty)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := obj.(*coordinationv1.LeaseList); !ok {
-		t.Errorf("indented JSON gets %T, want the typed list", obj)
 	}
 }
 
@@ -106,7 +101,7 @@ func TestJSONListWriteFails(t *testing.T) {
 	for _, after := range []int{0, 10, 3 * listBatchBytes} {
 		list := &itemList{Items: items}
 		list.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("LeaseList"))
-		err := writeJSONListWith(&failingWriter{n: after}, list, 2)
+		err := writeJSONListWith(&failingWriter{n: after}, list, compactJSON, 2)
 		if !errors.Is(err, errClientGone) {
 			t.Errorf("failing after %d bytes: %v, want the write's error", after, err)
 		}
@@ -116,8 +111,9 @@ func TestJSONListWriteFails(t *testing.T) {
 	}
 }
 
-// FuzzJSONList: whatever strings the items hold, a list in JSON is the
-// serializer's bytes for the typed list, in one batch or many.
+// FuzzJSONList: whatever strings the items hold, a list in JSON, compact
+// or indented, is the serializer's bytes for the typed list, in one batch
+// or many.
 func FuzzJSONList(f *testing.F) {
 	f.Add("node-1", "<a&b>", uint8(3), uint8(2))
 	f.Add("", "\u2028\xff\"", uint8(0), uint8(1))
@@ -134,18 +130,24 @@ func FuzzJSONList(f *testing.F) {
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &value},
 			}
 		}
-		var want bytes.Buffer
-		wantErr := serializerJSONList(&want, items, name, value)
-		list := &itemList{Items: items}
-		list.ResourceVersion, list.Continue = name, value
-		list.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("LeaseList"))
-		var got bytes.Buffer
-		err := writeJSONListWith(&got, list, 1+int(workers)%4)
-		if (err != nil) != (wantErr != nil) {
-			t.Fatalf("error %v, the serializer's %v", err, wantErr)
-		}
-		if err == nil && !bytes.Equal(got.Bytes(), want.Bytes()) {
-			t.Fatalf("differs from the serializer's\n got %.300q\nwant %.300q", got.Bytes(), want.Bytes())
+		for _, pretty := range []bool{false, true} {
+			var want bytes.Buffer
+			wantErr := serializerJSONList(&want, items, name, value, pretty)
+			list := &itemList{Items: items}
+			list.ResourceVersion, list.Continue = name, value
+			list.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("LeaseList"))
+			layout := compactJSON
+			if pretty {
+				layout = indentedJSON
+			}
+			var got bytes.Buffer
+			err := writeJSONListWith(&got, list, layout, 1+int(workers)%4)
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("pretty %v: error %v, the serializer's %v", pretty, err, wantErr)
+			}
+			if err == nil && !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Fatalf("pretty %v: differs from the serializer's\n got %.300q\nwant %.300q", pretty, got.Bytes(), want.Bytes())
+			}
 		}
 	})
 }
@@ -166,8 +168,10 @@ func BenchmarkJSONList(b *testing.B) {
 		name  string
 		write func(w *bytes.Buffer) error
 	}{
-		{"serializer", func(w *bytes.Buffer) error { return serializerJSONList(w, items, "12345", "") }},
-		{"batches", func(w *bytes.Buffer) error { return writeJSONList(w, obj.(*itemList)) }},
+		{"serializer", func(w *bytes.Buffer) error { return serializerJSONList(w, items, "12345", "", false) }},
+		{"batches", func(w *bytes.Buffer) error { return writeJSONList(w, obj.(*itemList), false) }},
+		{"serializer-pretty", func(w *bytes.Buffer) error { return serializerJSONList(w, items, "12345", "", true) }},
+		{"batches-pretty", func(w *bytes.Buffer) error { return writeJSONList(w, obj.(*itemList), true) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var w bytes.Buffer
