@@ -29,7 +29,7 @@ import (
 // and ?pretty=true) writes it with json.MarshalIndent.
 type jsonLayout struct {
 	field, colon, itemsOpen, itemSep, itemsClose, end string
-	prefix, indent                                   string // of an item
+	prefix, indent                                    string // of an item
 }
 
 var (
