@@ -19,8 +19,8 @@ import (
 )
 
 // TestItemListProtobuf: a list written from its items as they are is the
-// same protobuf, byte for byte, as the typed list; YAML gets the typed
-// list (JSON: TestJSONListBatches).
+// same protobuf, byte for byte, as the typed list; a Table is made from
+// the typed list (JSON and YAML: TestJSONListBatches, TestYAMLListBatches).
 func TestItemListProtobuf(t *testing.T) {
 	items := []runtime.Object{
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "kube-node-lease", ResourceVersion: "7", Labels: map[string]string{"x": "y"}},
@@ -51,13 +51,13 @@ func TestItemListProtobuf(t *testing.T) {
 		t.Errorf("protobuf differs from the typed list's:\n got %q\nwant %q", got.Bytes(), want.Bytes())
 	}
 
-	info, _ = serializerFor(mediaYAML)
-	obj, err = (&itemList{Items: items}).forEncoding(registry.Leases, encoding{info: info, mediaType: mediaYAML})
+	info, _ = serializerFor(mediaJSON)
+	obj, err = (&itemList{Items: items}).forEncoding(registry.Leases, encoding{info: info, mediaType: mediaJSON, as: "Table"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l, ok := obj.(*coordinationv1.LeaseList); !ok || len(l.Items) != 2 || l.Items[1].Name != "b" {
-		t.Errorf("YAML gets %T %+v, want the typed list", obj, obj)
+		t.Errorf("a Table gets %T %+v, want the typed list", obj, obj)
 	}
 }
 

@@ -50,21 +50,10 @@ func writeJSONList(w io.Writer, l *itemList, pretty bool) error {
 
 // writeJSONListWith is writeJSONList with up to workers goroutines.
 func writeJSONListWith(w io.Writer, l *itemList, layout jsonLayout, workers int) error {
-	head := []byte{'{'}
-	var err error
-	if l.Kind != "" {
-		head, err = layout.appendField(head, "kind", l.Kind)
-	}
-	if err == nil && l.APIVersion != "" {
-		head, err = layout.appendField(head, "apiVersion", l.APIVersion)
-	}
-	if err == nil {
-		head, err = layout.appendField(head, "metadata", l.ListMeta)
-	}
+	head, err := layout.head(l)
 	if err != nil {
 		return err
 	}
-	head = append(append(append(head, layout.field...), `"items"`...), layout.colon+"["...)
 	items := l.Items
 	if len(items) > 0 {
 		head = append(head, layout.itemsOpen...)
@@ -72,18 +61,9 @@ func writeJSONListWith(w io.Writer, l *itemList, layout jsonLayout, workers int)
 	if _, err := w.Write(head); err != nil {
 		return err
 	}
-
-	var batches []int
-	if len(items) > 0 {
-		// Batches of about listBatchBytes, going by the first item.
-		first, err := json.Marshal(items[0])
-		if err != nil {
-			return err
-		}
-		per := max(1, listBatchBytes/(len(first)+1))
-		for i := 0; i < len(items); i += per {
-			batches = append(batches, i)
-		}
+	batches, err := jsonBatches(items)
+	if err != nil {
+		return err
 	}
 	_, err = writeItems(w, len(items), batches, workers, func(from, to int) (*[]byte, error) {
 		return layout.encodeBatch(items, from, to)
@@ -97,6 +77,44 @@ func writeJSONListWith(w io.Writer, l *itemList, layout jsonLayout, workers int)
 	}
 	_, err = io.WriteString(w, tail)
 	return err
+}
+
+// head is the list up to the opening bracket of its items.
+func (j jsonLayout) head(l *itemList) ([]byte, error) {
+	head := []byte{'{'}
+	var err error
+	if l.Kind != "" {
+		head, err = j.appendField(head, "kind", l.Kind)
+	}
+	if err == nil && l.APIVersion != "" {
+		head, err = j.appendField(head, "apiVersion", l.APIVersion)
+	}
+	if err == nil {
+		head, err = j.appendField(head, "metadata", l.ListMeta)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return append(append(append(head, j.field...), `"items"`...), j.colon+"["...), nil
+}
+
+// jsonBatches divides items into batches of about listBatchBytes of
+// JSON, going by the first item, and returns the index of each batch's
+// first item.
+func jsonBatches(items []runtime.Object) ([]int, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	first, err := json.Marshal(items[0])
+	if err != nil {
+		return nil, err
+	}
+	per := max(1, listBatchBytes/(len(first)+1))
+	batches := make([]int, 0, (len(items)+per-1)/per)
+	for i := 0; i < len(items); i += per {
+		batches = append(batches, i)
+	}
+	return batches, nil
 }
 
 // appendField appends the list's field key with its value, and a comma.

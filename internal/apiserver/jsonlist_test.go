@@ -36,8 +36,15 @@ func jsonLeases(n int, big bool) []runtime.Object {
 // writeJSONList: copied into the typed list, then by apimachinery's
 // serializer, its pretty one when pretty is set.
 func serializerJSONList(w io.Writer, items []runtime.Object, rv, cont string, pretty bool) error {
-	info, _ := serializerFor(mediaJSON)
-	e := encoding{info: info, mediaType: mediaJSON, pretty: pretty}
+	return serializerTypedList(w, mediaJSON, pretty, items, rv, cont)
+}
+
+// serializerTypedList writes items in the media type mt as leasehold did
+// before writing lists from their items: copied into the typed list, then
+// by apimachinery's serializer.
+func serializerTypedList(w io.Writer, mt string, pretty bool, items []runtime.Object, rv, cont string) error {
+	info, _ := serializerFor(mt)
+	e := encoding{info: info, mediaType: mt, pretty: pretty}
 	list := registry.Leases.NewList()
 	if err := meta.SetList(list, items); err != nil {
 		return err
