@@ -20,7 +20,7 @@ import (
 
 // TestItemListProtobuf: a list written from its items as they are is the
 // same protobuf, byte for byte, as the typed list; a Table is made from
-// the typed list (JSON and YAML: TestJSONListBatches, TestYAMLListBatches).
+// the typed list (the other formats: TestListWriters).
 func TestItemListProtobuf(t *testing.T) {
 	items := []runtime.Object{
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "kube-node-lease", ResourceVersion: "7", Labels: map[string]string{"x": "y"}},
