@@ -82,6 +82,9 @@ func (l *List) params() map[string]string {
 // listCounters are what the lists returned, beside the meter's counts.
 type listCounters struct {
 	lastItems, items, pages, bytes atomic.Int64
+	// received is the time from a list's start until its last page was
+	// read, before the client decodes it.
+	received Histogram
 }
 
 // Run lists the namespace's leases over and over for the duration, one
@@ -111,7 +114,7 @@ func (l *List) Run(ctx context.Context) (*Report, error) {
 	go func() { progress(runCtx, &cfg.Common, "list", &m, extra); close(progressDone) }()
 	for runCtx.Err() == nil {
 		start := clk.Now()
-		items, pages, n, err := l.listOnce(ctx, rc)
+		items, pages, n, received, err := l.listOnce(ctx, rc)
 		if ctx.Err() != nil {
 			break
 		}
@@ -121,6 +124,7 @@ func (l *List) Run(ctx context.Context) (*Report, error) {
 			continue
 		}
 		m.ok(clk.Now().Sub(start))
+		c.received.Record(received)
 		c.lastItems.Store(int64(items))
 		c.items.Add(int64(items))
 		c.pages.Add(int64(pages))
@@ -142,6 +146,7 @@ func (l *List) Run(ctx context.Context) (*Report, error) {
 		List: &ListReport{
 			Namespace: cfg.Namespace, ChunkSize: cfg.ChunkSize, Items: int(c.lastItems.Load()),
 			ItemsPerSecond: float64(c.items.Load()) / secs,
+			Received:       c.received.Snapshot().Percentiles(),
 		},
 	}
 	if ops > 0 {
@@ -154,25 +159,29 @@ func (l *List) Run(ctx context.Context) (*Report, error) {
 
 // listOnce lists every lease of the namespace, page after page, decoding
 // each page as a client would; it returns the leases, pages and response
-// bytes seen.
-func (l *List) listOnce(ctx context.Context, rc rest.Interface) (items, pages int, bytes int64, err error) {
+// bytes seen, and the time spent receiving the pages (decoding left out).
+func (l *List) listOnce(ctx context.Context, rc rest.Interface) (items, pages int, bytes int64, received time.Duration, err error) {
+	clk := l.cfg.Clock
 	opts := metav1.ListOptions{Limit: l.cfg.ChunkSize, ResourceVersion: l.cfg.ResourceVersion}
 	for {
+		start := clk.Now()
+		// Do reads the whole body; Into decodes it.
 		res := rc.Get().Namespace(l.cfg.Namespace).Resource("leases").VersionedParams(&opts, scheme.ParameterCodec).
 			SetHeader("Accept", listAccept[l.cfg.Accept]).Do(ctx)
+		received += clk.Now().Sub(start)
 		raw, err := res.Raw()
 		if err != nil {
-			return items, pages, bytes, fmt.Errorf("listing leases (page %d): %w", pages+1, err)
+			return items, pages, bytes, received, fmt.Errorf("listing leases (page %d): %w", pages+1, err)
 		}
 		var list coordinationv1.LeaseList
 		if err := res.Into(&list); err != nil {
-			return items, pages, bytes, fmt.Errorf("decoding page %d: %w", pages+1, err)
+			return items, pages, bytes, received, fmt.Errorf("decoding page %d: %w", pages+1, err)
 		}
 		items += len(list.Items)
 		pages++
 		bytes += int64(len(raw))
 		if list.Continue == "" {
-			return items, pages, bytes, nil
+			return items, pages, bytes, received, nil
 		}
 		// A continued list reads at the revision of its first page.
 		opts.Continue, opts.ResourceVersion = list.Continue, ""

@@ -75,6 +75,9 @@ func TestList(t *testing.T) {
 			if lr.BytesPerList < float64(items*50) {
 				t.Errorf("%v bytes per list of %d leases", lr.BytesPerList, items)
 			}
+			if lr.Received.Count != r.Ops || lr.Received.P50 <= 0 || lr.Received.Max > r.Latency.Max {
+				t.Errorf("received %+v, for %d lists of latency %+v", lr.Received, r.Ops, r.Latency)
+			}
 			bytesPerList[tt.name] = lr.BytesPerList
 			if want := float64(r.Ops) * float64(items) / r.Seconds; lr.ItemsPerSecond < want*0.99 || lr.ItemsPerSecond > want*1.01 {
 				t.Errorf("ItemsPerSecond %v, want %v", lr.ItemsPerSecond, want)

@@ -169,6 +169,9 @@ type ListReport struct {
 	PagesPerList   float64 `json:"pagesPerList"`
 	BytesPerList   float64 `json:"bytesPerList"`
 	ItemsPerSecond float64 `json:"itemsPerSecond"`
+	// Received is the time until each list's pages were read, before the
+	// client decoded them: the server's part of a list, and the network's.
+	Received Percentiles `json:"received"`
 }
 
 // WriteJSON writes r as indented JSON.
@@ -277,6 +280,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if l := r.List; l != nil {
 		row("items per list", "%d in %s (chunk size %d, %.1f pages), %.0f items/s", l.Items, l.Namespace, l.ChunkSize, l.PagesPerList, l.ItemsPerSecond)
 		row("  bytes per list", "%s", byteSize(l.BytesPerList))
+		lat("  received", l.Received)
 	}
 	for _, s := range r.ErrorSamples {
 		row("error", "%s", s)
