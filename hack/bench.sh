@@ -14,7 +14,8 @@
 #     fleet      N virtual agents renewing every 10 s (or, with
 #                $BENCH_RATE, at the same total rate whatever N)
 #     list       full lists of the N leases in kube-node-lease, whole
-#                and in pages of 500
+#                and in pages of 500, and whole in JSON from the watch
+#                cache, as an informer with client-go's defaults lists
 #     restart    SIGTERM, start again on the same data: time to the first
 #                200 from /readyz, and until every watch cache is filled
 #   watch        $BENCH_WATCHERS watchers on the renewals of 10 writers
@@ -423,6 +424,8 @@ for n in $BENCH_NODES; do
 	bench list "$BENCH_OUT/list-$run.json" --duration "$BENCH_LIST_DURATION" --chunk-size 0
 	log "list: the same in pages of 500, as kubectl and client-go's pager, for $BENCH_LIST_DURATION"
 	bench list "$BENCH_OUT/list-paged-$run.json" --duration "$BENCH_LIST_DURATION" --chunk-size 500
+	log "list: the same whole in JSON from the watch cache, as an informer with client-go's defaults, for $BENCH_LIST_DURATION"
+	bench list "$BENCH_OUT/list-json-$run.json" --duration "$BENCH_LIST_DURATION" --chunk-size 0 --accept json --resource-version 0
 
 	log "restart with $n nodes and leases, $BENCH_RESTARTS times"
 	runs=() fills=()
