@@ -219,8 +219,8 @@ func kindIn(obj runtime.Object, gv schema.GroupVersion) (schema.GroupVersionKind
 // (writeProtobufList, writeJSONList, writeYAMLList): the same bytes as the
 // kind's typed list, without copying every item into the typed list's
 // slice of structs first (for 100 000 leases, 40 MB copied, and scanned by
-// the garbage collector, per list). The meta.k8s.io forms get the typed
-// list (forEncoding).
+// the garbage collector, per list), and so are a Table's rows and partial
+// metadata.
 type itemList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
@@ -245,20 +245,20 @@ func (e encoding) writesItemLists() bool {
 	return false
 }
 
-// forEncoding returns l itself, naming its kind, when e writes it as it
-// is; otherwise the resource's typed list with the same items.
-func (l *itemList) forEncoding(res *registry.Resource, e encoding) (runtime.Object, error) {
+// forEncoding returns l itself, naming the resource's list kind; a Table
+// or partial metadata is made from its items as they are too. A resource
+// whose list kind the scheme does not know in its group version gets its
+// typed list with the same items.
+func (l *itemList) forEncoding(res *registry.Resource) (runtime.Object, error) {
 	list := res.NewList()
-	if e.writesItemLists() {
-		kinds, _, err := registry.Scheme.ObjectKinds(list)
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range kinds {
-			if k.GroupVersion() == res.GroupVersion {
-				l.SetGroupVersionKind(k)
-				return l, nil
-			}
+	kinds, _, err := registry.Scheme.ObjectKinds(list)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range kinds {
+		if k.GroupVersion() == res.GroupVersion {
+			l.SetGroupVersionKind(k)
+			return l, nil
 		}
 	}
 	if err := meta.SetList(list, l.Items); err != nil {

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"fmt"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -13,14 +14,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasehold/leasehold/internal/registry"
 )
 
 // TestItemListProtobuf: a list written from its items as they are is the
-// same protobuf, byte for byte, as the typed list; a Table is made from
-// the typed list (the other formats: TestListWriters).
+// same protobuf, byte for byte, as the typed list (the other formats:
+// TestListWriters).
 func TestItemListProtobuf(t *testing.T) {
 	items := []runtime.Object{
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "kube-node-lease", ResourceVersion: "7", Labels: map[string]string{"x": "y"}},
@@ -40,7 +42,7 @@ func TestItemListProtobuf(t *testing.T) {
 	if err := encodeTo(&want, proto, typed, registry.Leases.GroupVersion); err != nil {
 		t.Fatal(err)
 	}
-	obj, err := list.forEncoding(registry.Leases, proto)
+	obj, err := list.forEncoding(registry.Leases)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +52,60 @@ func TestItemListProtobuf(t *testing.T) {
 	if !bytes.Equal(got.Bytes(), want.Bytes()) {
 		t.Errorf("protobuf differs from the typed list's:\n got %q\nwant %q", got.Bytes(), want.Bytes())
 	}
+}
 
-	info, _ = serializerFor(mediaJSON)
-	obj, err = (&itemList{Items: items}).forEncoding(registry.Leases, encoding{info: info, mediaType: mediaJSON, as: "Table"})
-	if err != nil {
-		t.Fatal(err)
+// TestItemListForms: a Table and a PartialObjectMetadataList made from a
+// list's items as they are, in every format they are served in, are the
+// same bytes as those made from the typed list.
+func TestItemListForms(t *testing.T) {
+	items := variedLeases(30, false)
+	typed := &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: "12", Continue: "token", RemainingItemCount: ptr.To[int64](3)}}
+	for _, item := range items {
+		typed.Items = append(typed.Items, *item.(*coordinationv1.Lease))
 	}
-	if l, ok := obj.(*coordinationv1.LeaseList); !ok || len(l.Items) != 2 || l.Items[1].Name != "b" {
-		t.Errorf("a Table gets %T %+v, want the typed list", obj, obj)
+	s := &Server{clock: clocktesting.NewFakeClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))}
+	for _, c := range []struct {
+		as, mt, include string
+	}{
+		{"Table", mediaJSON, ""}, {"Table", mediaJSON, "Object"}, {"Table", mediaJSON, "None"}, {"Table", mediaYAML, ""},
+		{"PartialObjectMetadataList", mediaJSON, ""}, {"PartialObjectMetadataList", mediaYAML, ""},
+		{"PartialObjectMetadataList", mediaProtobuf, ""},
+	} {
+		info, _ := serializerFor(c.mt)
+		e := encoding{info: info, mediaType: c.mt, as: c.as}
+		req := &request{res: registry.Leases, info: requestInfo{query: url.Values{"includeObject": {c.include}}}}
+		if c.include == "" {
+			req.info.query = url.Values{}
+		}
+		write := func(obj runtime.Object) []byte {
+			var err error
+			if c.as == "Table" {
+				obj, err = s.table(req, e, obj)
+			} else {
+				obj, err = partialMetadata(obj, c.as)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := encodeTo(&b, e, obj, metaV1); err != nil {
+				t.Fatal(err)
+			}
+			return b.Bytes()
+		}
+		list := &itemList{Items: items}
+		list.ResourceVersion, list.Continue, list.RemainingItemCount = "12", "token", ptr.To[int64](3)
+		obj, err := list.forEncoding(registry.Leases)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := write(obj), write(typed)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s in %s (include %q): differs from the typed list's\n got %.400q\nwant %.400q", c.as, c.mt, c.include, got, want)
+		}
+		if len(want) < 30*50 {
+			t.Errorf("%s in %s: %d bytes for 30 leases: %q", c.as, c.mt, len(want), want)
+		}
 	}
 }
 

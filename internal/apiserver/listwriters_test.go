@@ -112,10 +112,9 @@ func serializerTypedList(w io.Writer, mt string, pretty bool, items []runtime.Ob
 func compareWithSerializer(lw listWriter, items []runtime.Object, rv, cont string, workers int) error {
 	var want bytes.Buffer
 	wantErr := serializerTypedList(&want, lw.mt, lw.pretty, items, rv, cont)
-	info, _ := serializerFor(lw.mt)
 	list := &itemList{Items: items}
 	list.ResourceVersion, list.Continue = rv, cont
-	obj, err := list.forEncoding(registry.Leases, encoding{info: info, mediaType: lw.mt, pretty: lw.pretty})
+	obj, err := list.forEncoding(registry.Leases)
 	if err != nil {
 		return err
 	}

@@ -158,7 +158,7 @@ func (s *Server) respond(req *request, code int, obj runtime.Object) error {
 	}
 	gv := req.res.GroupVersion
 	if l, ok := obj.(*itemList); ok {
-		if obj, err = l.forEncoding(req.res, e); err != nil {
+		if obj, err = l.forEncoding(req.res); err != nil {
 			return err
 		}
 	}
