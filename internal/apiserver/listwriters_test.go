@@ -10,7 +10,9 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -88,13 +90,36 @@ func variedLeases(n int, big bool) []runtime.Object {
 	return items
 }
 
+// sampleNodes returns n Nodes as a fleet's agents post them.
+func sampleNodes(n int) []runtime.Object {
+	items := make([]runtime.Object, n)
+	now := metav1.NewTime(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	for i := range items {
+		name := fmt.Sprintf("node-%05d", i)
+		items[i] = &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: fmt.Sprint(500 + i), UID: types.UID("n-" + name),
+				Labels: map[string]string{"kubernetes.io/hostname": name, "zone": fmt.Sprintf("z-%d", i%3)}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "a b: c", Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{
+				Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")},
+				Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1900m"), corev1.ResourceMemory: resource.MustParse("7.5Gi")},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: now, LastTransitionTime: now,
+					Reason: "KubeletReady", Message: strings.Repeat("the agent is posting ready status ", i%4)}},
+				Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}, {Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.0.%d.%d", i/250, i%250)}},
+				NodeInfo:  corev1.NodeSystemInfo{KernelVersion: "6.1.0", OSImage: "Debian GNU/Linux 12 (bookworm)", Architecture: "amd64"},
+			},
+		}
+	}
+	return items
+}
+
 // serializerTypedList writes items in the media type mt as leasehold did
 // before writing lists from their items: copied into the typed list, then
 // by apimachinery's serializer (its indenting one when pretty is set).
-func serializerTypedList(w io.Writer, mt string, pretty bool, items []runtime.Object, rv, cont string) error {
+func serializerTypedList(w io.Writer, res *registry.Resource, mt string, pretty bool, items []runtime.Object, rv, cont string) error {
 	info, _ := serializerFor(mt)
 	e := encoding{info: info, mediaType: mt, pretty: pretty}
-	list := registry.Leases.NewList()
+	list := res.NewList()
 	if err := meta.SetList(list, items); err != nil {
 		return err
 	}
@@ -104,17 +129,17 @@ func serializerTypedList(w io.Writer, mt string, pretty bool, items []runtime.Ob
 	}
 	lm.SetResourceVersion(rv)
 	lm.SetContinue(cont)
-	return encodeTo(w, e, list, registry.Leases.GroupVersion)
+	return encodeTo(w, e, list, res.GroupVersion)
 }
 
-// compareWithSerializer writes items with lw, through forEncoding as a
-// response does, and with the serializer, and tells how they differ.
-func compareWithSerializer(lw listWriter, items []runtime.Object, rv, cont string, workers int) error {
+// compareWithSerializer writes items of res with lw, through forEncoding as
+// a response does, and with the serializer, and tells how they differ.
+func compareWithSerializer(lw listWriter, res *registry.Resource, items []runtime.Object, rv, cont string, workers int) error {
 	var want bytes.Buffer
-	wantErr := serializerTypedList(&want, lw.mt, lw.pretty, items, rv, cont)
+	wantErr := serializerTypedList(&want, res, lw.mt, lw.pretty, items, rv, cont)
 	list := &itemList{Items: items}
 	list.ResourceVersion, list.Continue = rv, cont
-	obj, err := list.forEncoding(registry.Leases)
+	obj, err := list.forEncoding(res)
 	if err != nil {
 		return err
 	}
@@ -145,9 +170,15 @@ func TestListWriters(t *testing.T) {
 		}{{0, false}, {1, false}, {2, false}, {lw.most, false}, {40, true}, {1, true}} {
 			items := variedLeases(tc.n, tc.big)
 			for _, workers := range []int{1, 2, 3, 8} {
-				if err := compareWithSerializer(lw, items, "99999", "next", workers); err != nil {
+				if err := compareWithSerializer(lw, registry.Leases, items, "99999", "next", workers); err != nil {
 					t.Errorf("%s, %d items (big %v), %d workers: %v", lw.name, tc.n, tc.big, workers, err)
 				}
+			}
+		}
+		// Nodes: quantities, conditions, addresses, taints.
+		for _, workers := range []int{1, 3} {
+			if err := compareWithSerializer(lw, registry.Nodes, sampleNodes(150), "99999", "", workers); err != nil {
+				t.Errorf("%s, nodes, %d workers: %v", lw.name, workers, err)
 			}
 		}
 	}
@@ -159,7 +190,7 @@ func TestListWriters(t *testing.T) {
 		{mediaYAML, "|\n        two\n        lines\n"},
 	} {
 		var b bytes.Buffer
-		if err := serializerTypedList(&b, c.mt, false, variedLeases(20, false), "1", ""); err != nil {
+		if err := serializerTypedList(&b, registry.Leases, c.mt, false, variedLeases(20, false), "1", ""); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(b.String(), c.want) {
@@ -223,7 +254,7 @@ func FuzzListWriters(f *testing.F) {
 			}
 		}
 		for _, lw := range listWriters {
-			if err := compareWithSerializer(lw, items, name, value, 1+int(workers)%4); err != nil {
+			if err := compareWithSerializer(lw, registry.Leases, items, name, value, 1+int(workers)%4); err != nil {
 				t.Fatalf("%s: %v", lw.name, err)
 			}
 		}
@@ -270,9 +301,9 @@ func BenchmarkJSONList(b *testing.B) {
 	items := protobufLeases(100000, false)
 	list := leaseList(items)
 	runListWrites(b, []listWrite{
-		{"serializer", func(w *bytes.Buffer) error { return serializerTypedList(w, mediaJSON, false, items, "12345", "") }},
+		{"serializer", func(w *bytes.Buffer) error { return serializerTypedList(w, registry.Leases, mediaJSON, false, items, "12345", "") }},
 		{"batches", func(w *bytes.Buffer) error { return writeJSONList(w, list, false) }},
-		{"serializer-pretty", func(w *bytes.Buffer) error { return serializerTypedList(w, mediaJSON, true, items, "12345", "") }},
+		{"serializer-pretty", func(w *bytes.Buffer) error { return serializerTypedList(w, registry.Leases, mediaJSON, true, items, "12345", "") }},
 		{"batches-pretty", func(w *bytes.Buffer) error { return writeJSONList(w, list, true) }},
 	})
 }
@@ -284,7 +315,7 @@ func BenchmarkYAMLList(b *testing.B) {
 	items := protobufLeases(10000, false)
 	list := leaseList(items)
 	runListWrites(b, []listWrite{
-		{"serializer", func(w *bytes.Buffer) error { return serializerTypedList(w, mediaYAML, false, items, "12345", "") }},
+		{"serializer", func(w *bytes.Buffer) error { return serializerTypedList(w, registry.Leases, mediaYAML, false, items, "12345", "") }},
 		{"batches", func(w *bytes.Buffer) error { return writeYAMLList(w, list) }},
 	})
 }
