@@ -301,9 +301,13 @@ func BenchmarkJSONList(b *testing.B) {
 	items := protobufLeases(100000, false)
 	list := leaseList(items)
 	runListWrites(b, []listWrite{
-		{"serializer", func(w *bytes.Buffer) error { return serializerTypedList(w, registry.Leases, mediaJSON, false, items, "12345", "") }},
+		{"serializer", func(w *bytes.Buffer) error {
+			return serializerTypedList(w, registry.Leases, mediaJSON, false, items, "12345", "")
+		}},
 		{"batches", func(w *bytes.Buffer) error { return writeJSONList(w, list, false) }},
-		{"serializer-pretty", func(w *bytes.Buffer) error { return serializerTypedList(w, registry.Leases, mediaJSON, true, items, "12345", "") }},
+		{"serializer-pretty", func(w *bytes.Buffer) error {
+			return serializerTypedList(w, registry.Leases, mediaJSON, true, items, "12345", "")
+		}},
 		{"batches-pretty", func(w *bytes.Buffer) error { return writeJSONList(w, list, true) }},
 	})
 }
@@ -315,7 +319,9 @@ func BenchmarkYAMLList(b *testing.B) {
 	items := protobufLeases(10000, false)
 	list := leaseList(items)
 	runListWrites(b, []listWrite{
-		{"serializer", func(w *bytes.Buffer) error { return serializerTypedList(w, registry.Leases, mediaYAML, false, items, "12345", "") }},
+		{"serializer", func(w *bytes.Buffer) error {
+			return serializerTypedList(w, registry.Leases, mediaYAML, false, items, "12345", "")
+		}},
 		{"batches", func(w *bytes.Buffer) error { return writeYAMLList(w, list) }},
 	})
 }
