@@ -240,7 +240,7 @@ func (l *itemList) DeepCopyObject() runtime.Object {
 func (e encoding) writesItemLists() bool {
 	switch e.info.MediaType {
 	case mediaProtobuf, mediaJSON, mediaYAML:
-		return e.as == ""
+		return true
 	}
 	return false
 }

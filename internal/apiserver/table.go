@@ -141,11 +141,18 @@ func partialMetadata(obj runtime.Object, as string) (runtime.Object, error) {
 		return nil, err
 	}
 	lm, _ := meta.ListAccessor(obj)
-	out := &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{
-		ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue(), RemainingItemCount: lm.GetRemainingItemCount(),
-	}}
-	for _, item := range items {
-		out.Items = append(out.Items, metav1.PartialObjectMetadata{ObjectMeta: *objectMeta(item)})
+	// The list is written as the serializer writes a
+	// PartialObjectMetadataList (writeProtobufList, writeJSONList,
+	// writeYAMLList), its items marshalled on every CPU.
+	out := &itemList{
+		TypeMeta: metav1.TypeMeta{APIVersion: metaV1.String(), Kind: "PartialObjectMetadataList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue(), RemainingItemCount: lm.GetRemainingItemCount()},
+		Items:    make([]runtime.Object, len(items)),
+	}
+	metas := make([]metav1.PartialObjectMetadata, len(items))
+	for i, item := range items {
+		metas[i].ObjectMeta = *objectMeta(item)
+		out.Items[i] = &metas[i]
 	}
 	return out, nil
 }
