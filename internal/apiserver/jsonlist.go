@@ -15,14 +15,14 @@ import (
 // one after another on the handler's goroutine, at some 5 µs a lease by
 // reflection, and first needs the typed list, whose slice of structs is a
 // copy of every item (for 100 000 leases, 40 MB). Here the items are
-// encoded from the watch cache's objects as they are, in batches spread
-// over GOMAXPROCS goroutines (writeItems), and written in order.
+// encoded from the store's objects as they are, in batches spread over
+// GOMAXPROCS goroutines (writeItems), and written in order.
 //
 // The serializer's indented form, which curl gets unless it asks for
 // pretty=false, is no stream at all: json.MarshalIndent of the whole list,
 // in memory (for 100 000 node leases, 142 MB, and the server's memory
-// twice as large while it is written). It is written here the same way,
-// byte for byte.
+// twice as large while it is written). Here it is written in batches too,
+// in the same bytes.
 
 // jsonLayout is what a JSON list puts between its parts: compact, as the
 // serializer streams a list, or indented, as its pretty form (for curl
