@@ -141,14 +141,15 @@ func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersio
 		}
 	}
 	l, isItemList := obj.(*itemList)
-	if isItemList && e.writesItemLists() {
+	if isItemList {
 		switch info.MediaType {
 		case mediaProtobuf:
 			return writeProtobufList(w, l)
+		case mediaJSON:
+			return writeJSONList(w, l, e.pretty)
 		case mediaYAML:
 			return writeYAMLList(w, l)
 		}
-		return writeJSONList(w, l, e.pretty)
 	}
 	var ser runtime.Encoder = info.Serializer
 	if e.pretty && info.PrettySerializer != nil {
@@ -234,15 +235,6 @@ func (l *itemList) DeepCopyObject() runtime.Object {
 		c.Items[i] = item.DeepCopyObject()
 	}
 	return c
-}
-
-// writesItemLists tells whether e writes an itemList as it is.
-func (e encoding) writesItemLists() bool {
-	switch e.info.MediaType {
-	case mediaProtobuf, mediaJSON, mediaYAML:
-		return true
-	}
-	return false
 }
 
 // forEncoding returns l itself, naming the resource's list kind; a Table

@@ -75,9 +75,6 @@ func TestItemListForms(t *testing.T) {
 		info, _ := serializerFor(c.mt)
 		e := encoding{info: info, mediaType: c.mt, as: c.as}
 		req := &request{res: registry.Leases, info: requestInfo{query: url.Values{"includeObject": {c.include}}}}
-		if c.include == "" {
-			req.info.query = url.Values{}
-		}
 		encoded := func(obj runtime.Object) []byte {
 			var b bytes.Buffer
 			if err := encodeTo(&b, e, obj, metaV1); err != nil {

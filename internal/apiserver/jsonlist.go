@@ -141,21 +141,29 @@ func (j jsonLayout) appendField(b []byte, key string, value any) ([]byte, error)
 func (j jsonLayout) encodeBatch(items []runtime.Object, from, to int) (*[]byte, error) {
 	buf := listBuffers.Get().(*[]byte)
 	bb := bytes.NewBuffer((*buf)[:0])
-	// An Encoder writes each item into the batch, where json.Marshal
-	// would return a copy of each; both escape HTML alike, and indent as
+	err := j.appendItems(bb, items[from:to])
+	if err == nil && to < len(items) {
+		bb.WriteString(j.itemSep)
+	}
+	*buf = bb.Bytes()
+	return buf, err
+}
+
+// appendItems appends items to bb, separated by the separator of items.
+func (j jsonLayout) appendItems(bb *bytes.Buffer, items []runtime.Object) error {
+	// An Encoder writes each item into bb, where json.Marshal would return
+	// a copy of each; both escape HTML alike, and indent as
 	// json.MarshalIndent does.
 	enc := json.NewEncoder(bb)
 	enc.SetIndent(j.prefix, j.indent)
-	for i := from; i < to; i++ {
-		if err := enc.Encode(items[i]); err != nil {
-			*buf = bb.Bytes()
-			return buf, err
-		}
-		bb.Truncate(bb.Len() - 1) // the newline Encode ends a value with
-		if i < len(items)-1 {
+	for i, item := range items {
+		if i > 0 {
 			bb.WriteString(j.itemSep)
 		}
+		if err := enc.Encode(item); err != nil {
+			return err
+		}
+		bb.Truncate(bb.Len() - 1) // the newline Encode ends a value with
 	}
-	*buf = bb.Bytes()
-	return buf, nil
+	return nil
 }

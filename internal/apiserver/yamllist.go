@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	goruntime "runtime"
@@ -82,19 +81,12 @@ func yamlBatch(items []runtime.Object, from, to int) (*[]byte, error) {
 	buf := listBuffers.Get().(*[]byte)
 	bb := bytes.NewBuffer((*buf)[:0])
 	bb.WriteString(`{"items":[`)
-	enc := json.NewEncoder(bb)
-	for i := from; i < to; i++ {
-		if err := enc.Encode(items[i]); err != nil {
-			*buf = bb.Bytes()
-			return buf, err
-		}
-		bb.Truncate(bb.Len() - 1) // the newline Encode ends a value with
-		if i < to-1 {
-			bb.WriteByte(',')
-		}
-	}
+	err := compactJSON.appendItems(bb, items[from:to])
 	bb.WriteString("]}")
 	*buf = bb.Bytes()
+	if err != nil {
+		return buf, err
+	}
 	y, err := yaml.JSONToYAML(*buf)
 	if err != nil {
 		return buf, err
