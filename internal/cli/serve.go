@@ -311,8 +311,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: caPool(ca),
 	}, log)
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
-	go func() { serveErr <- srv.ServeTLS(loopLn, "", "") }()
+	go func() { serveErr <- serveTLS(srv, ln, clk, log) }()
+	go func() { serveErr <- serveTLS(srv, loopLn, clk, log) }()
 
 	url := "https://" + ln.Addr().String()
 	loopback.host, loopback.ca = "https://"+loopLn.Addr().String(), ca.CertPEM
@@ -842,4 +842,12 @@ func newHTTPServer(h http.Handler, tc *tls.Config, log *slog.Logger) *http.Serve
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+}
+
+// serveTLS serves srv on ln with srv's TLS configuration. Handshakes run
+// ahead of net/http, each within srv's ReadHeaderTimeout (net/http's own
+// bound for them), so that a connection's serving goroutine does not keep
+// the stack its handshake grew (apiserver.HandshakeFirst).
+func serveTLS(srv *http.Server, ln net.Listener, clk clock.PassiveClock, log *slog.Logger) error {
+	return srv.Serve(apiserver.HandshakeFirst(ln, srv.TLSConfig, srv.ReadHeaderTimeout, clk, log))
 }
