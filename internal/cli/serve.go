@@ -27,6 +27,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/net/netutil"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -304,6 +305,10 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		ln.Close()
 		return err
 	}
+	// Any process on the machine can connect to it, though, and each
+	// connection held is a file taken from what the serving port's limit
+	// leaves etcd.
+	loopLn = netutil.LimitListener(loopLn, loopbackConnections)
 	srv := newHTTPServer(api.Handler(), &tls.Config{
 		Certificates: []tls.Certificate{serving},
 		// Client certificates are optional (tokens also work); those
@@ -355,7 +360,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	}()
 
 	kubeconfig := filepath.Join(f.dataDir, "admin.kubeconfig")
-	log.Info("leasehold is serving", "url", url, "kubeconfig", kubeconfig, "version", version.Version, "startedIn", clk.Since(began).Round(time.Millisecond))
+	log.Info("leasehold is serving", "url", url, "loopback", loopback.host, "kubeconfig", kubeconfig, "version", version.Version, "startedIn", clk.Since(began).Round(time.Millisecond))
 	fmt.Fprintf(os.Stderr, "\nleasehold is serving the Kubernetes API at %s\n\n  export KUBECONFIG=%s\n  kubectl get lease -A\n\n", url, kubeconfig)
 	if f.dashboard {
 		fmt.Fprintf(os.Stderr, "The dashboard is at %s/dashboard/ (the CA is %s); sign in with the admin token:\n\n  kubectl config view --raw -o jsonpath='{.users[0].user.token}'\n\n",
@@ -489,6 +494,10 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 		},
 	}}
 }
+
+// loopbackConnections is how many connections the loopback port holds at
+// once; more wait to be accepted. The server's own clients share one.
+const loopbackConnections = 64
 
 // apiserverUser is the server's own identity on its loopback, as
 // kube-apiserver's: in system:masters. It publishes the replica's identity

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,4 +150,108 @@ func TestConnectionsLeaveFilesForEtcd(t *testing.T) {
 	if _, err := cs.CoordinationV1().Leases("default").Get(context.Background(), lease.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("reading back the Lease: %v", err)
 	}
+}
+
+// loopbackRE finds the server's loopback port in its log.
+var loopbackRE = regexp.MustCompile(`msg="leasehold is serving" .*loopback=https://(\S+)`)
+
+// loopbackAddr waits for the server to log that it is serving and returns
+// the address of its loopback port.
+func loopbackAddr(t *testing.T, s *server) string {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; {
+		log, err := os.ReadFile(s.logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := loopbackRE.FindSubmatch(log); m != nil {
+			return string(m[1])
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not log its loopback port within a minute")
+		}
+		time.Sleep(50 * time.Millisecond) // polling the log, not timing a result
+	}
+}
+
+// Any process on the machine can connect to the server's loopback port,
+// where its own controllers reach it, so that port too holds a bounded
+// number of connections (64): 300 clients there, under an open-file limit
+// of 400, leave the server 100 descriptors free and its writes going on,
+// and those held back are served once others leave.
+func TestLoopbackPortLeavesFilesForEtcd(t *testing.T) {
+	const (
+		openFiles = 400
+		flood     = 300
+		held      = 64 // loopbackConnections
+	)
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Fatalf("this test runs leasehold under prlimit, from util-linux: %v", err)
+	}
+	dir := t.TempDir()
+	s := serveForUnder(t, []string{prlimit, "--nofile=" + strconv.Itoa(openFiles), "--"}, filepath.Join(dir, "data"), "", dir)
+	cs := s.clientset(t)
+	addr := loopbackAddr(t, s)
+	ca, err := os.ReadFile(filepath.Join(s.dataDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	config := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2"}}
+
+	// A handshake completes only once the server has accepted its
+	// connection. Those it holds back wait in the listening socket's
+	// queue; each gives up after a few seconds, which only makes fewer
+	// complete, never more.
+	handshakes := make(chan net.Conn, flood)
+	for range flood {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			conn, err := (&tls.Dialer{Config: config}).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				conn = nil
+			}
+			handshakes <- conn
+		}()
+	}
+	var open []net.Conn
+	for range flood {
+		if c := <-handshakes; c != nil {
+			open = append(open, c)
+		}
+	}
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	if len(open) > held {
+		t.Errorf("the loopback port accepted %d connections of %d, want at most %d", len(open), flood, held)
+	}
+	fds, err := os.ReadDir("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free := openFiles - len(fds); free < 100 {
+		t.Errorf("the server has %d files open of %d with %d clients at its loopback port: %d left for etcd, want 100 or more", len(fds), openFiles, flood, free)
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "written-beside-the-loopback-flood"}}
+	if _, err := cs.CoordinationV1().Leases("default").Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
+		t.Errorf("writing with the loopback port full: %v", err)
+	}
+
+	for _, c := range open {
+		c.Close()
+	}
+	open = nil
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := (&tls.Dialer{Config: config}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatalf("a client of the loopback port after the others left: %v", err)
+	}
+	conn.Close()
 }
