@@ -42,6 +42,11 @@
 #                period is 20 s: how long until the node lifecycle
 #                controller has marked each stopped node Unknown, and the
 #                latency of the half still renewing meanwhile
+#   connections  $BENCH_CONNECTIONS_NODES nodes renewing every 10 s on the
+#                load generator's 8 connections, then each on a connection
+#                of its own as in a real fleet, each on a fresh server: what
+#                a connection costs the server in memory (its anonymous
+#                memory, the difference over the connections added)
 #
 # It does not build leasehold: bin/leasehold must exist (make builds it
 # first). Only the compare scenario builds something: bin/kube-apiserver.
@@ -64,13 +69,18 @@
 #                              minute longer. It overrides BENCH_INTERVAL
 #                              and BENCH_LEASE_DURATION, and shows how cost
 #                              grows with N alone (default unset)
-#   BENCH_SCENARIOS            which of throughput, ceiling, fleet, watch
-#                              and compare to run (default the first four;
-#                              fleet includes list and restart)
+#   BENCH_SCENARIOS            which of throughput, ceiling, fleet, watch,
+#                              compare, outage and connections to run
+#                              (default the first four; fleet includes list
+#                              and restart)
 #   BENCH_CEILING_NODES        the fleet of the ceiling run (default 100000)
 #   BENCH_COMPARE_NODES        the fleet of the comparison (default 10000;
 #                              it renews every BENCH_INTERVAL)
 #   BENCH_OUTAGE_NODES         the fleet of the outage run (default 10000)
+#   BENCH_CONNECTIONS_NODES    the fleet of the connections run (default
+#                              5000; the load generator needs about 150 KB
+#                              a connection, and both need an open-file
+#                              limit above it)
 #   BENCH_COMPARE_TARGETS      servers compared (default "leasehold
 #                              leasehold-etcd kube-apiserver")
 #   BENCH_WATCHERS             watchers of the watch run (default 1000)
@@ -114,6 +124,7 @@ BENCH_RATE=${BENCH_RATE:-}
 BENCH_COMPARE_NODES=${BENCH_COMPARE_NODES:-10000}
 BENCH_COMPARE_TARGETS=${BENCH_COMPARE_TARGETS:-"leasehold leasehold-etcd kube-apiserver"}
 BENCH_OUTAGE_NODES=${BENCH_OUTAGE_NODES:-10000}
+BENCH_CONNECTIONS_NODES=${BENCH_CONNECTIONS_NODES:-5000}
 # FLEET_SERVE_FLAGS are the flags a fleet of BENCH_RATE adds for its servers.
 FLEET_SERVE_FLAGS=""
 if [[ -z ${BENCH_TITLE:-} ]]; then
@@ -497,6 +508,26 @@ if wanted outage; then
 		--lease-duration 40s --duration 90s --kill-after 20s --kill-fraction 0.5
 	stop_server
 	FLEET_SERVE_FLAGS=""
+fi
+
+if wanted connections; then
+	n=$BENCH_CONNECTIONS_NODES
+	anon=()
+	for conns in 8 "$n"; do
+		log "connections: $n nodes renewing every 10 s on $conns connections, for $BENCH_DURATION"
+		fresh_server "connections-$conns"
+		bench fleet "$BENCH_OUT/connections-$n-$conns.json" --nodes "$n" --connections "$conns" --interval 10s \
+			--lease-duration 40s --duration "$BENCH_DURATION"
+		# The server's anonymous memory at the end, while the fleet was
+		# connected: the first rssAnonBytes of the report is the server's.
+		anon+=("$(grep -o '"rssAnonBytes": *[0-9]*' "$BENCH_OUT/connections-$n-$conns.json" | head -n 1 | grep -o '[0-9]*$')")
+		stop_server
+	done
+	per=$(((anon[1] - anon[0]) / (n - 8)))
+	printf '{"nodes": %d, "serverAnonBytes": {"8": %d, "%d": %d}, "bytesPerConnection": %d}\n' \
+		"$n" "${anon[0]}" "$n" "${anon[1]}" "$per" >"$BENCH_OUT/connections-$n.json"
+	echo "a connection costs the server $((per / 1024)) KiB: anonymous memory $((anon[0] >> 20)) MiB with 8 connections, $((anon[1] >> 20)) MiB with $n" >&2
+	echo "results: $BENCH_OUT/connections-$n.json" >&2
 fi
 
 if wanted fleet; then
