@@ -848,8 +848,17 @@ func newHTTPServer(h http.Handler, tc *tls.Config, log *slog.Logger) *http.Serve
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
 		TLSConfig:         tc,
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: 1000,
+			// Response headers go out without HPACK's dynamic table (no
+			// entry fits in a byte). Every response carries an Audit-Id of
+			// its own, which took a new entry each time and soon pushed out
+			// the headers that do repeat, so the table held little but
+			// Audit-Ids nobody would see again: some 10 KB of every
+			// connection's memory, and as much in each client's.
+			MaxEncoderHeaderTableSize: 1,
+		},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 }
 
