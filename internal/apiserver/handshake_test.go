@@ -15,25 +15,14 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/leakcheck"
-	"github.com/leasehold/leasehold/internal/pki"
+	"github.com/leasehold/leasehold/internal/pki/pkitest"
 )
 
 // servingTLS is a server's TLS configuration with a certificate of a
 // new CA, offering HTTP/2 and HTTP/1.1, and a pool trusting that CA.
 func servingTLS(t *testing.T) (*tls.Config, *x509.CertPool) {
-	t.Helper()
-	dir := t.TempDir()
-	ca, err := pki.LoadOrCreateCA(dir, clock.RealClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := ca.LoadOrIssueServing(dir, nil, clock.RealClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.CertPEM)
-	return &tls.Config{Certificates: []tls.Certificate{serving}, NextProtos: []string{"h2", "http/1.1"}}, pool
+	serving, roots := pkitest.Serving(t)
+	return &tls.Config{Certificates: []tls.Certificate{serving}, NextProtos: []string{"h2", "http/1.1"}}, roots
 }
 
 // handshakeServer serves, through HandshakeFirst on a loopback port, a

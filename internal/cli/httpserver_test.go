@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +14,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"k8s.io/utils/clock"
 
-	"github.com/leasehold/leasehold/internal/pki"
+	"github.com/leasehold/leasehold/internal/pki/pkitest"
 )
 
 // representation is one of HPACK's kinds of header field representation
@@ -111,15 +110,7 @@ func hpackFields(block []byte) ([]hpackField, error) {
 // frame by frame: every field is a static index, or a literal that is not
 // indexed; the first block shrinks the table to nothing that fits.
 func TestResponseHeadersUseNoDynamicTable(t *testing.T) {
-	dir := t.TempDir()
-	ca, err := pki.LoadOrCreateCA(dir, clock.RealClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := ca.LoadOrIssueServing(dir, nil, clock.RealClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	serving, roots := pkitest.Serving(t)
 	n := 0
 	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n++ // one stream at a time
@@ -139,9 +130,7 @@ func TestResponseHeadersUseNoDynamicTable(t *testing.T) {
 		<-served
 	}()
 
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.CertPEM)
-	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{"h2"}})
+	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2"}})
 	if err != nil {
 		t.Fatal(err)
 	}

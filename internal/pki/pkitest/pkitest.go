@@ -1,0 +1,31 @@
+// Package pkitest gives tests a serving certificate of a CA of their own.
+package pkitest
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"testing"
+
+	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/pki"
+)
+
+// Serving creates a CA in a temporary directory of t and returns a serving
+// certificate it issued (for localhost, 127.0.0.1 and ::1, as `leasehold
+// serve` makes its own) and a pool that trusts the CA.
+func Serving(t testing.TB) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.LoadOrCreateCA(dir, clock.RealClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ca.LoadOrIssueServing(dir, nil, clock.RealClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM)
+	return serving, roots
+}
