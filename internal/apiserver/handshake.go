@@ -13,7 +13,7 @@ import (
 // HandshakeFirst returns ln serving TLS with config, whose Accept gives
 // only connections whose handshake has completed. Each handshake runs on
 // a goroutine of its own that ends with it, and must complete within
-// timeout.
+// timeout (0: no limit, as net/http's own).
 //
 // net/http's server runs the handshake on the goroutine that then serves
 // the connection for as long as it lasts, and that goroutine keeps the
@@ -91,11 +91,14 @@ func (l *handshakeListener) acceptLoop() {
 
 func (l *handshakeListener) handshake(raw net.Conn) {
 	conn := tls.Server(raw, l.config)
-	err := raw.SetDeadline(l.clock.Now().Add(l.timeout))
+	var err error
+	if l.timeout > 0 {
+		err = raw.SetDeadline(l.clock.Now().Add(l.timeout))
+	}
 	if err == nil {
 		err = conn.Handshake()
 	}
-	if err == nil {
+	if err == nil && l.timeout > 0 {
 		err = raw.SetDeadline(time.Time{})
 	}
 	l.mu.Lock()

@@ -124,6 +124,16 @@ func TestHandshakeFirstTimeout(t *testing.T) {
 	}
 }
 
+// A timeout of 0 sets no deadline: with the clock an hour behind,
+// handshakes still complete.
+func TestHandshakeFirstNoTimeout(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now().Add(-time.Hour))
+	ln, pool := handshakeServer(t, clk, 0)
+	if got := get(t, ln, pool, false); got != "HTTP/2.0" {
+		t.Errorf("the handler saw %q", got)
+	}
+}
+
 // Close ends the handshakes under way and leaves no goroutine behind; Accept
 // then says the listener is closed.
 func TestHandshakeFirstClose(t *testing.T) {
