@@ -857,6 +857,11 @@ func newHTTPServer(h http.Handler, tc *tls.Config, log *slog.Logger) *http.Serve
 			// Audit-Ids nobody would see again: some 10 KB of every
 			// connection's memory, and as much in each client's.
 			MaxEncoderHeaderTableSize: 1,
+			// The largest frame read stays allocated for the connection's
+			// life: with net/http's 1 MiB, one large body (even one answered
+			// 401) left as much on every connection it came on. 16 KiB is
+			// HTTP/2's own default; leasehold's objects fit in a few frames.
+			MaxReadFrameSize: 16 << 10,
 		},
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
