@@ -79,6 +79,7 @@ type serveFlags struct {
 	auditLogPath, auditPolicyFile   string
 	auditMaxSize, auditMaxAge       int
 	auditMaxBackup, auditBufferSize int
+	auditBatchMaxWait               time.Duration
 	maxInFlight, maxInFlightPerUser int
 	maxConnections                  int
 	requestReadTimeout              time.Duration
@@ -117,6 +118,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&f.auditMaxAge, "audit-log-maxage", 0, "days to keep rotated audit logs (0: no limit)")
 	fs.IntVar(&f.auditMaxBackup, "audit-log-maxbackup", 10, "rotated audit logs to keep (0: no limit)")
 	fs.IntVar(&f.auditBufferSize, "audit-log-buffer-size", 10000, "audit events that may wait to be written; more are dropped and counted in leasehold_audit_events_dropped_total")
+	fs.DurationVar(&f.auditBatchMaxWait, "audit-log-batch-max-wait", 10*time.Millisecond, "how long the audit writer waits for more events before it writes the ones it has (0: write each at once)")
 	fs.IntVar(&f.maxInFlight, "max-requests-inflight", 1000, "requests served at once, watches not counted (0: no limit); more get 429")
 	fs.IntVar(&f.maxInFlightPerUser, "max-requests-inflight-per-user", 250, "requests one user may have served at once (0: no limit); more get 429")
 	fs.IntVar(&f.maxConnections, "max-connections", 0, "client connections served at once; more wait to be accepted until some close (0: all but a twentieth of the process's open-file limit, leaving at least 1 024 files, or half of a smaller limit, to etcd and the server)")
@@ -200,7 +202,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	auditLog, err := openAudit(f, log)
+	auditLog, err := openAudit(f, clk, log)
 	if err != nil {
 		return err
 	}
@@ -742,7 +744,7 @@ func caPool(ca *pki.CA) *x509.CertPool {
 }
 
 // openAudit opens the audit log, or returns nil when it is disabled.
-func openAudit(f serveFlags, log *slog.Logger) (*audit.Logger, error) {
+func openAudit(f serveFlags, clk clock.Clock, log *slog.Logger) (*audit.Logger, error) {
 	policy := audit.DefaultPolicy()
 	if f.auditPolicyFile != "" {
 		p, err := audit.LoadPolicy(f.auditPolicyFile)
@@ -771,7 +773,7 @@ func openAudit(f serveFlags, log *slog.Logger) (*audit.Logger, error) {
 		}
 		out = rf
 	}
-	return audit.New(audit.Config{Out: out, Policy: policy, BufferSize: f.auditBufferSize, Logger: log})
+	return audit.New(audit.Config{Out: out, Policy: policy, BufferSize: f.auditBufferSize, BatchMaxWait: f.auditBatchMaxWait, Clock: clk, Logger: log})
 }
 
 // parseWatchCacheSizes reads --watch-cache-sizes: resource[.group]#size,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -293,5 +294,81 @@ func TestLoggerRecovers(t *testing.T) {
 	defer out.mu.Unlock()
 	if got := out.out.String(); !strings.Contains(got, `"auditID":"kept"`) || strings.Contains(got, "lost") {
 		t.Errorf("written after the failure: %q, want only the event logged after it", got)
+	}
+}
+
+// writeRecorder keeps each write to it apart and tells of each on wrote.
+type writeRecorder struct {
+	mu     sync.Mutex
+	writes []string
+	wrote  chan struct{}
+}
+
+func (w *writeRecorder) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.writes = append(w.writes, string(p))
+	w.mu.Unlock()
+	w.wrote <- struct{}{}
+	return len(p), nil
+}
+
+func (w *writeRecorder) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.writes...)
+}
+
+// TestLoggerBatchMaxWait: the events logged while the writer waits go out
+// with the one that woke it, in one write once the wait is over; a Logger
+// stopped during a wait writes what it has without waiting longer.
+func TestLoggerBatchMaxWait(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	out := &writeRecorder{wrote: make(chan struct{}, 4)}
+	l, err := New(Config{Out: out, BatchMaxWait: 10 * time.Millisecond, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(id string) *Event {
+		return &Event{Level: LevelMetadata, AuditID: types.UID(id), Stage: StageResponseComplete, Verb: "update"}
+	}
+	waiting := func() {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !clk.HasWaiters(); runtime.Gosched() {
+			if time.Now().After(deadline) {
+				t.Fatal("the writer never waited for more events")
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+
+	l.Log(ev("a"))
+	waiting() // the writer has taken a and waits
+	l.Log(ev("b"))
+	l.Log(ev("c"))
+	clk.Step(9 * time.Millisecond)
+	if got := out.all(); len(got) != 0 {
+		t.Fatalf("written before the wait was over: %q", got)
+	}
+	clk.Step(time.Millisecond)
+	<-out.wrote
+	got := out.all()
+	if len(got) != 1 || strings.Count(got[0], "\n") != 3 || !strings.Contains(got[0], `"auditID":"c"`) {
+		t.Fatalf("writes %q, want one of the three events", got)
+	}
+
+	l.Log(ev("d"))
+	waiting()
+	cancel()
+	<-done
+	if got := out.all(); len(got) != 2 || !strings.Contains(got[1], `"auditID":"d"`) {
+		t.Errorf("writes after the stop %q, want d written", got)
+	}
+}
+
+func TestLoggerNegativeBatchMaxWait(t *testing.T) {
+	if _, err := New(Config{Out: &bytes.Buffer{}, BatchMaxWait: -time.Second}); err == nil {
+		t.Error("a negative BatchMaxWait was accepted")
 	}
 }

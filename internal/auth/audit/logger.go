@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 )
 
 var (
@@ -34,6 +36,14 @@ type Config struct {
 	Policy *Policy
 	// BufferSize is how many events may wait to be written; default 10000.
 	BufferSize int
+	// BatchMaxWait is how long the writer, woken by an event, waits for
+	// more before it writes them all at once: one write to Out and one
+	// wake-up for the events of the wait instead of one each. 0 writes at
+	// once; an event may then be written up to BatchMaxWait after it was
+	// logged.
+	BatchMaxWait time.Duration
+	// Clock times BatchMaxWait; default the real clock.
+	Clock clock.Clock
 	// Logger for write errors; default slog.Default().
 	Logger *slog.Logger
 }
@@ -60,6 +70,12 @@ func New(cfg Config) (*Logger, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.BatchMaxWait < 0 {
+		return nil, errors.New("audit: BatchMaxWait must not be negative")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	return &Logger{cfg: cfg, ch: make(chan *Event, cfg.BufferSize), done: make(chan struct{})}, nil
 }
@@ -125,6 +141,16 @@ func (l *Logger) Run(ctx context.Context) error {
 		select {
 		case ev := <-l.ch:
 			write(ev)
+			if l.cfg.BatchMaxWait > 0 {
+				// Not receiving meanwhile, so the events of the wait
+				// queue without waking this goroutine.
+				t := l.cfg.Clock.NewTimer(l.cfg.BatchMaxWait)
+				select {
+				case <-t.C():
+				case <-ctx.Done():
+					t.Stop()
+				}
+			}
 			// Write what else is queued, then flush once.
 			for more := true; more; {
 				select {
