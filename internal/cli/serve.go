@@ -118,7 +118,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&f.auditMaxAge, "audit-log-maxage", 0, "days to keep rotated audit logs (0: no limit)")
 	fs.IntVar(&f.auditMaxBackup, "audit-log-maxbackup", 10, "rotated audit logs to keep (0: no limit)")
 	fs.IntVar(&f.auditBufferSize, "audit-log-buffer-size", 10000, "audit events that may wait to be written; more are dropped and counted in leasehold_audit_events_dropped_total")
-	fs.DurationVar(&f.auditBatchMaxWait, "audit-log-batch-max-wait", 10*time.Millisecond, "how long the audit writer waits for more events before it writes the ones it has (0: write each at once)")
+	fs.DurationVar(&f.auditBatchMaxWait, "audit-log-batch-max-wait", 10*time.Millisecond, "how long the audit writer waits for more events before it writes the ones it has, at most 1s (0: write each at once); --audit-log-buffer-size must hold the events of one wait")
 	fs.IntVar(&f.maxInFlight, "max-requests-inflight", 1000, "requests served at once, watches not counted (0: no limit); more get 429")
 	fs.IntVar(&f.maxInFlightPerUser, "max-requests-inflight-per-user", 250, "requests one user may have served at once (0: no limit); more get 429")
 	fs.IntVar(&f.maxConnections, "max-connections", 0, "client connections served at once; more wait to be accepted until some close (0: all but a twentieth of the process's open-file limit, leaving at least 1 024 files, or half of a smaller limit, to etcd and the server)")
@@ -135,6 +135,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if f.commitDelay < 0 || f.commitDelay > time.Second {
 		return fmt.Errorf("--etcd-commit-delay must be between 0 and 1s, not %v", f.commitDelay)
+	}
+	if f.auditBatchMaxWait < 0 || f.auditBatchMaxWait > time.Second {
+		return fmt.Errorf("--audit-log-batch-max-wait must be between 0 and 1s, not %v", f.auditBatchMaxWait)
 	}
 	if err := identity.CheckDurations(f.identityDuration, f.identityRenew); err != nil {
 		return fmt.Errorf("--identity-lease-duration, --identity-lease-renew-interval: %w", err)

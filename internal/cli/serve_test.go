@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"context"
 	"log/slog"
+	"os"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/apiserver"
 )
@@ -49,5 +53,24 @@ func TestConnectionLimit(t *testing.T) {
 	}
 	if _, err := connectionLimit(-1, log); err == nil {
 		t.Error("connectionLimit(-1) took a negative limit")
+	}
+}
+
+// TestServeRejectsBadAuditBatchMaxWait: the flag is checked before
+// anything starts, and the error names it.
+func TestServeRejectsBadAuditBatchMaxWait(t *testing.T) {
+	for _, v := range []string{"-1ms", "2s"} {
+		dir := t.TempDir()
+		// Should the flag be taken, the server would serve until the
+		// context ends: the test then fails rather than hangs.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		err := runServe(ctx, []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--audit-log-batch-max-wait", v})
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "--audit-log-batch-max-wait") {
+			t.Errorf("%s: %v, want an error naming the flag", v, err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("%s: the data directory holds %d entries, want none", v, len(entries))
+		}
 	}
 }
