@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,93 +16,6 @@ import (
 
 	"github.com/leasehold/leasehold/internal/pki/pkitest"
 )
-
-// representation is one of HPACK's kinds of header field representation
-// (RFC 7541, section 6).
-type representation int
-
-const (
-	indexed           representation = iota // from a table
-	literalIndexing                         // a literal the tables keep from now on
-	tableSizeUpdate                         // not a field: the table's new size
-	literalNotIndexed                       // a literal, not indexed or never indexed
-)
-
-// hpackField is a representation and the integer it starts with: a table
-// index (0 for a literal name), or the size of an update.
-type hpackField struct {
-	kind  representation
-	index uint64
-}
-
-// hpackFields splits an HPACK header block into its representations.
-func hpackFields(block []byte) ([]hpackField, error) {
-	var out []hpackField
-	// integer reads an integer with an n-bit prefix at the start of block.
-	integer := func(n uint) (uint64, error) {
-		if len(block) == 0 {
-			return 0, errors.New("block ends in an integer")
-		}
-		max := uint64(1)<<n - 1
-		v := uint64(block[0]) & max
-		block = block[1:]
-		if v < max {
-			return v, nil
-		}
-		for shift := uint(0); ; shift += 7 {
-			if len(block) == 0 || shift > 56 {
-				return 0, errors.New("bad integer")
-			}
-			b := block[0]
-			block = block[1:]
-			v += uint64(b&0x7f) << shift
-			if b&0x80 == 0 {
-				return v, nil
-			}
-		}
-	}
-	str := func() error {
-		n, err := integer(7)
-		if err != nil {
-			return err
-		}
-		if uint64(len(block)) < n {
-			return errors.New("block ends in a string")
-		}
-		block = block[n:]
-		return nil
-	}
-	for len(block) > 0 {
-		var kind representation
-		var prefix uint
-		switch b := block[0]; {
-		case b&0x80 != 0:
-			kind, prefix = indexed, 7
-		case b&0xc0 == 0x40:
-			kind, prefix = literalIndexing, 6
-		case b&0xe0 == 0x20:
-			kind, prefix = tableSizeUpdate, 5
-		default:
-			kind, prefix = literalNotIndexed, 4
-		}
-		i, err := integer(prefix)
-		if err != nil {
-			return nil, err
-		}
-		if kind == literalIndexing || kind == literalNotIndexed {
-			if i == 0 {
-				if err := str(); err != nil {
-					return nil, err
-				}
-			}
-			if err := str(); err != nil {
-				return nil, err
-			}
-		}
-		out = append(out, hpackField{kind, i})
-	}
-	return out, nil
-}
 
 // h2Framer serves h with newHTTPServer and serveTLS on a loopback port,
 // and returns a framer on an HTTP/2 connection to it whose preface and
@@ -150,8 +62,10 @@ func requestBlock(method string) []byte {
 // The server's HTTP/2 responses use no entry of HPACK's dynamic table and
 // add none to it, so that neither side keeps one for headers that change
 // with every response (Audit-Id). Ten responses on one connection, read
-// frame by frame: every field is a static index, or a literal that is not
-// indexed; the first block shrinks the table to nothing that fits.
+// frame by frame, are decoded with a table of one byte, which no entry
+// fits: a reference to an entry the server kept, or a table grown back,
+// fails to decode. With net/http's default the second response refers to
+// the headers the first one added.
 func TestResponseHeadersUseNoDynamicTable(t *testing.T) {
 	n := 0
 	fr := h2Framer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -161,6 +75,7 @@ func TestResponseHeadersUseNoDynamicTable(t *testing.T) {
 		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
 		w.Write([]byte("body"))
 	}))
+	dec := hpack.NewDecoder(1, nil)
 	get := requestBlock("GET")
 	for stream := uint32(1); stream <= 19; stream += 2 {
 		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: get, EndStream: true, EndHeaders: true}); err != nil {
@@ -177,18 +92,12 @@ func TestResponseHeadersUseNoDynamicTable(t *testing.T) {
 				if !f.HeadersEnded() {
 					t.Fatal("a response's headers span CONTINUATION frames; this test reads one frame")
 				}
-				fields, err := hpackFields(f.HeaderBlockFragment())
+				fields, err := dec.DecodeFull(f.HeaderBlockFragment())
 				if err != nil {
 					t.Fatalf("stream %d: %v", stream, err)
 				}
-				for i, field := range fields {
-					switch {
-					case stream == 1 && i == 0 && field == hpackField{tableSizeUpdate, 1}:
-					case field.kind == indexed && field.index <= 61: // the static table
-					case field.kind == literalNotIndexed:
-					default:
-						t.Errorf("stream %d, field %d: %+v; want a static index (1 to 61) or a literal not indexed", stream, i, field)
-					}
+				if len(fields) == 0 || fields[0].Name != ":status" {
+					t.Fatalf("stream %d: fields %v", stream, fields)
 				}
 				done = f.StreamEnded()
 			case *http2.DataFrame:
