@@ -12,7 +12,9 @@
 //
 // The token store (TokenStore) is the one component here with a goroutine:
 // Run polls the file's modification time and size every second on the
-// injected clock and reloads it when either changes, until ctx ends.
+// injected clock and reloads it when either changes, until ctx ends. A
+// token it does not know makes it check the file at once as well, at most
+// once every 10 ms.
 package auth
 
 import (

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/pki"
 )
@@ -192,6 +193,69 @@ func TestTokenStoreFollowsFile(t *testing.T) {
 			t.Error("the remaining token stopped working")
 		}
 	})
+}
+
+// TestTokenStoreChecksOnMiss: a token added to the file works at its first
+// use, with no poll between; unknown tokens check the file at most once a
+// MissInterval; known tokens never do, so a revocation waits for a poll.
+func TestTokenStoreChecksOnMiss(t *testing.T) {
+	path := filepath.Join(t.TempDir(), TokenStoreFile)
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
+	ts, err := NewTokenStore(TokenStoreConfig{Path: path, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(change func([]StoredToken) []StoredToken) {
+		t.Helper()
+		if err := UpdateTokenStore(path, func(cur []StoredToken) ([]StoredToken, error) { return change(cur), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add := func(token, user string) {
+		write(func(cur []StoredToken) []StoredToken {
+			return append(cur, NewStoredToken(token, &User{Name: user}, clk.Now(), ""))
+		})
+	}
+	check := func(token string, want bool) {
+		t.Helper()
+		u, ok, err := ts.Authenticate(bearer(token))
+		if ok != want || (!ok && !errors.Is(err, ErrInvalidToken)) {
+			t.Fatalf("%s at %v: ok %v, err %v; want ok %v", token, clk.Now().Format(time.StampMilli), ok, err, want)
+		}
+		if ok && u.Name != strings.TrimPrefix(token, "tok-") {
+			t.Fatalf("%s authenticated as %q", token, u.Name)
+		}
+	}
+
+	add("tok-alice", "alice")
+	check("tok-alice", true) // the first miss reads the file
+	add("tok-bob", "bob")
+	check("tok-bob", false) // within 10 ms of that check
+	clk.Step(9 * time.Millisecond)
+	check("tok-bob", false)
+	clk.Step(time.Millisecond)
+	check("tok-bob", true)
+
+	clk.Step(time.Second)
+	check("tok-nobody", false) // checks, and finds nothing new
+	add("tok-carol", "carol")
+	for range 100 {
+		check("tok-nobody", false)
+	}
+	check("tok-carol", false) // the misses above did not check again
+	clk.Step(10 * time.Millisecond)
+	check("tok-carol", true)
+
+	write(func(cur []StoredToken) []StoredToken {
+		return slices.DeleteFunc(cur, func(e StoredToken) bool { return e.User == "alice" })
+	})
+	clk.Step(time.Second)
+	check("tok-alice", true) // a known token checks nothing
+	if err := ts.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	check("tok-alice", false)
+	check("tok-bob", true)
 }
 
 func TestClientCerts(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -127,6 +128,9 @@ type TokenStoreConfig struct {
 	Path string
 	// Interval between checks of the file; default 1 s.
 	Interval time.Duration
+	// MissInterval is the least time between the extra checks that
+	// unknown tokens cause; default 10 ms. See TokenStore.Authenticate.
+	MissInterval time.Duration
 	// Clock; default the real clock.
 	Clock clock.WithTicker
 	// Logger; default slog.Default().
@@ -135,14 +139,19 @@ type TokenStoreConfig struct {
 
 // TokenStore authenticates the tokens of a token store file and follows
 // changes to it: a token deleted from the file stops working within one
-// Interval.
+// Interval; a token added works at its first use.
 type TokenStore struct {
 	cfg    TokenStoreConfig
 	tokens *Tokens
-	// last is the file's modification time and size when last loaded.
+
+	// mu serialises the checks of the file and guards what follows.
+	mu sync.Mutex
+	// lastMod and lastSize are the file's when last loaded.
 	lastMod  time.Time
 	lastSize int64
 	loaded   bool
+	// lastMiss is when an unknown token last caused a check.
+	lastMiss time.Time
 }
 
 var _ Authenticator = (*TokenStore)(nil)
@@ -154,6 +163,9 @@ func NewTokenStore(cfg TokenStoreConfig) (*TokenStore, error) {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
+	}
+	if cfg.MissInterval <= 0 {
+		cfg.MissInterval = 10 * time.Millisecond
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -168,29 +180,63 @@ func NewTokenStore(cfg TokenStoreConfig) (*TokenStore, error) {
 	return s, nil
 }
 
-// Authenticate implements Authenticator.
+// Authenticate implements Authenticator. A token the store does not know
+// makes it check the file before it refuses the token, so that a token
+// `leasehold token create` has just written works at once rather than
+// after the next poll. Those checks come at most once every MissInterval,
+// whatever the rate of unknown tokens; a token refused between them is
+// refused as before. Known tokens never cause a check.
 func (s *TokenStore) Authenticate(r *http.Request) (*User, bool, error) {
+	u, ok, err := s.tokens.Authenticate(r)
+	if !errors.Is(err, ErrInvalidToken) || !s.checkOnMiss() {
+		return u, ok, err
+	}
 	return s.tokens.Authenticate(r)
+}
+
+// checkOnMiss reloads the file if no miss has checked it within
+// MissInterval, and reports whether the tokens were reloaded.
+func (s *TokenStore) checkOnMiss() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.Clock.Now()
+	if !s.lastMiss.IsZero() && now.Sub(s.lastMiss) < s.cfg.MissInterval {
+		return false
+	}
+	s.lastMiss = now
+	changed, err := s.reload()
+	if err != nil {
+		s.cfg.Logger.Error("token store check failed; keeping the previous tokens", "path", s.cfg.Path, "err", err)
+	}
+	return changed
 }
 
 // Reload reads the file again if its modification time or size changed.
 func (s *TokenStore) Reload() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.reload()
+	return err
+}
+
+// reload is Reload with s.mu held; it reports whether it read the file.
+func (s *TokenStore) reload() (bool, error) {
 	fi, err := os.Stat(s.cfg.Path)
 	var mod time.Time
 	var size int64 = -1
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
-		return err
+		return false, err
 	default:
 		mod, size = fi.ModTime(), fi.Size()
 	}
 	if s.loaded && mod.Equal(s.lastMod) && size == s.lastSize {
-		return nil
+		return false, nil
 	}
 	entries, err := ReadTokenStore(s.cfg.Path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	users := make(map[[sha256.Size]byte]*User, len(entries))
 	for _, e := range entries {
@@ -202,7 +248,7 @@ func (s *TokenStore) Reload() error {
 		s.cfg.Logger.Info("token store reloaded", "path", s.cfg.Path, "tokens", len(users))
 	}
 	s.lastMod, s.lastSize, s.loaded = mod, size, true
-	return nil
+	return true, nil
 }
 
 // Run checks the file every Interval until ctx ends. A file that fails to

@@ -22,7 +22,9 @@ import (
 // token store (tokens.json, mode 0600): only their SHA-256 digests, with the
 // user, groups and creation time. The running server polls the file every
 // second and follows changes, so `leasehold token delete` revokes a token
-// within a second, with no API call and no restart. The command works on
+// within a second, with no API call and no restart; a token it does not
+// know makes it look at the file at once, so a new token works at its
+// first use. The command works on
 // the data directory of the server (--data-dir), like the server's own
 // credentials; with several servers on one etcd, each has its own store.
 
