@@ -2,11 +2,13 @@ package apiserver
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 var (
@@ -44,10 +46,44 @@ func GoCollector() prometheus.Collector {
 }
 
 func observeRequest(info requestInfo, code int, d time.Duration) {
-	verb, resource := info.verb, info.resource
+	l := labelsOf(info)
+	requestsTotal.WithLabelValues(l.verb, l.gv.Group, l.gv.Version, l.resource, l.subresource, strconv.Itoa(code)).Inc()
+	requestDuration.WithLabelValues(l.verb, l.gv.Group, l.resource).Observe(d.Seconds())
+}
+
+// requestLabels are what the request metrics record of a request.
+type requestLabels struct {
+	verb                  string
+	gv                    schema.GroupVersion
+	resource, subresource string
+}
+
+// metricVerbs are the verbs the request metrics name; any other method is
+// "other".
+var metricVerbs = map[string]bool{"get": true, "list": true, "watch": true, "create": true, "update": true,
+	"patch": true, "delete": true, "deletecollection": true}
+
+// labelsOf returns the labels of info's request: its group, version,
+// resource and subresource only when the server serves them, its verb only
+// when it is one of the API's. Every label value is then one of a few the
+// server knows: a client, authenticated or not, cannot add series by
+// asking for paths or methods of its own (nor make the Prometheus client
+// panic with one that is not UTF-8).
+func labelsOf(info requestInfo) requestLabels {
 	if !info.resourceRequest {
-		verb, resource = "nonresource", ""
+		return requestLabels{verb: "nonresource"}
 	}
-	requestsTotal.WithLabelValues(verb, info.gv.Group, info.gv.Version, resource, info.subresource, strconv.Itoa(code)).Inc()
-	requestDuration.WithLabelValues(verb, info.gv.Group, resource).Observe(d.Seconds())
+	l := requestLabels{verb: info.verb}
+	if !metricVerbs[l.verb] {
+		l.verb = "other"
+	}
+	res, ok := info.lookup()
+	if !ok {
+		return l
+	}
+	l.gv, l.resource = res.GroupVersion, res.Name
+	if slices.ContainsFunc(subresources(res), func(sr subresource) bool { return sr.name == info.subresource }) {
+		l.subresource = info.subresource
+	}
+	return l
 }
