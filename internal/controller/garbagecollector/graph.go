@@ -203,14 +203,15 @@ func (g *graph) observe(res *registry.Resource, obj metav1.Object) {
 		n.owners = owners
 		var added []metav1.OwnerReference
 		for _, o := range owners {
-			prev, had := refByUID(old, o.UID)
-			if !had {
+			if _, had := refByUID(old, o.UID); !had {
 				added = append(added, o)
 				continue
 			}
-			// A reference that stops blocking may free an owner waiting
-			// for its dependents.
-			if blocks(prev) && !blocks(o) {
+			// A dependent that stops blocking an owner may free it, if it
+			// waits for its dependents. The dependent blocks the owner if
+			// any of its references to it does (an object may name the
+			// same owner twice).
+			if blocksOwner(old, o.UID) && !blocksOwner(owners, o.UID) {
 				if owner := g.nodes[o.UID]; owner != nil && owner.foreground {
 					g.enqueueDelete(owner.ref.uid)
 				}
@@ -381,6 +382,11 @@ func refByUID(refs []metav1.OwnerReference, uid types.UID) (metav1.OwnerReferenc
 
 func blocks(r metav1.OwnerReference) bool {
 	return r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion
+}
+
+// blocksOwner says whether any of refs to the owner with uid blocks it.
+func blocksOwner(refs []metav1.OwnerReference, uid types.UID) bool {
+	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == uid && blocks(r) })
 }
 
 // refMatches says whether the reference r that dependent d holds really

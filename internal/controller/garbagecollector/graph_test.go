@@ -151,6 +151,23 @@ func TestGraph(t *testing.T) {
 		wantDeletes: uids("node-1"),
 		wantSize:    2,
 	}, {
+		name: "a dependent naming a foreground owner twice, seen again unchanged, checks nothing",
+		setup: []step{
+			{res: registry.Nodes, obj: objMeta("", "n1", "node-1", deleting(metav1.FinalizerDeleteDependents))},
+			{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", true), ownedBy("Node", "n1", "node-1", false))},
+		},
+		steps:    []step{{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", true), ownedBy("Node", "n1", "node-1", false))}},
+		wantSize: 2,
+	}, {
+		name: "a dependent naming a foreground owner twice unblocks it when neither reference blocks",
+		setup: []step{
+			{res: registry.Nodes, obj: objMeta("", "n1", "node-1", deleting(metav1.FinalizerDeleteDependents))},
+			{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", true), ownedBy("Node", "n1", "node-1", false))},
+		},
+		steps:       []step{{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", false), ownedBy("Node", "n1", "node-1", false))}},
+		wantDeletes: uids("node-1"),
+		wantSize:    2,
+	}, {
 		name:        "a new dependent of a foreground owner is checked",
 		setup:       []step{{res: registry.Nodes, obj: objMeta("", "n1", "node-1", deleting(metav1.FinalizerDeleteDependents))}},
 		steps:       []step{{res: registry.Leases, obj: lease(ownedBy("Node", "n1", "node-1", true))}},
