@@ -32,6 +32,12 @@ import (
 // cache (Config.WatchCacheSizes) is read from etcd: its objects are then
 // copies for this reader alone (SharesObjects is false).
 func (s *Server) ListerWatcher(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
+	return s.ListerWatcherWith(gvr, namespace)
+}
+
+// ListerWatcherWith is ListerWatcher with options that tune what its
+// watches deliver (OnlyChanges).
+func (s *Server) ListerWatcherWith(gvr schema.GroupVersionResource, namespace string, opts ...ReadOption) (cache.ListerWatcher, error) {
 	r, ok := registry.Lookup(gvr.GroupVersion(), gvr.Resource)
 	if !ok {
 		return nil, fmt.Errorf("apiserver: no resource %s", gvr)
@@ -43,7 +49,26 @@ func (s *Server) ListerWatcher(gvr schema.GroupVersionResource, namespace string
 	if !r.Namespaced {
 		namespace = ""
 	}
-	return &listWatch{s: s, r: r, k: k, namespace: namespace}, nil
+	lw := &listWatch{s: s, r: r, k: k, namespace: namespace}
+	for _, o := range opts {
+		o(lw)
+	}
+	return lw, nil
+}
+
+// A ReadOption tunes a ListerWatcher.
+type ReadOption func(*listWatch)
+
+// OnlyChanges makes the watches hold back a MODIFIED event when changed
+// reports no difference that matters to the reader between the object's
+// version before and the new one: a reader of owners and finalizers need
+// not wake for every renewal of a Lease. The informer's store then keeps
+// the older version, and its resourceVersion moves on with the bookmarks
+// (every 10 s), which client-go's Reflector asks for. Events replayed when
+// a watch resumes, and every event of a resource read from etcd, are
+// delivered as they are (store.WatchOptions.Changed).
+func OnlyChanges(changed func(prev, obj runtime.Object) bool) ReadOption {
+	return func(lw *listWatch) { lw.changed = changed }
 }
 
 type listWatch struct {
@@ -51,6 +76,7 @@ type listWatch struct {
 	r         *registry.Resource
 	k         *store.Kind
 	namespace string
+	changed   func(prev, obj runtime.Object) bool
 }
 
 // The deprecated forms, for cache.ListerWatcher.
@@ -129,6 +155,7 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptio
 		// deeper buffer than a remote watch's rides out a GC pause at
 		// thousands of writes a second, and costs a pointer an event.
 		BufferSize: inProcessWatchBuffer,
+		Changed:    lw.changed,
 	})
 	if err != nil {
 		cancel()

@@ -192,8 +192,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	// The controllers' informers read the API server's watch cache in
 	// process; api is set before any controller starts.
 	var api *apiserver.Server
-	reads := func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
-		return api.ListerWatcher(gvr, namespace)
+	reads := func(gvr schema.GroupVersionResource, namespace string, opts ...apiserver.ReadOption) (cache.ListerWatcher, error) {
+		return api.ListerWatcherWith(gvr, namespace, opts...)
 	}
 	leaderMetrics := newLeaderMetrics()
 	controllers := builtinControllers(f, reads, leaderMetrics)
@@ -416,10 +416,17 @@ func fleetConfig(cfg *rest.Config) *rest.Config {
 // leads, each with the identity Kubernetes gives its counterpart. reads
 // feeds the informers of the three that watch leases (the node lifecycle
 // controller, the garbage collector and the leader election coordinator)
-// from the watch cache; every controller writes through the API. The node
-// lifecycle controller and the garbage collector export their metrics
-// through metrics while they run.
-func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string) (cache.ListerWatcher, error), metrics *leaderMetrics) []manager.Controller {
+// from the watch cache; every controller writes through the API. The
+// garbage collector's reads hold back the changes it has no use for,
+// renewals among them. The node lifecycle controller and the garbage
+// collector export their metrics through metrics while they run.
+func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string, ...apiserver.ReadOption) (cache.ListerWatcher, error), metrics *leaderMetrics) []manager.Controller {
+	plainReads := func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
+		return reads(gvr, namespace)
+	}
+	gcReads := func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
+		return reads(gvr, namespace, apiserver.OnlyChanges(garbagecollector.Changed))
+	}
 	return []manager.Controller{{
 		Name:     "node-lifecycle",
 		Identity: "system:serviceaccount:kube-system:node-controller",
@@ -429,7 +436,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 				return err
 			}
 			nc, err := nodelifecycle.New(nodelifecycle.Config{
-				Client: client, Reads: reads, MonitorPeriod: f.nodeMonitorPeriod, GracePeriod: f.nodeMonitorGrace,
+				Client: client, Reads: plainReads, MonitorPeriod: f.nodeMonitorPeriod, GracePeriod: f.nodeMonitorGrace,
 				Logger: slog.Default().With("controller", "node-lifecycle"),
 			})
 			if err != nil {
@@ -442,7 +449,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 		Name:     "garbage-collector",
 		Identity: garbagecollector.UserName,
 		Run: func(ctx context.Context, cfg *rest.Config) error {
-			gc, err := garbagecollector.New(garbagecollector.Config{REST: fleetConfig(cfg), Reads: reads, Logger: slog.Default().With("controller", "garbage-collector")})
+			gc, err := garbagecollector.New(garbagecollector.Config{REST: fleetConfig(cfg), Reads: gcReads, Logger: slog.Default().With("controller", "garbage-collector")})
 			if err != nil {
 				return err
 			}
@@ -467,7 +474,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 			if err != nil {
 				return err
 			}
-			c, err := coordinator.New(coordinator.Config{Client: client, Reads: reads, Logger: slog.Default().With("controller", "leader-election")})
+			c, err := coordinator.New(coordinator.Config{Client: client, Reads: plainReads, Logger: slog.Default().With("controller", "leader-election")})
 			if err != nil {
 				return err
 			}

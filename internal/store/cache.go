@@ -396,7 +396,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 		}
 		c.pushLocked(e)
 		for w := range c.watchers {
-			w.offerLocked(c, key, e)
+			w.offerLocked(c, key, e, prev)
 		}
 	}
 	if c.order.due() {

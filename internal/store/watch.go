@@ -33,6 +33,15 @@ type WatchOptions struct {
 	// BufferSize is how many events may wait for a slow reader before the
 	// watch is closed; default 1024.
 	BufferSize int
+	// Changed, when set, holds back a MODIFIED event whose object it
+	// reports unchanged from the version before, for readers that look at
+	// only part of an object (the garbage collector: owners, finalizers and
+	// deletion, which a renewal leaves alone). Only the watch cache's live
+	// events are held back; those it replays, and those of a watch served
+	// from etcd, are delivered, having no version before at hand. A reader
+	// that passes Changed should ask for Bookmarks, which carry its
+	// revision forward while its events are held back.
+	Changed func(prev, obj runtime.Object) bool
 }
 
 // Watch is an open watch. Initial events come first; then Events delivers
@@ -52,6 +61,7 @@ func (w *Watch) Stop() { w.stop() }
 type watcher struct {
 	prefix    string
 	filter    func(runtime.Object) bool
+	changed   func(prev, obj runtime.Object) bool
 	minRV     int64
 	bookmarks bool
 	ch        chan *Event
@@ -64,7 +74,7 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 	if opts.BufferSize <= 0 {
 		opts.BufferSize = 1024
 	}
-	w := &watcher{prefix: k.Prefix(opts.Namespace), filter: opts.Filter, bookmarks: opts.Bookmarks, ch: make(chan *Event, opts.BufferSize)}
+	w := &watcher{prefix: k.Prefix(opts.Namespace), filter: opts.Filter, changed: opts.Changed, bookmarks: opts.Bookmarks, ch: make(chan *Event, opts.BufferSize)}
 	rv := opts.ResourceVersion
 	initial := rv == "" || rv == "0"
 	if opts.SendInitialEvents != nil {
@@ -160,12 +170,17 @@ func (c *cache) closeWatcherLocked(w *watcher) {
 	}
 }
 
-func (w *watcher) offerLocked(c *cache, key string, e *Event) {
+// offerLocked queues e for w; prev is the object's version before e (nil
+// when it had none).
+func (w *watcher) offerLocked(c *cache, key string, e *Event, prev runtime.Object) {
 	if e.RV <= w.minRV || !strings.HasPrefix(key, w.prefix) {
 		return
 	}
 	te := w.transform(e)
 	if te == nil {
+		return
+	}
+	if te.Type == watch.Modified && w.changed != nil && prev != nil && !w.changed(prev, te.Object) {
 		return
 	}
 	select {

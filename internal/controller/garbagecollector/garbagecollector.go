@@ -99,7 +99,8 @@ type Config struct {
 	// cache's in-process reads (apiserver.Server.ListerWatcher): the
 	// collector then sees the cached objects themselves, with no encoding,
 	// HTTP or decoding, and holds no copy of them. Deletions and orphaning
-	// always go through REST.
+	// always go through REST. Reads may hold back the changes for which
+	// Changed is false (apiserver.OnlyChanges).
 	Reads func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error)
 	// Clock drives retry backoff; default the real clock.
 	Clock clock.WithTicker

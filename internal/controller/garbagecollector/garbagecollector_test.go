@@ -17,12 +17,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/leasehold/leasehold/internal/apiserver"
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 	"github.com/leasehold/leasehold/internal/leakcheck"
 	"github.com/leasehold/leasehold/internal/registry"
@@ -41,7 +44,7 @@ type env struct {
 }
 
 // start runs the collector as leasehold serve does, reading the server's
-// watch cache in process.
+// watch cache in process, with only the changes it looks at.
 func start(t *testing.T) *env { return startWith(t, true) }
 
 // startWith runs the collector on the in-process reads, or else on the
@@ -51,7 +54,9 @@ func startWith(t *testing.T, inProcess bool) *env {
 	srv := apiservertest.Start(t, apiservertest.Options{GarbageCollection: true})
 	cfg := Config{REST: srv.Config, Logger: testLogger(t)}
 	if inProcess {
-		cfg.Reads = srv.API.ListerWatcher
+		cfg.Reads = func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
+			return srv.API.ListerWatcherWith(gvr, namespace, apiserver.OnlyChanges(Changed))
+		}
 	}
 	gc, err := New(cfg)
 	if err != nil {

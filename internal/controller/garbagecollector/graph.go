@@ -5,8 +5,11 @@ import (
 	"slices"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/leasehold/leasehold/internal/registry"
 )
@@ -369,6 +372,33 @@ func (g *graph) view(uid types.UID) (view, bool) {
 		}
 	}
 	return v, true
+}
+
+// Changed reports whether obj differs from prev, an earlier version of the
+// same object, in anything observe reads: its uid, owner references,
+// finalizers, and whether it is being deleted. A change for which it is
+// false (a Lease's renewal, a Node's status post) leaves the graph as it
+// was, so the collector's in-process reads hold it back
+// (apiserver.OnlyChanges) and the collector does not wake for it.
+func Changed(prev, obj runtime.Object) bool {
+	p, err := meta.Accessor(prev)
+	if err != nil {
+		return true
+	}
+	o, err := meta.Accessor(obj)
+	if err != nil {
+		return true
+	}
+	return p.GetUID() != o.GetUID() ||
+		(p.GetDeletionTimestamp() == nil) != (o.GetDeletionTimestamp() == nil) ||
+		!slices.Equal(p.GetFinalizers(), o.GetFinalizers()) ||
+		!slices.EqualFunc(p.GetOwnerReferences(), o.GetOwnerReferences(), sameRef)
+}
+
+// sameRef compares every field of two owner references.
+func sameRef(a, b metav1.OwnerReference) bool {
+	return a.UID == b.UID && a.APIVersion == b.APIVersion && a.Kind == b.Kind && a.Name == b.Name &&
+		ptr.Equal(a.Controller, b.Controller) && ptr.Equal(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
 }
 
 func refByUID(refs []metav1.OwnerReference, uid types.UID) (metav1.OwnerReference, bool) {
