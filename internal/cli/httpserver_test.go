@@ -2,43 +2,72 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/pki/pkitest"
 )
 
-// h2Framer serves h with newHTTPServer and serveTLS on a loopback port,
-// and returns a framer on an HTTP/2 connection to it whose preface and
-// settings are sent.
-func h2Framer(t *testing.T, h http.Handler) *http2.Framer {
+// startHTTPServer serves h with newHTTPServer and serveTLS on a loopback
+// port, and returns the server, its address and the roots to verify it
+// with. onState, if not nil, is told of every connection state after the
+// server's own hook.
+func startHTTPServer(t *testing.T, h http.Handler, clk clock.Clock, onState func(net.Conn, http.ConnState)) (*http.Server, string, *x509.CertPool) {
 	t.Helper()
 	serving, roots := pkitest.Serving(t)
-	srv := newHTTPServer(h, &tls.Config{Certificates: []tls.Certificate{serving}}, slog.New(slog.DiscardHandler))
+	srv := newHTTPServer(h, &tls.Config{Certificates: []tls.Certificate{serving}}, clk, slog.New(slog.DiscardHandler))
+	if own := srv.ConnState; onState != nil {
+		srv.ConnState = func(c net.Conn, state http.ConnState) {
+			if own != nil {
+				own(c, state)
+			}
+			onState(c, state)
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- serveTLS(srv, ln, clock.RealClock{}, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serveTLS(srv, ln, clk, slog.New(slog.DiscardHandler)) }()
 	t.Cleanup(func() {
 		srv.Close()
 		<-served
 	})
-	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2"}})
+	return srv, ln.Addr().String(), roots
+}
+
+// dialTLS completes a TLS handshake with addr offering proto by ALPN.
+func dialTLS(t *testing.T, addr string, roots *x509.CertPool, proto string) *tls.Conn {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{proto}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// h2Start sends conn's HTTP/2 preface and settings and returns a framer
+// on it.
+func h2Start(t *testing.T, conn net.Conn) *http2.Framer {
+	t.Helper()
 	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +76,14 @@ func h2Framer(t *testing.T, h http.Handler) *http2.Framer {
 		t.Fatal(err)
 	}
 	return fr
+}
+
+// h2Framer serves h as startHTTPServer does and returns a framer on an
+// HTTP/2 connection to it whose preface and settings are sent.
+func h2Framer(t *testing.T, h http.Handler) *http2.Framer {
+	t.Helper()
+	_, addr, roots := startHTTPServer(t, h, clock.RealClock{}, nil)
+	return h2Start(t, dialTLS(t, addr, roots, "h2"))
 }
 
 // requestBlock is the HPACK block of a request's pseudo-headers.
@@ -149,5 +186,74 @@ func TestRequestFramesAreBounded(t *testing.T) {
 				fr.WriteSettingsAck()
 			}
 		}
+	}
+}
+
+// A shutdown closes the connections that completed TLS and then sent
+// nothing, a second after it begins. net/http alone would wait 10 s for an
+// HTTP/2 preface, and 5 s for an HTTP/1.1 request, before it counted them
+// idle. A connection that did send its preface is told to go away, as
+// before.
+func TestShutdownClosesSilentConnections(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	accepted := make(chan struct{}, 3)
+	srv, addr, roots := startHTTPServer(t, http.NotFoundHandler(), clk, func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			accepted <- struct{}{}
+		}
+	})
+	silentH2 := dialTLS(t, addr, roots, "h2")
+	silentH1 := dialTLS(t, addr, roots, "http/1.1")
+	fr := h2Start(t, dialTLS(t, addr, roots, "h2"))
+	// Once the server acknowledges the settings it has read the preface.
+	for acked := false; !acked; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, ok := f.(*http2.SettingsFrame); ok {
+			acked = f.IsAck()
+		}
+	}
+	for range 3 {
+		<-accepted
+	}
+
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the connection that sent its preface ended without a GOAWAY: %v", err)
+		}
+		if _, ok := f.(*http2.GoAwayFrame); ok {
+			break
+		}
+	}
+	// The silent connections are closed when the shutdown's second has
+	// passed on the clock. The deadlines below only keep a failing test
+	// from hanging.
+	bound := time.Now().Add(5 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(bound) {
+			t.Fatal("the shutdown waits for nothing on the clock")
+		}
+		runtime.Gosched()
+	}
+	clk.Step(time.Second)
+	for name, conn := range map[string]*tls.Conn{"HTTP/2": silentH2, "HTTP/1.1": silentH1} {
+		conn.SetReadDeadline(bound)
+		_, err := io.Copy(io.Discard, conn) // the server's settings, if any, then the end
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("the silent %s connection is still open", name)
+		}
+	}
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Until(bound)):
+		t.Fatal("Shutdown has not returned")
 	}
 }

@@ -319,7 +319,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		// Client certificates are optional (tokens also work); those
 		// given must chain to the server's CA.
 		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: caPool(ca),
-	}, log)
+	}, clk, log)
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- serveTLS(srv, ln, clk, log) }()
 	go func() { serveErr <- serveTLS(srv, loopLn, clk, log) }()
@@ -850,11 +850,13 @@ func openFileLimit() (uint64, error) {
 // newHTTPServer is the HTTP server of `leasehold serve` for h: HTTP/2 (or
 // HTTP/1.1) over TLS 1.2 or later with tc's certificates, 1 000 concurrent
 // streams a connection. `leasehold bench echo-server` serves with it too, so
-// that what it measures is this transport.
-func newHTTPServer(h http.Handler, tc *tls.Config, log *slog.Logger) *http.Server {
+// that what it measures is this transport. Its Shutdown closes, a second
+// after it begins, connections that have sent nothing since their handshake
+// (apiserver.CloseSilentAtShutdown).
+func newHTTPServer(h http.Handler, tc *tls.Config, clk clock.Clock, log *slog.Logger) *http.Server {
 	tc.MinVersion = tls.VersionTLS12
 	tc.NextProtos = []string{"h2", "http/1.1"}
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -877,6 +879,8 @@ func newHTTPServer(h http.Handler, tc *tls.Config, log *slog.Logger) *http.Serve
 		},
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	apiserver.CloseSilentAtShutdown(srv, clk, time.Second)
+	return srv
 }
 
 // serveTLS serves srv on ln with srv's TLS configuration. Handshakes run
