@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,5 +149,48 @@ func TestUnconditionalUpdatesRetry(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// A protobuf body may carry a time RFC 3339 cannot write (a year after
+// 9999): it is refused as a JSON body holding it would be, 400, and the
+// stored Lease stays as it was, readable in JSON. The last instant of 9999
+// is taken.
+func TestProtobufTimeBeyondJSON(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	ctx := context.Background()
+	leases := s.Client(t, "application/vnd.kubernetes.protobuf").CoordinationV1().Leases("default")
+	l, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := metav1.NewMicroTime(time.Date(55190, time.November, 20, 4, 50, 45, 0, time.UTC))
+	l.Spec.RenewTime = &far
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	if !apierrors.IsBadRequest(err) {
+		t.Fatalf("update with renewTime in 55190: %v, want BadRequest", err)
+	}
+	if want := "spec.renewTime: 55190-11-20T04:50:45Z is outside the years 0000 to 9999"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+	_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: coordinationv1.LeaseSpec{AcquireTime: &far}}, metav1.CreateOptions{})
+	if !apierrors.IsBadRequest(err) {
+		t.Fatalf("create with acquireTime in 55190: %v, want BadRequest", err)
+	}
+	inJSON := s.Client(t, "application/json").CoordinationV1().Leases("default")
+	got, err := inJSON.Get(ctx, "a", metav1.GetOptions{})
+	if err != nil || got.Spec.RenewTime != nil || got.ResourceVersion != l.ResourceVersion {
+		t.Fatalf("after the refusal: %v, %v", got, err)
+	}
+	if _, err := inJSON.Get(ctx, "b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the refused create: %v, want NotFound", err)
+	}
+	last := metav1.NewMicroTime(time.Date(9999, time.December, 31, 23, 59, 59, 999999000, time.UTC))
+	l.Spec.RenewTime = &last
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := inJSON.Get(ctx, "a", metav1.GetOptions{}); err != nil || !got.Spec.RenewTime.Equal(&last) {
+		t.Fatalf("renewTime at the end of 9999, read in JSON: %v, %v", got, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -331,19 +332,26 @@ func decodeBody(contentType string, body []byte, into runtime.Object, gvk schema
 	if !ok {
 		return nil, unsupportedMediaType(bodyMediaTypes)
 	}
-	if mt == mediaProtobuf {
-		// Without the serializer's copy of the object out of its envelope;
-		// anything the fast way does not take (or fails on) goes the
-		// serializer's way, which gives the errors.
-		if ok, err := store.DecodeProtobuf(body, gvk, into); ok && err == nil {
-			return into, nil
-		} else if ok {
-			if r, canReset := into.(interface{ Reset() }); canReset {
-				r.Reset()
-			}
+	if mt != mediaProtobuf {
+		return decodeWith(info, body, into, gvk, strict)
+	}
+	// Without the serializer's copy of the object out of its envelope;
+	// anything the fast way does not take (or fails on) goes the
+	// serializer's way, which gives the errors.
+	obj, err := into, error(nil)
+	if ok, ferr := store.DecodeProtobuf(body, gvk, into); !ok || ferr != nil {
+		if r, canReset := into.(interface{ Reset() }); ok && canReset {
+			r.Reset()
+		}
+		if obj, err = decodeWith(info, body, into, gvk, strict); obj == nil {
+			return nil, err
 		}
 	}
-	return decodeWith(info, body, into, gvk, strict)
+	if path, t := unrepresentableTime(obj); path != "" {
+		return nil, badRequest("error decoding request body: %s: %s is outside the years 0000 to 9999, which JSON's times (RFC 3339) can carry",
+			path, t.UTC().Format(time.RFC3339Nano))
+	}
+	return obj, err
 }
 
 // decodeWith decodes a request body with the serializer of info.
