@@ -1,8 +1,10 @@
 package apiserver
 
 import (
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,10 +67,13 @@ func (s *silentConns) track(c net.Conn, state http.ConnState) {
 	s.n.Store(int64(len(s.conns)))
 }
 
+// closeAll closes the connections outside the lock: a TLS close writes
+// an alert first, and others' state changes need not wait for it.
 func (s *silentConns) closeAll() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
+	conns := slices.Collect(maps.Keys(s.conns))
+	s.mu.Unlock()
+	for _, c := range conns {
 		c.Close()
 	}
 }
