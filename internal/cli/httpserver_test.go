@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -255,5 +256,67 @@ func TestShutdownClosesSilentConnections(t *testing.T) {
 		}
 	case <-time.After(time.Until(bound)):
 		t.Fatal("Shutdown has not returned")
+	}
+}
+
+// TestLoopbackClosesItsConnections: the server's own clients close their
+// HTTP/2 connection when they are done, so that a shutdown need not wait
+// the second net/http gives a client to close one after its GOAWAY.
+func TestLoopbackClosesItsConnections(t *testing.T) {
+	serving, caPEM := pkitest.ServingPEM(t)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.Proto)
+	}), &tls.Config{Certificates: []tls.Certificate{serving}}, clock.RealClock{}, slog.New(slog.DiscardHandler))
+	closed := make(chan struct{}, 1)
+	own := srv.ConnState
+	srv.ConnState = func(c net.Conn, state http.ConnState) {
+		own(c, state)
+		if state == http.StateClosed {
+			closed <- struct{}{}
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- serveTLS(srv, ln, clock.RealClock{}, slog.New(slog.DiscardHandler)) }()
+	t.Cleanup(func() {
+		srv.Close()
+		<-served
+	})
+
+	l := &loopback{tokens: map[string]string{"someone": "a-token"}}
+	if err := l.serveAt(ln.Addr().String(), caPEM); err != nil {
+		t.Fatal(err)
+	}
+	client, err := rest.HTTPClientFor(l.config("someone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		resp, err := client.Get(l.host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proto, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(proto) != "HTTP/2.0" {
+			t.Fatalf("the request came over %s, not HTTP/2", proto)
+		}
+	}
+	l.closeConnections()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second): // only keeps a failing test from hanging
+		t.Fatal("the connection is still open")
+	}
+	select {
+	case <-closed:
+		t.Fatal("the clients used more than one connection")
+	default:
 	}
 }

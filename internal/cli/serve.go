@@ -32,6 +32,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	kubetransport "k8s.io/client-go/transport"
+	"k8s.io/client-go/util/connrotation"
 	"k8s.io/utils/clock"
 
 	"github.com/leasehold/leasehold/internal/apiserver"
@@ -325,7 +327,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	go func() { serveErr <- serveTLS(srv, loopLn, clk, log) }()
 
 	url := "https://" + ln.Addr().String()
-	loopback.host, loopback.ca = "https://"+loopLn.Addr().String(), ca.CertPEM
+	if err := loopback.serveAt(loopLn.Addr().String(), ca.CertPEM); err != nil {
+		return err
+	}
 	// Every replica, leading or not, publishes its identity; Stop deletes
 	// it while the server still answers.
 	idClient, err := kubernetes.NewForConfig(loopback.config(apiserverUser))
@@ -384,6 +388,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	stopControllers()
 	<-ctrlDone
 	stopIdentity()
+	loopback.closeConnections()
 	api.Shutdown()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
 	defer cancel()
@@ -520,8 +525,11 @@ const apiserverUser = "system:apiserver"
 // identities: a random token each, known only to this process.
 type loopback struct {
 	host   string
-	ca     []byte
 	tokens map[string]string
+	// rt is the one transport of every client, so that they share a
+	// connection; conns holds what it dialed, for closeConnections.
+	rt    http.RoundTripper
+	conns *connrotation.ConnectionTracker
 }
 
 func newLoopback(tokens *auth.Tokens, controllers []manager.Controller) (*loopback, error) {
@@ -555,10 +563,31 @@ func newLoopback(tokens *auth.Tokens, controllers []manager.Controller) (*loopba
 // newLoopback was given.
 func (l *loopback) config(identity string) *rest.Config {
 	return &rest.Config{
-		Host: l.host, BearerToken: l.tokens[identity], TLSClientConfig: rest.TLSClientConfig{CAData: l.ca},
+		Host: l.host, BearerToken: l.tokens[identity], Transport: l.rt,
 		QPS: 200, Burst: 400, UserAgent: "leasehold/" + version.Version + " " + identity,
 	}
 }
+
+// serveAt points the clients at the loopback port's address, whose
+// certificate chains to ca.
+func (l *loopback) serveAt(addr string, ca []byte) error {
+	l.conns = connrotation.NewConnectionTracker()
+	dial := connrotation.NewDialerWithTracker((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext, l.conns)
+	rt, err := kubetransport.New(&kubetransport.Config{TLS: kubetransport.TLSConfig{CAData: ca}, DialHolder: &kubetransport.DialHolder{Dial: dial.DialContext}})
+	if err != nil {
+		return fmt.Errorf("loopback transport: %w", err)
+	}
+	l.host, l.rt = "https://"+addr, rt
+	return nil
+}
+
+// closeConnections closes the clients' connections, once they are done.
+// At shutdown the server answers an HTTP/2 connection with nothing in
+// flight with a GOAWAY and then waits a second for its client to close
+// it (net/http's allowance for a GOAWAY to arrive before the close):
+// the server's own clients, all stopped by then, held every clean stop
+// that long.
+func (l *loopback) closeConnections() { l.conns.CloseAll() }
 
 // bulkLoadGC lets the heap grow five times between collections instead of
 // twice while the watch caches fill, and returns the function that puts the

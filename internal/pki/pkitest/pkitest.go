@@ -16,6 +16,16 @@ import (
 // serve` makes its own) and a pool that trusts the CA.
 func Serving(t testing.TB) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
+	serving, caPEM := ServingPEM(t)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	return serving, roots
+}
+
+// ServingPEM is Serving with the CA's certificate in PEM, as a client's
+// configuration takes it.
+func ServingPEM(t testing.TB) (tls.Certificate, []byte) {
+	t.Helper()
 	dir := t.TempDir()
 	ca, err := pki.LoadOrCreateCA(dir, clock.RealClock{})
 	if err != nil {
@@ -25,7 +35,5 @@ func Serving(t testing.TB) (tls.Certificate, *x509.CertPool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.CertPEM)
-	return serving, roots
+	return serving, ca.CertPEM
 }
