@@ -21,6 +21,14 @@ import (
 func (s *Server) Bootstrap(ctx context.Context) error {
 	k := s.kinds[registry.Namespaces]
 	for _, name := range registry.InitialNamespaces {
+		// Read first: a start writes nothing it need not, and so starts on
+		// an etcd that accepts no writes (its database full), to serve the
+		// reads and the deletions that free it.
+		if _, err := k.Get(ctx, k.Key("", name)); err == nil {
+			continue
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: name, UID: uuid.NewUUID(), CreationTimestamp: metav1.NewTime(s.clock.Now()),
 		}}
