@@ -65,7 +65,7 @@ type serveFlags struct {
 	etcdCA, etcdCert, etcdKey           string
 	tlsSANs                             string
 	compaction, commitDelay             time.Duration
-	compactionWrites                    int64
+	compactionWrites, etcdQuota         int64
 	eventTTL                            time.Duration
 	watchCacheSizes                     string
 	cacheSizes                          map[schema.GroupResource]int // watchCacheSizes, parsed
@@ -98,6 +98,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for the external etcd")
 	fs.StringVar(&f.tlsSANs, "tls-san", "", "extra comma-separated host names or IPs for the serving certificate")
 	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often to compact etcd history (0 disables)")
+	fs.Int64Var(&f.etcdQuota, "etcd-quota-backend-bytes", embedded.DefaultQuotaBackendBytes, "the embedded etcd's database size limit (etcd's --quota-backend-bytes): at it etcd refuses writes, and the server reclaims the space once objects are deleted, or at a start with a larger limit")
 	fs.Int64Var(&f.compactionWrites, "etcd-compaction-writes", store.DefaultCompactionWrites, "compact as soon as this server has made this many writes since the last compaction, without waiting for the interval: etcd's history holds at least an interval or this many writes, whichever is less, and at most about twice that (0: the interval alone)")
 	fs.DurationVar(&f.commitDelay, "etcd-commit-delay", 0, "how long a group commit waits, from its oldest write, for more writes to share its etcd transaction and fsync, once recent commits have been shared by independent writers (at most 1s; 0 never waits); less CPU per write at moderate rates, for that much more latency")
 	fs.DurationVar(&f.eventTTL, "event-ttl", time.Hour, "how long an Event is kept after its last write, as kube-apiserver's --event-ttl (0: forever)")
@@ -134,6 +135,9 @@ func runServe(ctx context.Context, args []string) error {
 	var err error
 	if f.cacheSizes, err = parseWatchCacheSizes(f.watchCacheSizes); err != nil {
 		return err
+	}
+	if f.etcdQuota <= 0 {
+		return fmt.Errorf("--etcd-quota-backend-bytes must be positive, not %d", f.etcdQuota)
 	}
 	if f.commitDelay < 0 || f.commitDelay > time.Second {
 		return fmt.Errorf("--etcd-commit-delay must be between 0 and 1s, not %v", f.commitDelay)
@@ -216,9 +220,22 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	etcdClient, etcdKV, err := etcd.wait()
+	etcdClient, member, err := etcd.wait()
 	if err != nil {
 		return err
+	}
+	var etcdKV pb.KVClient // the embedded member's own, which skips gRPC
+	if member != nil {
+		etcdKV = member.KV()
+		// A database at its quota refuses writes until its space is
+		// reclaimed; a first check before the bootstrap's writes, then one
+		// every spaceCheckInterval.
+		space := member.SpaceKeeper(log)
+		space.Check(ctx)
+		spaceCtx, stopSpace := context.WithCancel(context.Background())
+		spaceDone := make(chan struct{})
+		go func() { space.Run(spaceCtx, clk, spaceCheckInterval); close(spaceDone) }()
+		defer func() { stopSpace(); <-spaceDone }()
 	}
 
 	// An external cluster keeps etcd's default limit of operations per
@@ -669,7 +686,7 @@ func metricsGatherer(f serveFlags, reg *prometheus.Registry) prometheus.Gatherer
 type etcdStart struct {
 	done    chan struct{}
 	client  *clientv3.Client
-	kv      pb.KVClient // the embedded member's; nil for an external cluster
+	member  *embedded.Etcd // nil for an external cluster
 	closeFn func()
 	err     error
 }
@@ -678,16 +695,16 @@ func startEtcd(f serveFlags, log *slog.Logger) *etcdStart {
 	s := &etcdStart{done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		s.client, s.kv, s.closeFn, s.err = openEtcd(f, log)
+		s.client, s.member, s.closeFn, s.err = openEtcd(f, log)
 	}()
 	return s
 }
 
-// wait returns the client, and the embedded member's KV API, once etcd is
-// open.
-func (s *etcdStart) wait() (*clientv3.Client, pb.KVClient, error) {
+// wait returns the client, and the embedded member (nil for an external
+// cluster), once etcd is open.
+func (s *etcdStart) wait() (*clientv3.Client, *embedded.Etcd, error) {
 	<-s.done
-	return s.client, s.kv, s.err
+	return s.client, s.member, s.err
 }
 
 // close waits for etcd to open, if it is still opening, and closes it.
@@ -696,6 +713,11 @@ func (s *etcdStart) close() {
 		s.closeFn()
 	}
 }
+
+// spaceCheckInterval is how often the embedded member's NOSPACE alarm is
+// checked: writes resume this long at most after deletions free enough of
+// a full database.
+const spaceCheckInterval = 10 * time.Second
 
 // The client pings a member it has heard nothing from for etcdKeepAliveTime
 // and drops the connection when no answer comes within etcdKeepAliveTimeout,
@@ -718,15 +740,15 @@ const (
 const etcdCommitTimeout = 5 * time.Second
 
 // openEtcd connects to the external etcd or starts the embedded one.
-func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, pb.KVClient, func(), error) {
+func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, *embedded.Etcd, func(), error) {
 	if f.etcdServers == "" {
 		start := time.Now()
-		e, err := embedded.Start(embedded.Config{Dir: filepath.Join(f.dataDir, "etcd"), Logger: log})
+		e, err := embedded.Start(embedded.Config{Dir: filepath.Join(f.dataDir, "etcd"), QuotaBackendBytes: f.etcdQuota, Logger: log})
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		log.Info("embedded etcd ready", "took", time.Since(start).Round(time.Millisecond))
-		return e.Client(), e.KV(), func() { e.Close() }, nil
+		return e.Client(), e, func() { e.Close() }, nil
 	}
 	cfg := clientv3.Config{
 		Endpoints: strings.Split(f.etcdServers, ","), DialTimeout: 10 * time.Second,

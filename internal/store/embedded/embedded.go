@@ -44,7 +44,8 @@ type Config struct {
 	// InitialCluster lists the members for a new multi-member cluster
 	// ("a=http://10.0.0.1:2380,b=…"); default this member alone.
 	InitialCluster string
-	// QuotaBackendBytes is the database size limit; default 8 GiB.
+	// QuotaBackendBytes is the database size limit; default
+	// DefaultQuotaBackendBytes.
 	QuotaBackendBytes int64
 	// MaxRequestBytes is the largest request etcd accepts; default 4 MiB,
 	// above the API server's 3 MiB body limit.
@@ -59,6 +60,11 @@ type Config struct {
 	// Logger receives etcd's warnings and errors; default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultQuotaBackendBytes is the member's database size limit unless
+// Config says otherwise: 8 GiB, the largest etcd recommends (its own
+// default is 2 GiB).
+const DefaultQuotaBackendBytes = 8 << 30
 
 // SingleMemberCatchUpEntries is etcd's --snapshot-catchup-entries for a
 // member alone in its cluster: the raft entries it keeps in memory after
@@ -112,6 +118,7 @@ type Etcd struct {
 	log    *zapSlog
 	client *clientv3.Client
 	kv     pb.KVClient
+	quota  int64 // the database's size limit in bytes
 }
 
 // Start starts the member and waits until it serves.
@@ -142,7 +149,7 @@ func Start(cfg Config) (*Etcd, error) {
 	}
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	if ec.QuotaBackendBytes == 0 {
-		ec.QuotaBackendBytes = 8 << 30
+		ec.QuotaBackendBytes = DefaultQuotaBackendBytes
 	}
 	// Group commit puts up to MaxBatch writes in one transaction.
 	ec.MaxTxnOps = MaxTxnOps
@@ -204,7 +211,7 @@ func Start(cfg Config) (*Etcd, error) {
 		return nil, fmt.Errorf("embedded etcd: not ready after %s", timeout)
 	}
 	kv := adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.Server))
-	return &Etcd{etcd: e, log: zs, client: v3client.New(e.Server), kv: kv}, nil
+	return &Etcd{etcd: e, log: zs, client: v3client.New(e.Server), kv: kv, quota: ec.QuotaBackendBytes}, nil
 }
 
 // Client is an in-process client of the member, closed by Close.
