@@ -24,6 +24,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
@@ -119,7 +120,14 @@ type Etcd struct {
 	client *clientv3.Client
 	kv     pb.KVClient
 	quota  int64 // the database's size limit in bytes
+	lock   *fileutil.LockedFile
 }
+
+// LockFile, in the member's directory, is locked while a member runs
+// there. etcd itself waits for its database's lock without end, saying so
+// only in a message of its info level: a second process started on the
+// directory hung, even through SIGTERM.
+const LockFile = "leasehold.lock"
 
 // Start starts the member and waits until it serves.
 func Start(cfg Config) (*Etcd, error) {
@@ -132,6 +140,19 @@ func Start(cfg Config) (*Etcd, error) {
 	if err := os.Chmod(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	}
+	lock, err := fileutil.TryLockFile(filepath.Join(cfg.Dir, LockFile), os.O_WRONLY|os.O_CREATE, 0o600)
+	if errors.Is(err, fileutil.ErrLocked) {
+		return nil, fmt.Errorf("embedded etcd: %s is in use by another process; stop it, or give this one a directory of its own", cfg.Dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd: %w", err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			lock.Close()
+		}
+	}()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -211,7 +232,8 @@ func Start(cfg Config) (*Etcd, error) {
 		return nil, fmt.Errorf("embedded etcd: not ready after %s", timeout)
 	}
 	kv := adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.Server))
-	return &Etcd{etcd: e, log: zs, client: v3client.New(e.Server), kv: kv, quota: ec.QuotaBackendBytes}, nil
+	started = true
+	return &Etcd{etcd: e, log: zs, client: v3client.New(e.Server), kv: kv, quota: ec.QuotaBackendBytes, lock: lock}, nil
 }
 
 // Client is an in-process client of the member, closed by Close.
@@ -233,6 +255,7 @@ func (e *Etcd) Close() error {
 	e.log.closing.Store(true)
 	err := e.client.Close()
 	e.etcd.Close()
+	e.lock.Close()
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}

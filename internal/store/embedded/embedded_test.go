@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"strings"
 	"testing"
 
 	"go.etcd.io/etcd/server/v3/etcdserver"
@@ -30,4 +31,27 @@ func TestSingleMemberRaftLog(t *testing.T) {
 	if cfg := e.etcd.Config(); cfg.TickMs != SingleMemberTickMs || cfg.ElectionMs != SingleMemberElectionMs {
 		t.Errorf("tick %d ms, election %d ms; want %d and %d", cfg.TickMs, cfg.ElectionMs, SingleMemberTickMs, SingleMemberElectionMs)
 	}
+}
+
+// TestDirInUse: a second member on a directory in use is refused at once
+// (etcd alone waits for its database's lock for ever); once the first is
+// closed, the directory is free.
+func TestDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	e, err := Start(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e2, err := Start(Config{Dir: dir}); err == nil {
+		e2.Close()
+		t.Fatal("a second member started on the same directory")
+	} else if !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("the second member: %v", err)
+	}
+	e.Close()
+	e, err = Start(Config{Dir: dir})
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	e.Close()
 }
