@@ -44,12 +44,7 @@ func runCert(ctx context.Context, args []string) error {
 	if outDir == "" && kubeconfigOut == "" {
 		return errors.New("--out-dir or --kubeconfig-out is required")
 	}
-	// Only an existing CA: a missing one would otherwise be created here
-	// and trusted by no server.
-	if _, err := os.Stat(filepath.Join(dataDir, pki.CAKeyFile)); err != nil {
-		return fmt.Errorf("no CA in --data-dir: %w", err)
-	}
-	ca, err := pki.LoadOrCreateCA(dataDir, clock.RealClock{})
+	ca, err := existingCA(dataDir)
 	if err != nil {
 		return err
 	}
@@ -94,4 +89,19 @@ func sanitizeFileName(s string) string {
 		}
 	}
 	return string(out)
+}
+
+// existingCA loads the CA in dataDir, under its lock (a server starting
+// there may be creating it), and refuses to create one: a new CA would be
+// trusted by no server.
+func existingCA(dataDir string) (*pki.CA, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, pki.CAKeyFile)); err != nil {
+		return nil, fmt.Errorf("no CA in --data-dir: %w", err)
+	}
+	release, err := pki.LockDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return pki.LoadOrCreateCA(dataDir, clock.RealClock{})
 }

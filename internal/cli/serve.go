@@ -172,29 +172,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	etcd := startEtcd(f, log)
 	defer etcd.close()
 	go apiserver.Prepare()
-	ca, err := pki.LoadOrCreateCA(f.dataDir, clk)
-	if err != nil {
-		return err
-	}
-	hosts := []string{"localhost", "127.0.0.1", "::1"}
-	if host != "" && host != "0.0.0.0" && host != "::" {
-		hosts = append(hosts, host)
-	}
-	for _, san := range strings.Split(f.tlsSANs, ",") {
-		if san = strings.TrimSpace(san); san != "" {
-			hosts = append(hosts, san)
-		}
-	}
-	serving, err := ca.LoadOrIssueServing(f.dataDir, hosts, clk)
+	tokens := auth.NewTokens()
+	ca, serving, adminToken, err := credentials(f, host, tokens, clk)
 	if err != nil {
 		return err
 	}
 
-	tokens := auth.NewTokens()
-	adminToken, err := adminCredentials(f, ca, host, tokens)
-	if err != nil {
-		return err
-	}
 	// The controllers' informers read the API server's watch cache in
 	// process; api is set before any controller starts.
 	var api *apiserver.Server
@@ -629,6 +612,35 @@ func orDisabled[T ~int64](v T) T {
 		return -1
 	}
 	return v
+}
+
+// credentials loads the data directory's CA, serving certificate and admin
+// token digest, and creates what is missing, under the directory's lock
+// (pki.LockDir): replicas may share the directory. adminToken is set when
+// this start made the admin token.
+func credentials(f serveFlags, host string, tokens *auth.Tokens, clk clock.PassiveClock) (ca *pki.CA, serving tls.Certificate, adminToken string, err error) {
+	release, err := pki.LockDir(f.dataDir)
+	if err != nil {
+		return nil, serving, "", err
+	}
+	defer release()
+	if ca, err = pki.LoadOrCreateCA(f.dataDir, clk); err != nil {
+		return nil, serving, "", err
+	}
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if host != "" && host != "0.0.0.0" && host != "::" {
+		hosts = append(hosts, host)
+	}
+	for _, san := range strings.Split(f.tlsSANs, ",") {
+		if san = strings.TrimSpace(san); san != "" {
+			hosts = append(hosts, san)
+		}
+	}
+	if serving, err = ca.LoadOrIssueServing(f.dataDir, hosts, clk); err != nil {
+		return nil, serving, "", err
+	}
+	adminToken, err = adminCredentials(f, ca, host, tokens)
+	return ca, serving, adminToken, err
 }
 
 // adminCredentials loads the admin token digest, or on first start makes an

@@ -6,6 +6,7 @@
 //
 //	ca.crt, ca.key            the self-signed CA (ECDSA P-256, 10 years)
 //	serving.crt, serving.key  the server's certificate (1 year), signed by the CA
+//	credentials.lock          held by a process creating or reading them (LockDir)
 //
 // The first start creates them; later starts reuse them. The CA is never
 // replaced silently, since every kubeconfig and client certificate trusts it:
