@@ -207,6 +207,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if member == nil {
+		if err := waitForEtcd(ctx, etcdClient, clk, log); err != nil {
+			return stoppedOr(ctx, log, err)
+		}
+	}
 	var etcdKV pb.KVClient // the embedded member's own, which skips gRPC
 	if member != nil {
 		etcdKV = member.KV()
@@ -285,7 +290,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	cancel()
 	if err != nil {
 		restoreGC()
-		return fmt.Errorf("bootstrap: %w", err)
+		return stoppedOr(ctx, log, fmt.Errorf("bootstrap: %w", err))
 	}
 	go func() {
 		if st.WaitReady(storeCtx) == nil {
@@ -765,6 +770,7 @@ func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, *embedded.Etcd,
 	cfg := clientv3.Config{
 		Endpoints: strings.Split(f.etcdServers, ","), DialTimeout: 10 * time.Second,
 		DialKeepAliveTime: etcdKeepAliveTime, DialKeepAliveTimeout: etcdKeepAliveTimeout,
+		Logger: embedded.ClientLogger(log.With("component", "etcd-client")),
 	}
 	if f.etcdCA != "" || f.etcdCert != "" {
 		tlsCfg, err := (transport.TLSInfo{CertFile: f.etcdCert, KeyFile: f.etcdKey, TrustedCAFile: f.etcdCA}).ClientConfig()
@@ -784,6 +790,56 @@ func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, *embedded.Etcd,
 	followed := make(chan struct{})
 	go func() { followAnswering(ctx, c, cfg, clock.RealClock{}, log); close(followed) }()
 	return c, nil, func() { cancel(); <-followed; c.Close() }, nil
+}
+
+// etcdStartWait is how long a start waits for an external etcd to answer
+// before it gives up, as kube-apiserver gives its storage a minute; the
+// server says that it waits, and why, every etcdProbeTimeout.
+const (
+	etcdStartWait    = time.Minute
+	etcdProbeTimeout = 5 * time.Second
+)
+
+// waitForEtcd returns once the external etcd answers a linearizable read,
+// which a member does only with a leader; a server started before its
+// etcd, or while a member is down, says so in its log every
+// etcdProbeTimeout instead of waiting in silence. It gives up after
+// etcdStartWait, or when ctx ends.
+func waitForEtcd(ctx context.Context, c *clientv3.Client, clk clock.Clock, log *slog.Logger) error {
+	began := clk.Now()
+	for {
+		tried := clk.Now()
+		probeCtx, cancel := context.WithTimeout(ctx, etcdProbeTimeout)
+		_, err := c.Get(probeCtx, "health", clientv3.WithCountOnly())
+		cancel()
+		switch {
+		case err == nil:
+			if waited := clk.Since(began); waited >= etcdProbeTimeout {
+				log.Info("etcd answers", "endpoints", c.Endpoints(), "waited", waited.Round(time.Second))
+			}
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case clk.Since(began) >= etcdStartWait:
+			return fmt.Errorf("etcd at %s did not answer within %v: %w", strings.Join(c.Endpoints(), ","), etcdStartWait, err)
+		}
+		log.Warn("waiting for etcd to answer", "endpoints", c.Endpoints(), "waited", clk.Since(began).Round(time.Second), "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-clk.After(etcdProbeTimeout - clk.Since(tried)):
+		}
+	}
+}
+
+// stoppedOr returns err, or nil once ctx has ended: a SIGTERM or an
+// interrupt before the server serves is a clean stop, not a failure.
+func stoppedOr(ctx context.Context, log *slog.Logger, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	log.Info("stopped before serving")
+	return nil
 }
 
 // authenticators returns the request authenticators in order: client

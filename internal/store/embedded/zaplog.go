@@ -3,10 +3,13 @@ package embedded
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -22,6 +25,13 @@ type zapSlog struct {
 }
 
 var _ zapcore.Core = (*zapSlog)(nil)
+
+// ClientLogger returns a logger for an etcd client (clientv3.Config.Logger)
+// that logs through log as the embedded member does: warnings and errors
+// only, in the process's format, and a few a second of any one message.
+func ClientLogger(log *slog.Logger) *zap.Logger {
+	return zap.New(sampled(&zapSlog{log: log, closing: new(atomic.Bool)}))
+}
 
 func (z *zapSlog) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
 
@@ -72,8 +82,8 @@ func (z *zapSlog) Write(e zapcore.Entry, fields []zapcore.Field) error {
 		return nil
 	}
 	attrs := make([]any, 0, 2*len(enc.Fields))
-	for k, v := range enc.Fields {
-		attrs = append(attrs, k, v)
+	for _, k := range slices.Sorted(maps.Keys(enc.Fields)) {
+		attrs = append(attrs, k, enc.Fields[k])
 	}
 	level := slog.LevelWarn
 	if e.Level >= zapcore.ErrorLevel {

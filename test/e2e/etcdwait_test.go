@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/syncbuf"
+)
+
+// TestServeWaitsForEtcd: a server started while its external etcd does not
+// answer says so in its log and serves once etcd answers; one stopped
+// before etcd answers exits cleanly.
+func TestServeWaitsForEtcd(t *testing.T) {
+	needKubectl(t)
+	dir := t.TempDir()
+	members := startEtcdCluster(t, dir)
+	etcd := members[0]
+	// A member that stops answering with its connections open: frozen.
+	if err := etcd.proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = etcd.proc.Signal(syscall.SIGCONT)
+		}
+	}()
+	logPath := filepath.Join(dir, "serve.log")
+	type started struct {
+		s   *server
+		err error
+	}
+	starts := make(chan started, 1)
+	go func() {
+		s, err := startServerUnder(nil, filepath.Join(dir, "data"), "", dir, "--etcd-servers", etcd.url)
+		starts <- started{s, err}
+	}()
+	eventually(t, 30*time.Second, func() error {
+		data, _ := os.ReadFile(logPath)
+		if !bytes.Contains(data, []byte("waiting for etcd to answer")) {
+			return errors.New("the server's log does not say that it waits for etcd")
+		}
+		return nil
+	})
+	if err := etcd.proc.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	st := <-starts
+	if st.err != nil {
+		t.Fatalf("the server did not serve once etcd answered: %v", st.err)
+	}
+	t.Cleanup(func() {
+		if err := st.s.stop(); err != nil {
+			t.Errorf("leasehold serve did not stop cleanly: %v", err)
+		}
+	})
+	if got := st.s.kubectl(t, "get", "namespace", "kube-node-lease", "-o", "name"); strings.TrimSpace(got) != "namespace/kube-node-lease" {
+		t.Errorf("kubectl get namespace kube-node-lease: %q", got)
+	}
+
+	// Nothing listens where this server's etcd should be: SIGTERM stops it
+	// while it waits, with exit status 0.
+	addr, err := freeListenAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncbuf.Buffer
+	cmd := exec.Command(leaseholdBin, "serve", "--data-dir", filepath.Join(dir, "data2"), "--listen", "127.0.0.1:0",
+		"--etcd-servers", "http://"+addr)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if !strings.Contains(out.String(), "waiting for etcd to answer") {
+			return errors.New("the server's log does not say that it waits for etcd")
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("leasehold serve stopped while waiting for etcd: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "stopped before serving") {
+		t.Errorf("the log of a server stopped while waiting for etcd:\n%s", out.String())
+	}
+}
