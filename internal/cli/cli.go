@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"k8s.io/klog/v2"
 )
 
 // command is one subcommand. run gets a context cancelled on SIGINT or
@@ -83,18 +85,23 @@ func newFlagSet(name string) *flag.FlagSet {
 }
 
 // newLogger returns the process logger: text or JSON on stderr at level.
+// The libraries that log through klog (client-go, component-helpers) log
+// through it too, so that the process writes one format.
 func newLogger(format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	var log *slog.Logger
 	switch format {
 	case "text", "":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		log = slog.New(slog.NewTextHandler(os.Stderr, opts))
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	default:
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 	}
+	klog.SetSlogLogger(log)
+	return log, nil
 }

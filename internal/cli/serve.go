@@ -375,8 +375,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 
 	kubeconfig := filepath.Join(f.dataDir, "admin.kubeconfig")
 	log.Info("leasehold is serving", "url", url, "loopback", loopback.host, "kubeconfig", kubeconfig, "version", version.Version, "startedIn", clk.Since(began).Round(time.Millisecond))
-	fmt.Fprintf(os.Stderr, "\nleasehold is serving the Kubernetes API at %s\n\n  export KUBECONFIG=%s\n  kubectl get lease -A\n\n", url, kubeconfig)
-	if f.dashboard {
+	// The note for whoever started the server, which a log read as JSON
+	// lines has no room for: its "leasehold is serving" entry says it all.
+	if f.logFormat != "json" {
+		fmt.Fprintf(os.Stderr, "\nleasehold is serving the Kubernetes API at %s\n\n  export KUBECONFIG=%s\n  kubectl get lease -A\n\n", url, kubeconfig)
+	}
+	if f.dashboard && f.logFormat != "json" {
 		fmt.Fprintf(os.Stderr, "The dashboard is at %s/dashboard/ (the CA is %s); sign in with the admin token:\n\n  kubectl config view --raw -o jsonpath='{.users[0].user.token}'\n\n",
 			url, filepath.Join(f.dataDir, pki.CACertFile))
 	}
