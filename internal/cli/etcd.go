@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/leasehold/leasehold/internal/store/embedded"
@@ -46,7 +45,7 @@ func runEtcd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer e.Close()
-	fmt.Fprintf(os.Stderr, "etcd member %s serving clients at %s\n", name, strings.Join(e.Endpoints(), ","))
+	log.Info("etcd member serving clients", "name", name, "clientURLs", strings.Join(e.Endpoints(), ","))
 	select {
 	case <-ctx.Done():
 		return nil

@@ -3,9 +3,15 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // TestJSONLog: with --log-format json every line the server writes, from
@@ -49,6 +55,40 @@ func TestJSONLog(t *testing.T) {
 	for _, m := range []string{"leasehold is serving", "Deleting old lease on startup", "Cleaning up lease on exit"} {
 		if !msgs[m] {
 			t.Errorf("no %q among the %d entries", m, lines)
+		}
+	}
+
+	// And a `leasehold etcd` member's, from its start to its stop.
+	client, err := freeListenAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := freeListenAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncbuf.Buffer
+	cmd := exec.Command(leaseholdBin, "etcd", "--data-dir", filepath.Join(t.TempDir(), "etcd"), "--log-format", "json",
+		"--listen-client-urls", "http://"+client, "--listen-peer-urls", "http://"+peer)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, startTimeout, func() error {
+		if !strings.Contains(out.String(), "etcd member serving clients") {
+			return errors.New("the member does not serve yet")
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("leasehold etcd: %v\n%s", err, out.String())
+	}
+	for line := range strings.Lines(out.String()) {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("leasehold etcd wrote a line that is no JSON: %q", line)
 		}
 	}
 }
