@@ -321,8 +321,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	// connection held is a file taken from what the serving port's limit
 	// leaves etcd.
 	loopLn = netutil.LimitListener(loopLn, loopbackConnections)
+	servingCtx, stopServing := context.WithCancel(context.Background())
+	servingDone := make(chan struct{})
+	go func() { serving.Run(servingCtx, clk, pki.ServingCheckInterval, log); close(servingDone) }()
+	defer func() { stopServing(); <-servingDone }()
 	srv := newHTTPServer(api.Handler(), &tls.Config{
-		Certificates: []tls.Certificate{serving},
+		GetCertificate: serving.GetCertificate,
 		// Client certificates are optional (tokens also work); those
 		// given must chain to the server's CA.
 		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: caPool(ca),
@@ -627,14 +631,14 @@ func orDisabled[T ~int64](v T) T {
 // token digest, and creates what is missing, under the directory's lock
 // (pki.LockDir): replicas may share the directory. adminToken is set when
 // this start made the admin token.
-func credentials(f serveFlags, host string, tokens *auth.Tokens, clk clock.PassiveClock) (ca *pki.CA, serving tls.Certificate, adminToken string, err error) {
+func credentials(f serveFlags, host string, tokens *auth.Tokens, clk clock.PassiveClock) (ca *pki.CA, serving *pki.Serving, adminToken string, err error) {
 	release, err := pki.LockDir(f.dataDir)
 	if err != nil {
-		return nil, serving, "", err
+		return nil, nil, "", err
 	}
 	defer release()
 	if ca, err = pki.LoadOrCreateCA(f.dataDir, clk); err != nil {
-		return nil, serving, "", err
+		return nil, nil, "", err
 	}
 	hosts := []string{"localhost", "127.0.0.1", "::1"}
 	if host != "" && host != "0.0.0.0" && host != "::" {
@@ -645,8 +649,8 @@ func credentials(f serveFlags, host string, tokens *auth.Tokens, clk clock.Passi
 			hosts = append(hosts, san)
 		}
 	}
-	if serving, err = ca.LoadOrIssueServing(f.dataDir, hosts, clk); err != nil {
-		return nil, serving, "", err
+	if serving, err = ca.NewServing(f.dataDir, hosts, clk); err != nil {
+		return nil, nil, "", err
 	}
 	adminToken, err = adminCredentials(f, ca, host, tokens)
 	return ca, serving, adminToken, err
