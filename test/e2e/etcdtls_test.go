@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"errors"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/pki"
+	"github.com/leasehold/leasehold/internal/syncbuf"
+)
+
+// TestServeOnEtcdWithTLS: a server reaches an etcd that serves TLS and
+// requires client certificates through --etcd-cafile, --etcd-certfile and
+// --etcd-keyfile, and kubectl works through it; a server given the CA but
+// no client certificate says in its log why etcd does not answer it.
+func TestServeOnEtcdWithTLS(t *testing.T) {
+	needKubectl(t)
+	dir := t.TempDir()
+	pkiDir := filepath.Join(dir, "etcd-pki")
+	clk := clock.RealClock{}
+	ca, err := pki.LoadOrCreateCA(pkiDir, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.LoadOrIssueServing(pkiDir, nil, clk); err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.IssueClient("leasehold", nil, time.Hour, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, clientCert, clientKey := filepath.Join(pkiDir, pki.CACertFile), filepath.Join(pkiDir, "client.crt"), filepath.Join(pkiDir, "client.key")
+	for path, data := range map[string][]byte{clientCert: certPEM, clientKey: keyPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	clientAddr, err := freeListenAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerAddr, err := freeListenAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := embed.NewConfig()
+	cfg.Dir = filepath.Join(dir, "etcd")
+	cfg.LogLevel = "error"
+	clientURL := url.URL{Scheme: "https", Host: clientAddr}
+	peerURL := url.URL{Scheme: "http", Host: peerAddr}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
+	cfg.InitialCluster = cfg.Name + "=" + peerURL.String()
+	cfg.ClientTLSInfo = transport.TLSInfo{
+		CertFile: filepath.Join(pkiDir, pki.ServingCertFile), KeyFile: filepath.Join(pkiDir, pki.ServingKeyFile),
+		TrustedCAFile: caFile, ClientCertAuth: true,
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatalf("starting etcd with TLS: %v", err)
+	}
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		t.Fatalf("etcd with TLS: %v", err)
+	case <-time.After(startTimeout):
+		t.Fatal("etcd with TLS not ready")
+	}
+
+	s := serveFor(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", clientURL.String(),
+		"--etcd-cafile", caFile, "--etcd-certfile", clientCert, "--etcd-keyfile", clientKey)
+	s.kubectl(t, "create", "namespace", "tls")
+	if _, stderr, err := s.runKubectlStdin(t, `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"over-tls"},"spec":{"holderIdentity":"a"}}`,
+		"apply", "-n", "tls", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, stderr)
+	}
+	if got := s.kubectl(t, "get", "lease", "-n", "tls", "over-tls", "-o", "jsonpath={.spec.holderIdentity}"); got != "a" {
+		t.Errorf("the lease written through etcd with TLS: holder %q", got)
+	}
+
+	// Without a client certificate, etcd refuses the handshake.
+	var out syncbuf.Buffer
+	cmd := exec.Command(leaseholdBin, "serve", "--data-dir", filepath.Join(dir, "data2"), "--listen", "127.0.0.1:0",
+		"--etcd-servers", clientURL.String(), "--etcd-cafile", caFile)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	eventually(t, 30*time.Second, func() error {
+		if !strings.Contains(out.String(), "waiting for etcd to answer") {
+			return errors.New("the server's log does not say that it waits for etcd")
+		}
+		return nil
+	})
+	if !strings.Contains(out.String(), "certificate required") {
+		t.Errorf("the log of a server without a client certificate does not give etcd's reason:\n%s", out.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("leasehold serve stopped while waiting for etcd: %v", err)
+	}
+}
