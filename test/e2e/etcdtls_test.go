@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"errors"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +13,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/leasehold/leasehold/internal/pki"
-	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // TestServeOnEtcdWithTLS: a server reaches an etcd that serves TLS and
@@ -46,19 +42,12 @@ func TestServeOnEtcdWithTLS(t *testing.T) {
 		}
 	}
 
-	clientAddr, err := freeListenAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peerAddr, err := freeListenAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	addrs := freeAddrs(t, 2)
 	cfg := embed.NewConfig()
 	cfg.Dir = filepath.Join(dir, "etcd")
 	cfg.LogLevel = "error"
-	clientURL := url.URL{Scheme: "https", Host: clientAddr}
-	peerURL := url.URL{Scheme: "http", Host: peerAddr}
+	clientURL := url.URL{Scheme: "https", Host: addrs[0]}
+	peerURL := url.URL{Scheme: "http", Host: addrs[1]}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
 	cfg.InitialCluster = cfg.Name + "=" + peerURL.String()
@@ -91,27 +80,13 @@ func TestServeOnEtcdWithTLS(t *testing.T) {
 	}
 
 	// Without a client certificate, etcd refuses the handshake.
-	var out syncbuf.Buffer
-	cmd := exec.Command(leaseholdBin, "serve", "--data-dir", filepath.Join(dir, "data2"), "--listen", "127.0.0.1:0",
+	p := startProcess(t, "serve", "--data-dir", filepath.Join(dir, "data2"), "--listen", "127.0.0.1:0",
 		"--etcd-servers", clientURL.String(), "--etcd-cafile", caFile)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p.waitOutput(t, "waiting for etcd to answer", 30*time.Second)
+	if !strings.Contains(p.out.String(), "certificate required") {
+		t.Errorf("the log of a server without a client certificate does not give etcd's reason:\n%s", p.out.String())
 	}
-	defer cmd.Process.Kill()
-	eventually(t, 30*time.Second, func() error {
-		if !strings.Contains(out.String(), "waiting for etcd to answer") {
-			return errors.New("the server's log does not say that it waits for etcd")
-		}
-		return nil
-	})
-	if !strings.Contains(out.String(), "certificate required") {
-		t.Errorf("the log of a server without a client certificate does not give etcd's reason:\n%s", out.String())
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
+	if err := p.stop(); err != nil {
 		t.Errorf("leasehold serve stopped while waiting for etcd: %v", err)
 	}
 }

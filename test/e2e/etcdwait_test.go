@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // TestServeWaitsForEtcd: a server started while its external etcd does not
@@ -68,30 +65,13 @@ func TestServeWaitsForEtcd(t *testing.T) {
 
 	// Nothing listens where this server's etcd should be: SIGTERM stops it
 	// while it waits, with exit status 0.
-	addr, err := freeListenAddr()
-	if err != nil {
-		t.Fatal(err)
+	p := startProcess(t, "serve", "--data-dir", filepath.Join(dir, "data2"), "--listen", "127.0.0.1:0",
+		"--etcd-servers", "http://"+freeAddrs(t, 1)[0])
+	p.waitOutput(t, "waiting for etcd to answer", 30*time.Second)
+	if err := p.stop(); err != nil {
+		t.Fatalf("leasehold serve stopped while waiting for etcd: %v\n%s", err, p.out.String())
 	}
-	var out syncbuf.Buffer
-	cmd := exec.Command(leaseholdBin, "serve", "--data-dir", filepath.Join(dir, "data2"), "--listen", "127.0.0.1:0",
-		"--etcd-servers", "http://"+addr)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, func() error {
-		if !strings.Contains(out.String(), "waiting for etcd to answer") {
-			return errors.New("the server's log does not say that it waits for etcd")
-		}
-		return nil
-	})
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("leasehold serve stopped while waiting for etcd: %v\n%s", err, out.String())
-	}
-	if !strings.Contains(out.String(), "stopped before serving") {
-		t.Errorf("the log of a server stopped while waiting for etcd:\n%s", out.String())
+	if !strings.Contains(p.out.String(), "stopped before serving") {
+		t.Errorf("the log of a server stopped while waiting for etcd:\n%s", p.out.String())
 	}
 }

@@ -46,16 +46,9 @@ func startEtcdCluster(t *testing.T, dir string, names ...string) []etcdMember {
 	}
 	var clients, peers, cluster []string
 	for _, name := range names {
-		client, err := freeListenAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		peer, err := freeListenAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients, peers = append(clients, "http://"+client), append(peers, "http://"+peer)
-		cluster = append(cluster, name+"=http://"+peer)
+		addrs := freeAddrs(t, 2)
+		clients, peers = append(clients, "http://"+addrs[0]), append(peers, "http://"+addrs[1])
+		cluster = append(cluster, name+"=http://"+addrs[1])
 	}
 	members := make([]etcdMember, len(names))
 	exits := make([]chan error, len(names))

@@ -3,15 +3,10 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-
-	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // TestJSONLog: with --log-format json every line the server writes, from
@@ -59,34 +54,14 @@ func TestJSONLog(t *testing.T) {
 	}
 
 	// And a `leasehold etcd` member's, from its start to its stop.
-	client, err := freeListenAddr()
-	if err != nil {
-		t.Fatal(err)
+	addrs := freeAddrs(t, 2)
+	p := startProcess(t, "etcd", "--data-dir", filepath.Join(t.TempDir(), "etcd"), "--log-format", "json",
+		"--listen-client-urls", "http://"+addrs[0], "--listen-peer-urls", "http://"+addrs[1])
+	p.waitOutput(t, "etcd member serving clients", startTimeout)
+	if err := p.stop(); err != nil {
+		t.Fatalf("leasehold etcd: %v\n%s", err, p.out.String())
 	}
-	peer, err := freeListenAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out syncbuf.Buffer
-	cmd := exec.Command(leaseholdBin, "etcd", "--data-dir", filepath.Join(t.TempDir(), "etcd"), "--log-format", "json",
-		"--listen-client-urls", "http://"+client, "--listen-peer-urls", "http://"+peer)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, startTimeout, func() error {
-		if !strings.Contains(out.String(), "etcd member serving clients") {
-			return errors.New("the member does not serve yet")
-		}
-		return nil
-	})
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("leasehold etcd: %v\n%s", err, out.String())
-	}
-	for line := range strings.Lines(out.String()) {
+	for line := range strings.Lines(p.out.String()) {
 		if !json.Valid([]byte(line)) {
 			t.Errorf("leasehold etcd wrote a line that is no JSON: %q", line)
 		}
