@@ -248,6 +248,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(apiserver.GuardCollectors()...)
 	reg.MustRegister(audit.Collectors()...)
 	reg.MustRegister(leaderMetrics)
+	reg.MustRegister(certificateExpiry(ca, serving)...)
 	api, err = apiserver.New(apiserver.Config{
 		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
 		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(metricsGatherer(f, reg), promhttp.HandlerOpts{})},
@@ -654,6 +655,26 @@ func credentials(f serveFlags, host string, tokens *auth.Tokens, clk clock.Passi
 	}
 	adminToken, err = adminCredentials(f, ca, host, tokens)
 	return ca, serving, adminToken, err
+}
+
+// certificateExpiry exports when the CA and the serving certificate in use
+// expire, for an alert well ahead: the serving certificate renews itself,
+// the CA (10 years) does not.
+func certificateExpiry(ca *pki.CA, serving *pki.Serving) []prometheus.Collector {
+	opts := func(which string) prometheus.GaugeOpts {
+		return prometheus.GaugeOpts{
+			Name:        "leasehold_certificate_expiration_timestamp_seconds",
+			Help:        "When the certificate expires, in seconds since the Unix epoch: the CA, or the serving certificate in use.",
+			ConstLabels: prometheus.Labels{"certificate": which},
+		}
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(opts("ca"), func() float64 { return float64(ca.Cert.NotAfter.Unix()) }),
+		prometheus.NewGaugeFunc(opts("serving"), func() float64 {
+			c, _ := serving.GetCertificate(nil)
+			return float64(c.Leaf.NotAfter.Unix())
+		}),
+	}
 }
 
 // adminCredentials loads the admin token digest, or on first start makes an
