@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	iofs "io/fs"
@@ -135,6 +136,12 @@ func runServe(ctx context.Context, args []string) error {
 	var err error
 	if f.cacheSizes, err = parseWatchCacheSizes(f.watchCacheSizes); err != nil {
 		return err
+	}
+	if f.etcdServers != "" {
+		// As written in a unit file or a script: "a, b," is a and b.
+		if f.etcdServers = strings.Join(splitList(f.etcdServers), ","); f.etcdServers == "" {
+			return errors.New("--etcd-servers names no URL; leave it out to run etcd embedded")
+		}
 	}
 	if f.etcdQuota <= 0 {
 		return fmt.Errorf("--etcd-quota-backend-bytes must be positive, not %d", f.etcdQuota)

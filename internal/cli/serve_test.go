@@ -74,3 +74,19 @@ func TestServeRejectsBadAuditBatchMaxWait(t *testing.T) {
 		}
 	}
 }
+
+// TestServeEtcdServersList: --etcd-servers is read as a list written by
+// hand, spaces and a trailing comma included; one that names no URL is
+// refused before anything starts rather than taken for the embedded etcd.
+func TestServeEtcdServersList(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	err := runServe(ctx, []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--etcd-servers", " , "})
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "--etcd-servers") {
+		t.Errorf("--etcd-servers ' , ': %v, want an error naming the flag", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the data directory holds %d entries, want none", len(entries))
+	}
+}

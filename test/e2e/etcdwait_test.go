@@ -36,7 +36,8 @@ func TestServeWaitsForEtcd(t *testing.T) {
 	}
 	starts := make(chan started, 1)
 	go func() {
-		s, err := startServerUnder(nil, filepath.Join(dir, "data"), "", dir, "--etcd-servers", etcd.url)
+		// Written by hand, with a space and a trailing comma.
+		s, err := startServerUnder(nil, filepath.Join(dir, "data"), "", dir, "--etcd-servers", " "+etcd.url+",")
 		starts <- started{s, err}
 	}()
 	eventually(t, 30*time.Second, func() error {
