@@ -56,12 +56,15 @@ func runEtcd(ctx context.Context, args []string) error {
 
 func parseURLs(s string) ([]url.URL, error) {
 	var out []url.URL
-	for _, part := range strings.Split(s, ",") {
-		u, err := url.Parse(strings.TrimSpace(part))
+	for _, part := range splitList(s) {
+		u, err := url.Parse(part)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, *u)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%q names no URL", s)
 	}
 	return out, nil
 }
