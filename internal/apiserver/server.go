@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -65,6 +66,9 @@ type Config struct {
 	// to anyone: they carry no data, and the page reads the API with the
 	// token its user signs in with. nil serves no dashboard.
 	Dashboard fs.FS
+	// Snapshot streams etcd's snapshot, served at SnapshotPath; nil
+	// serves none.
+	Snapshot func(context.Context) (io.ReadCloser, error)
 	// Profiling serves Go's pprof profiles under /debug/pprof/ to those
 	// authorized for those non-resource URLs (cluster-admins by default).
 	Profiling bool
@@ -299,6 +303,8 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, path s
 		s.cfg.OpenAPI.ServeHTTP(w, r)
 	case path == "/api" || path == "/apis" || strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/apis/"):
 		s.serveDiscovery(w, r, path)
+	case path == SnapshotPath && s.cfg.Snapshot != nil:
+		s.serveSnapshot(w, r)
 	case s.cfg.Profiling && strings.HasPrefix(path, "/debug/pprof"):
 		// Authorized like any non-resource URL: by default only
 		// cluster-admins (system:masters) may read profiles.

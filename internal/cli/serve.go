@@ -258,6 +258,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(certificateExpiry(ca, serving)...)
 	api, err = apiserver.New(apiserver.Config{
 		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
+		Snapshot:                   etcdClient.Snapshot,
 		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(metricsGatherer(f, reg), promhttp.HandlerOpts{})},
 		Dashboard:                  dashboardFiles(f.dashboard),
 		Authorization:              splitList(f.authorizationMode),
@@ -792,11 +793,14 @@ const (
 // before it answers that the request timed out.
 const etcdCommitTimeout = 5 * time.Second
 
+// etcdDirName is the embedded member's directory in the data directory.
+const etcdDirName = "etcd"
+
 // openEtcd connects to the external etcd or starts the embedded one.
 func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, *embedded.Etcd, func(), error) {
 	if f.etcdServers == "" {
 		start := time.Now()
-		e, err := embedded.Start(embedded.Config{Dir: filepath.Join(f.dataDir, "etcd"), QuotaBackendBytes: f.etcdQuota, Logger: log})
+		e, err := embedded.Start(embedded.Config{Dir: filepath.Join(f.dataDir, etcdDirName), QuotaBackendBytes: f.etcdQuota, Logger: log})
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -123,6 +123,9 @@ type Etcd struct {
 	lock   *fileutil.LockedFile
 }
 
+// defaultName is the member's name unless Config.Name gives one.
+const defaultName = "leasehold"
+
 // LockFile, in the member's directory, is locked while a member runs
 // there. etcd itself waits for its database's lock without end, saying so
 // only in a message of its info level: a second process started on the
@@ -159,7 +162,7 @@ func Start(cfg Config) (*Etcd, error) {
 	loopback := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
 	ec := embed.NewConfig()
 	ec.Dir = filepath.Clean(cfg.Dir)
-	ec.Name = orDefault(cfg.Name, "leasehold")
+	ec.Name = orDefault(cfg.Name, defaultName)
 	ec.ListenClientUrls = orURLs(cfg.ClientURLs, loopback)
 	ec.AdvertiseClientUrls = ec.ListenClientUrls
 	ec.ListenPeerUrls = orURLs(cfg.PeerURLs, loopback)

@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/leasehold/leasehold/internal/apiserver"
+	"github.com/leasehold/leasehold/internal/store/embedded"
+	"github.com/leasehold/leasehold/internal/version"
+)
+
+// A snapshot is etcd's, of the etcd behind a running server, read through
+// that server's API (GET /etcd/snapshot, for cluster-admins): the same
+// file `etcdctl snapshot save` writes, so etcd's own tools read it too. It
+// holds what etcd holds, not the data directory's files: the CA and its
+// key, admin-token.sha256 and tokens.json are kept apart, as a data
+// directory's copy.
+
+func init() {
+	register(&command{name: "snapshot", summary: "save etcd's data through a running server, or restore it into a data directory (save|restore)", run: runSnapshot})
+}
+
+func runSnapshot(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: leasehold snapshot save|restore [flags] FILE")
+	}
+	switch args[0] {
+	case "save":
+		return snapshotSave(ctx, args[1:])
+	case "restore":
+		return snapshotRestore(args[1:])
+	}
+	return fmt.Errorf("unknown snapshot subcommand %q (want save or restore)", args[0])
+}
+
+func snapshotSave(ctx context.Context, args []string) error {
+	var conn clientFlags
+	fs := newFlagSet("snapshot save")
+	conn.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: leasehold snapshot save [flags] FILE")
+	}
+	path := fs.Arg(0)
+	configs, err := conn.configs("leasehold-snapshot/" + version.Version)
+	if err != nil {
+		return err
+	}
+	// Written beside the file, and renamed to it once whole and verified:
+	// a failed save leaves no file that looks like a snapshot.
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".part-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	var saveErr error
+	for _, cfg := range configs {
+		if saveErr = download(ctx, cfg, tmp); saveErr == nil {
+			break
+		}
+	}
+	if saveErr != nil {
+		return saveErr
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	size, err := embedded.VerifySnapshot(tmp.Name())
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	fmt.Printf("Snapshot saved at %s: %d bytes of etcd's database, its SHA-256 checked.\n", path, size)
+	return nil
+}
+
+// download writes the snapshot of cfg's server to f, from its start.
+func download(ctx context.Context, cfg *rest.Config, f *os.File) error {
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	body, err := c.CoreV1().RESTClient().Get().AbsPath(apiserver.SnapshotPath).Stream(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.Host, err)
+	}
+	defer body.Close()
+	if _, err := io.Copy(f, body); err != nil {
+		return fmt.Errorf("%s: the snapshot was cut short: %w", cfg.Host, err)
+	}
+	return nil
+}
+
+func snapshotRestore(args []string) error {
+	fs := newFlagSet("snapshot restore")
+	dataDir := fs.String("data-dir", "./leasehold-data", "the data directory to restore etcd into; its etcd directory must not exist (stop the server, move it away)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: leasehold snapshot restore [--data-dir DIR] FILE")
+	}
+	log, err := newLogger("text", "warn")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(*dataDir, etcdDirName)
+	if err := embedded.Restore(fs.Arg(0), dir, log); err != nil {
+		return err
+	}
+	fmt.Printf("Restored %s into %s. Start leasehold serve --data-dir %s: its clients see the revision moved on by %d, and list again.\n",
+		fs.Arg(0), dir, *dataDir, embedded.RestoreRevisionBump)
+	return nil
+}

@@ -1,0 +1,94 @@
+package embedded
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+)
+
+// A snapshot is etcd's: the member's database file as of one revision,
+// followed by the SHA-256 of what precedes it, as etcd's Maintenance
+// Snapshot call streams it and `etcdctl snapshot save` writes it. etcd's
+// database pages are whole multiples of 512 bytes, so a file of the right
+// shape has 32 bytes beyond them.
+
+// VerifySnapshot checks that the snapshot file at path is whole: its
+// length has the shape of a database and its checksum, and the checksum
+// matches. It returns the database's size.
+func VerifySnapshot(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	db := st.Size() - sha256.Size
+	if db <= 0 || db%512 != 0 {
+		return 0, fmt.Errorf("%s is not an etcd snapshot: %d bytes is no database followed by its SHA-256", path, st.Size())
+	}
+	h := sha256.New()
+	if _, err := io.CopyN(h, f, db); err != nil {
+		return 0, err
+	}
+	want := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(f, want); err != nil {
+		return 0, err
+	}
+	if !bytes.Equal(h.Sum(nil), want) {
+		return 0, fmt.Errorf("%s is damaged: its database does not match its SHA-256", path)
+	}
+	return db, nil
+}
+
+// RestoreRevisionBump is how far a restore moves the revision on, and the
+// revisions it skips are compacted: clients that saw revisions after the
+// snapshot was taken (watch caches, informers, agents' leases) would
+// otherwise see revisions they already saw stand for other states. Their
+// watches get 410 Gone and they list again, as etcd's guide to restoring a
+// Kubernetes cluster advises.
+const RestoreRevisionBump = 1_000_000_000
+
+// Restore writes a member directory at dir, which must not exist, from the
+// snapshot file at path, for Start to run as a member alone: the state the
+// snapshot holds, with the revision moved on by RestoreRevisionBump.
+func Restore(path, dir string, log *slog.Logger) error {
+	if _, err := os.Stat(dir); err == nil {
+		return fmt.Errorf("%s exists; move it away first, or restore into another data directory", dir)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if _, err := VerifySnapshot(path); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	// Start's defaults: the name, and a peer URL on the loopback
+	// interface, which a member alone never dials.
+	const peer = "http://127.0.0.1:0"
+	err := snapshot.NewV3(ClientLogger(log.With("component", "etcd"))).Restore(snapshot.RestoreConfig{
+		SnapshotPath:        path,
+		Name:                defaultName,
+		OutputDataDir:       dir,
+		PeerURLs:            []string{peer},
+		InitialCluster:      defaultName + "=" + peer,
+		InitialClusterToken: "etcd-cluster",
+		RevisionBump:        RestoreRevisionBump,
+		MarkCompacted:       true,
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("restoring %s into %s: %w", path, dir, err)
+	}
+	return os.Chmod(dir, 0o700)
+}

@@ -1,0 +1,144 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestSnapshotRestore: a snapshot streamed from a running member verifies
+// and restores into a member that holds what the snapshot held, at a
+// revision moved on by RestoreRevisionBump with the ones before it
+// compacted; a damaged or cut snapshot is refused, and so is a directory
+// that exists.
+func TestSnapshotRestore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e, err := Start(Config{Dir: filepath.Join(dir, "a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"/registry/leases/default/a", "/registry/leases/default/b"} {
+		if _, err := e.Client().Put(ctx, k, "v:"+k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taken, err := e.Client().Get(ctx, "/registry/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "snap.db")
+	rc, err := e.Client().Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	f.Close()
+	// Written after the snapshot: not in the restored member.
+	if _, err := e.Client().Put(ctx, "/registry/leases/default/later", "x"); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if _, err := VerifySnapshot(path); err != nil {
+		t.Fatalf("VerifySnapshot: %v", err)
+	}
+
+	log := slog.New(slog.DiscardHandler)
+	restored := filepath.Join(dir, "b")
+	if err := Restore(path, restored, log); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if err := Restore(path, restored, log); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("a second Restore into the same directory: %v; want it refused", err)
+	}
+	e, err = Start(Config{Dir: restored})
+	if err != nil {
+		t.Fatalf("starting the restored member: %v", err)
+	}
+	defer e.Close()
+	got, err := e.Client().Get(ctx, "/registry/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Kvs) != len(taken.Kvs) {
+		t.Fatalf("the restored member holds %d keys; want the snapshot's %d", len(got.Kvs), len(taken.Kvs))
+	}
+	for i, kv := range got.Kvs {
+		if string(kv.Key) != string(taken.Kvs[i].Key) || string(kv.Value) != string(taken.Kvs[i].Value) {
+			t.Errorf("key %d: %s=%s; want %s=%s", i, kv.Key, kv.Value, taken.Kvs[i].Key, taken.Kvs[i].Value)
+		}
+	}
+	if got.Header.Revision < taken.Header.Revision+RestoreRevisionBump {
+		t.Errorf("the restored revision %d; want at least %d", got.Header.Revision, taken.Header.Revision+RestoreRevisionBump)
+	}
+	_, err = e.Client().Get(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithRev(taken.Header.Revision))
+	if !errors.Is(err, rpctypes.ErrCompacted) {
+		t.Errorf("a read at the snapshot's revision after the restore: %v; want it compacted", err)
+	}
+
+	// A snapshot cut short, and one with a byte changed.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string][]byte{
+		"cut":     data[:len(data)-100],
+		"changed": append(append([]byte{}, data[:100]...), append([]byte{data[100] ^ 1}, data[101:]...)...),
+	} {
+		p := filepath.Join(dir, name+".db")
+		if err := os.WriteFile(p, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := Restore(p, filepath.Join(dir, name), log); err == nil {
+			t.Errorf("a %s snapshot was restored", name)
+		}
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a refused %s snapshot left its directory: %v", name, err)
+		}
+	}
+}
+
+// FuzzVerifySnapshot: any file gets an answer, never a panic, and one it
+// accepts is a whole number of 512-byte pages followed by their SHA-256.
+func FuzzVerifySnapshot(f *testing.F) {
+	page := make([]byte, 512)
+	sum := sha256.Sum256(page)
+	f.Add(append(append([]byte{}, page...), sum[:]...))
+	f.Add(page)
+	f.Add([]byte{})
+	f.Add(sum[:])
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, "snap.db")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		size, err := VerifySnapshot(path)
+		if err != nil {
+			return
+		}
+		if size != int64(len(data))-sha256.Size || size%512 != 0 || size == 0 {
+			t.Fatalf("accepted %d bytes as a database of %d", len(data), size)
+		}
+		if got := sha256.Sum256(data[:size]); !bytes.Equal(got[:], data[size:]) {
+			t.Fatal("accepted a file whose checksum does not match")
+		}
+	})
+}

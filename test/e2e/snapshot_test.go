@@ -1,0 +1,95 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+)
+
+// TestSnapshotSaveRestore: `leasehold snapshot save` writes etcd's
+// snapshot of a running server for a cluster-admin and for nobody else;
+// `leasehold snapshot restore` puts it back into a stopped server's data
+// directory, which then serves what the snapshot held, and watches from
+// revisions seen after it get 410 Gone.
+func TestSnapshotSaveRestore(t *testing.T) {
+	needKubectl(t)
+	s := newServer(t)
+	ctx := context.Background()
+	leases := s.clientset(t).CoordinationV1().Leases("default")
+	l, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "snap"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("before")}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "leasehold.db")
+	out := leasehold(t, "snapshot", "save", "--kubeconfig", s.kubeconfig, file)
+	if !strings.Contains(out, "Snapshot saved at "+file) {
+		t.Errorf("snapshot save printed %q", out)
+	}
+
+	// Not for a user who is no cluster-admin: 403, and no file.
+	kc := filepath.Join(dir, "alice.kubeconfig")
+	leasehold(t, "token", "create", "--data-dir", s.dataDir, "--user", "alice", "--kubeconfig-out", kc)
+	denied := filepath.Join(dir, "alice.db")
+	cmd := exec.Command(leaseholdBin, "snapshot", "save", "--kubeconfig", kc, denied)
+	if msg, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(msg), `cannot get path "/etcd/snapshot"`) {
+		t.Errorf("snapshot save as alice: %v\n%s", err, msg)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(dir, "*alice.db*")); len(entries) != 0 {
+		t.Errorf("a refused save left %v", entries)
+	}
+	// A method other than GET: 405 with a Status.
+	err = s.clientset(t).CoreV1().RESTClient().Post().AbsPath("/etcd/snapshot").Do(ctx).Error()
+	if st := apierrors.APIStatus(nil); !errors.As(err, &st) || st.Status().Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /etcd/snapshot: %v; want 405", err)
+	}
+
+	l.Spec.HolderIdentity = ptr.To("after")
+	after, err := leases.Update(ctx, l, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	member := filepath.Join(s.dataDir, "etcd")
+	if _, err := exec.Command(leaseholdBin, "snapshot", "restore", "--data-dir", s.dataDir, file).CombinedOutput(); err == nil {
+		t.Fatal("a restore over the data directory's etcd was not refused")
+	}
+	if err := os.Rename(member, filepath.Join(dir, "etcd.old")); err != nil {
+		t.Fatal(err)
+	}
+	leasehold(t, "snapshot", "restore", "--data-dir", s.dataDir, file)
+
+	s = serveFor(t, s.dataDir, s.listen, filepath.Dir(s.logPath))
+	leases = s.clientset(t).CoordinationV1().Leases("default")
+	got, err := leases.Get(ctx, "snap", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := ptr.Deref(got.Spec.HolderIdentity, ""); h != "before" {
+		t.Errorf("the restored lease's holder: %q; want the snapshot's, before", h)
+	}
+	w, err := leases.Watch(ctx, metav1.ListOptions{ResourceVersion: after.ResourceVersion})
+	if err == nil {
+		ev := <-w.ResultChan()
+		w.Stop()
+		if st, ok := ev.Object.(*metav1.Status); ev.Type != watch.Error || !ok || st.Code != http.StatusGone {
+			t.Errorf("a watch from a revision seen after the snapshot: %s %v; want 410 Gone", ev.Type, ev.Object)
+		}
+	} else if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+		t.Errorf("a watch from a revision seen after the snapshot: %v; want 410 Gone", err)
+	}
+}
