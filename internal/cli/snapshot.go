@@ -82,10 +82,14 @@ func snapshotSave(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	rev, err := embedded.SnapshotRevision(tmp.Name())
+	if err != nil {
+		return err
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	fmt.Printf("Snapshot saved at %s: %d bytes of etcd's database, its SHA-256 checked.\n", path, size)
+	fmt.Printf("Snapshot saved at %s: etcd's revision %d, %d bytes of its database, the SHA-256 checked.\n", path, rev, size)
 	return nil
 }
 

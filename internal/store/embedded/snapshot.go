@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
 )
 
 // A snapshot is etcd's: the member's database file as of one revision,
@@ -48,6 +49,16 @@ func VerifySnapshot(path string) (int64, error) {
 		return 0, fmt.Errorf("%s is damaged: its database does not match its SHA-256", path)
 	}
 	return db, nil
+}
+
+// SnapshotRevision returns the revision of etcd's keyspace that the
+// snapshot file at path holds.
+func SnapshotRevision(path string) (int64, error) {
+	st, err := snapshot.NewV3(zap.NewNop()).Status(path)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return st.Revision, nil
 }
 
 // RestoreRevisionBump is how far a restore moves the revision on, and the

@@ -59,6 +59,9 @@ func TestSnapshotRestore(t *testing.T) {
 	if _, err := VerifySnapshot(path); err != nil {
 		t.Fatalf("VerifySnapshot: %v", err)
 	}
+	if rev, err := SnapshotRevision(path); err != nil || rev != taken.Header.Revision {
+		t.Fatalf("SnapshotRevision: %d, %v; want %d", rev, err, taken.Header.Revision)
+	}
 
 	log := slog.New(slog.DiscardHandler)
 	restored := filepath.Join(dir, "b")
