@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -72,5 +74,25 @@ func TestFullDatabaseRecovers(t *testing.T) {
 	got := s.kubectl(t, "get", "lease", "-n", "default", "-o", "name")
 	if strings.TrimSpace(got) != "lease.coordination.k8s.io/small" {
 		t.Errorf("leases after the recovery: %q", got)
+	}
+}
+
+// TestNoRoomForTheWAL: etcd preallocates 64 MB for its write-ahead log and
+// panics when it cannot; the server says so in a one-line error and exits
+// 1, not in a stack trace. A file size limit below 64 MB stands in for a
+// disk with less room.
+func TestNoRoomForTheWAL(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `ulimit -f 20000 && exec "$0" "$@"`,
+		leaseholdBin, "serve", "--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", "127.0.0.1:0")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("leasehold serve with no room for its WAL: %v; want exit status 1\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "leasehold serve: embedded etcd: failed to create WAL: file too large") {
+		t.Errorf("no one-line error naming the WAL:\n%s", out)
+	}
+	if strings.Contains(string(out), "goroutine ") || strings.Contains(string(out), "panic:") {
+		t.Errorf("a stack trace:\n%s", out)
 	}
 }

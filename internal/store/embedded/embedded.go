@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -213,10 +212,10 @@ func Start(cfg Config) (*Etcd, error) {
 	// Progress notifications let watchers learn the current revision while
 	// nothing changes, so bookmarks and consistent reads stay cheap.
 	ec.WatchProgressNotifyInterval = 5 * time.Second
-	zs := &zapSlog{log: cfg.Logger.With("component", "etcd"), closing: new(atomic.Bool)}
+	zs := newZapSlog(cfg.Logger.With("component", "etcd"))
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(sampled(zs)))
 
-	e, err := embed.StartEtcd(ec)
+	e, err := startEtcd(ec, zs)
 	if err != nil {
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	}
@@ -237,6 +236,23 @@ func Start(cfg Config) (*Etcd, error) {
 	kv := adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.Server))
 	started = true
 	return &Etcd{etcd: e, log: zs, client: v3client.New(e.Server), kv: kv, quota: ec.QuotaBackendBytes, lock: lock}, nil
+}
+
+// startEtcd starts etcd, and returns as an error what etcd panics with
+// while it starts: it panics where it cannot create its write-ahead log,
+// for one, which it preallocates 64 MB for, and a disk with less room
+// left had the server end in a stack trace.
+func startEtcd(ec *embed.Config, zs *zapSlog) (e *embed.Etcd, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if what := zs.fatal.Load(); what != nil {
+				err = errors.New(*what)
+			} else {
+				err = fmt.Errorf("%v", p)
+			}
+		}
+	}()
+	return embed.StartEtcd(ec)
 }
 
 // Client is an in-process client of the member, closed by Close.

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -22,6 +23,13 @@ type zapSlog struct {
 	log     *slog.Logger
 	fields  []zapcore.Field
 	closing *atomic.Bool // shared with the cores made by With
+	// fatal is the last entry etcd logged before it panics or exits, with
+	// its error: what a start that fails that way returns.
+	fatal *atomic.Pointer[string] // shared with the cores made by With
+}
+
+func newZapSlog(log *slog.Logger) *zapSlog {
+	return &zapSlog{log: log, closing: new(atomic.Bool), fatal: new(atomic.Pointer[string])}
 }
 
 var _ zapcore.Core = (*zapSlog)(nil)
@@ -30,13 +38,13 @@ var _ zapcore.Core = (*zapSlog)(nil)
 // that logs through log as the embedded member does: warnings and errors
 // only, in the process's format, and a few a second of any one message.
 func ClientLogger(log *slog.Logger) *zap.Logger {
-	return zap.New(sampled(&zapSlog{log: log, closing: new(atomic.Bool)}))
+	return zap.New(sampled(newZapSlog(log)))
 }
 
 func (z *zapSlog) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
 
 func (z *zapSlog) With(fields []zapcore.Field) zapcore.Core {
-	return &zapSlog{log: z.log, fields: append(append([]zapcore.Field(nil), z.fields...), fields...), closing: z.closing}
+	return &zapSlog{log: z.log, fields: append(append([]zapcore.Field(nil), z.fields...), fields...), closing: z.closing, fatal: z.fatal}
 }
 
 func (z *zapSlog) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -80,6 +88,13 @@ func (z *zapSlog) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	}
 	if firstStart(e, enc.Fields) {
 		return nil
+	}
+	if e.Level >= zapcore.DPanicLevel {
+		what := e.Message
+		if err, ok := enc.Fields["error"]; ok {
+			what = fmt.Sprintf("%s: %v", what, err)
+		}
+		z.fatal.Store(&what)
 	}
 	attrs := make([]any, 0, 2*len(enc.Fields))
 	for _, k := range slices.Sorted(maps.Keys(enc.Fields)) {
