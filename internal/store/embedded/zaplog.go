@@ -104,6 +104,10 @@ func (z *zapSlog) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	if e.Level >= zapcore.ErrorLevel {
 		level = slog.LevelError
 	}
+	if e.Level >= zapcore.PanicLevel {
+		// etcd panics or exits the process after this entry: its last.
+		attrs = append(attrs, "fatal", true)
+	}
 	z.log.Log(context.Background(), level, e.Message, attrs...)
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +20,7 @@ import (
 // back.
 func TestRepeatedWarnings(t *testing.T) {
 	var out bytes.Buffer
-	core := sampled(&zapSlog{log: slog.New(slog.NewTextHandler(&out, nil)), closing: new(atomic.Bool)})
+	core := sampled(newZapSlog(slog.New(slog.NewTextHandler(&out, nil))))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	warn := func(msg string) {
 		t.Helper()
@@ -52,7 +51,7 @@ func TestRepeatedWarnings(t *testing.T) {
 // stored is dropped, and nothing else is.
 func TestFirstStartQuiet(t *testing.T) {
 	var out bytes.Buffer
-	core := &zapSlog{log: slog.New(slog.NewTextHandler(&out, nil)), closing: new(atomic.Bool)}
+	core := newZapSlog(slog.New(slog.NewTextHandler(&out, nil)))
 	log := func(level zapcore.Level, msg string, fields ...zapcore.Field) {
 		t.Helper()
 		if ce := core.Check(zapcore.Entry{Level: level, Message: msg}, nil); ce != nil {
@@ -87,5 +86,27 @@ func TestFreshStartLogsNoFirstStartNoise(t *testing.T) {
 	}
 	if s := out.String(); strings.Contains(s, "missing term information") || strings.Contains(s, "cannot campaign at term 1") {
 		t.Errorf("a fresh start logged:\n%s", s)
+	}
+}
+
+// TestFatalEntry: an entry etcd panics after is logged as its last, with
+// its error, and kept for the start that fails on it to return.
+func TestFatalEntry(t *testing.T) {
+	var out bytes.Buffer
+	zs := newZapSlog(slog.New(slog.NewTextHandler(&out, nil)))
+	lg := zap.New(sampled(zs))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("zap did not panic after a Panic entry")
+			}
+		}()
+		lg.Panic("failed to create WAL", zap.Error(errors.New("no space left on device")))
+	}()
+	if !strings.Contains(out.String(), `msg="failed to create WAL"`) || !strings.Contains(out.String(), "fatal=true") {
+		t.Errorf("logged %q", out.String())
+	}
+	if got := zs.fatal.Load(); got == nil || *got != "failed to create WAL: no space left on device" {
+		t.Errorf("kept %v", got)
 	}
 }
