@@ -184,7 +184,6 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-
 	// The controllers' informers read the API server's watch cache in
 	// process; api is set before any controller starts.
 	var api *apiserver.Server
@@ -653,11 +652,7 @@ func credentials(f serveFlags, host string, tokens *auth.Tokens, clk clock.Passi
 	if host != "" && host != "0.0.0.0" && host != "::" {
 		hosts = append(hosts, host)
 	}
-	for _, san := range strings.Split(f.tlsSANs, ",") {
-		if san = strings.TrimSpace(san); san != "" {
-			hosts = append(hosts, san)
-		}
-	}
+	hosts = append(hosts, splitList(f.tlsSANs)...)
 	if serving, err = ca.NewServing(f.dataDir, hosts, clk); err != nil {
 		return nil, nil, "", err
 	}
