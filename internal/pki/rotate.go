@@ -51,7 +51,7 @@ func (s *Serving) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 // directory if another replica has renewed it there, or else with one it
 // issues and writes; it reports whether it replaced it.
 func (s *Serving) Renew() (bool, error) {
-	if !s.clk.Now().Add(servingRenewBefore).After(s.cur.Load().Leaf.NotAfter) {
+	if !renewalDue(s.cur.Load().Leaf, s.clk) {
 		return false, nil
 	}
 	release, err := LockDir(s.dir)

@@ -57,7 +57,7 @@ func (ca *CA) reusableServing(certPEM, keyPEM []byte, dnsNames []string, ips []n
 	if ca.verify(cert, x509.ExtKeyUsageServerAuth, clk) != nil {
 		return tls.Certificate{}, false
 	}
-	if clk.Now().Add(servingRenewBefore).After(cert.NotAfter) {
+	if renewalDue(cert, clk) {
 		return tls.Certificate{}, false
 	}
 	for _, n := range dnsNames {
@@ -71,6 +71,12 @@ func (ca *CA) reusableServing(certPEM, keyPEM []byte, dnsNames []string, ips []n
 		}
 	}
 	return tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}, true
+}
+
+// renewalDue says whether a serving certificate is within
+// servingRenewBefore of its expiry at clk.Now().
+func renewalDue(cert *x509.Certificate, clk clock.PassiveClock) bool {
+	return clk.Now().Add(servingRenewBefore).After(cert.NotAfter)
 }
 
 // issueServing issues a serving certificate for dnsNames and ips and writes

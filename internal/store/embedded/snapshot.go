@@ -78,6 +78,8 @@ func Restore(path, dir string, log *slog.Logger) error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
+	// etcdutl checks the checksum too, but says what is wrong in terms
+	// of its own command's flags; this says it of the file.
 	if _, err := VerifySnapshot(path); err != nil {
 		return err
 	}
