@@ -6,42 +6,74 @@ import (
 	"net/url"
 	"strings"
 
+	"go.etcd.io/etcd/server/v3/embed"
+
 	"github.com/leasehold/leasehold/internal/store/embedded"
 )
 
 func init() {
-	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers)", run: runEtcd})
+	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers), or list, add and remove members (etcd member list|add|remove)", run: runEtcd})
 }
 
 func runEtcd(ctx context.Context, args []string) error {
-	var dataDir, name, clientURLs, peerURLs, initialCluster, logLevel, logFormat string
+	if len(args) > 0 && args[0] == "member" {
+		return runEtcdMember(ctx, args[1:])
+	}
+	var dataDir, name, clientURLs, peerURLs, advertiseClients, advertisePeers, initialCluster, clusterState, logLevel, logFormat string
 	var catchUp uint64
+	var quota int64
 	fs := newFlagSet("etcd")
 	fs.StringVar(&dataDir, "data-dir", "./leasehold-etcd", "the member's data directory")
 	fs.StringVar(&name, "name", "leasehold", "the member's name in --initial-cluster")
 	fs.StringVar(&clientURLs, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve clients on")
 	fs.StringVar(&peerURLs, "listen-peer-urls", "http://127.0.0.1:2380", "comma-separated URLs to talk to other members on")
-	fs.StringVar(&initialCluster, "initial-cluster", "", "NAME=PEER-URL,… of every member of a new cluster (default this member alone)")
+	fs.StringVar(&advertiseClients, "advertise-client-urls", "", "comma-separated client URLs the member gives for itself (default --listen-client-urls)")
+	fs.StringVar(&advertisePeers, "initial-advertise-peer-urls", "", "comma-separated peer URLs the member gives the others for itself, as --initial-cluster names them (default --listen-peer-urls)")
+	fs.StringVar(&initialCluster, "initial-cluster", "", "NAME=PEER-URL,… of every member of a new cluster, or of the cluster a member joins (default this member alone)")
+	fs.StringVar(&clusterState, "initial-cluster-state", embed.ClusterStateFlagNew, "new: start a new cluster of --initial-cluster; existing: join the running cluster as a member added with `leasehold etcd member add` (read only on the first start)")
+	fs.Int64Var(&quota, "quota-backend-bytes", embedded.DefaultQuotaBackendBytes, "the database size limit: at it the cluster refuses writes but deletions until it is compacted, defragmented and its NOSPACE alarm disarmed")
 	fs.Uint64Var(&catchUp, "snapshot-catchup-entries", 0, fmt.Sprintf("raft entries kept in memory after each snapshot for followers that fall behind (default %d in a cluster of several, %d for a member alone)", embedded.ClusterCatchUpEntries, embedded.SingleMemberCatchUpEntries))
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("leasehold etcd takes flags only, not %q (member commands: leasehold etcd member list|add|remove)", fs.Arg(0))
+	}
 	log, err := newLogger(logFormat, logLevel)
 	if err != nil {
 		return err
 	}
-	clients, err := parseURLs(clientURLs)
-	if err != nil {
-		return fmt.Errorf("--listen-client-urls: %w", err)
+	if quota <= 0 {
+		return fmt.Errorf("--quota-backend-bytes must be positive, not %d", quota)
 	}
-	peers, err := parseURLs(peerURLs)
-	if err != nil {
-		return fmt.Errorf("--listen-peer-urls: %w", err)
+	cfg := embedded.Config{Dir: dataDir, Name: name, InitialCluster: initialCluster, ClusterState: clusterState,
+		QuotaBackendBytes: quota, CatchUpEntries: catchUp, Logger: log}
+	for _, l := range []struct {
+		flag, value string
+		urls        *[]url.URL
+		optional    bool
+	}{
+		{"--listen-client-urls", clientURLs, &cfg.ClientURLs, false},
+		{"--listen-peer-urls", peerURLs, &cfg.PeerURLs, false},
+		{"--advertise-client-urls", advertiseClients, &cfg.AdvertiseClientURLs, true},
+		{"--initial-advertise-peer-urls", advertisePeers, &cfg.AdvertisePeerURLs, true},
+	} {
+		if l.optional && l.value == "" {
+			continue
+		}
+		if *l.urls, err = parseURLs(l.value); err != nil {
+			return fmt.Errorf("%s: %w", l.flag, err)
+		}
 	}
-	e, err := embedded.Start(embedded.Config{Dir: dataDir, Name: name, ClientURLs: clients, PeerURLs: peers, InitialCluster: initialCluster, CatchUpEntries: catchUp, Logger: log})
+	e, err := embedded.Start(cfg)
 	if err != nil {
+		if strings.Contains(err.Error(), "has already been bootstrapped") {
+			// etcd's words for a member that lost its data directory and
+			// is started again as if its cluster were new.
+			err = fmt.Errorf("%w: the cluster already has a member %s, started before with data that %s does not hold; to replace a member whose data is lost, remove it (leasehold etcd member remove %s), add it again (leasehold etcd member add), and start it with --initial-cluster-state existing", err, name, dataDir, name)
+		}
 		return err
 	}
 	defer e.Close()

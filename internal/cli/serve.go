@@ -802,17 +802,9 @@ func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, *embedded.Etcd,
 		log.Info("embedded etcd ready", "took", time.Since(start).Round(time.Millisecond))
 		return e.Client(), e, func() { e.Close() }, nil
 	}
-	cfg := clientv3.Config{
-		Endpoints: strings.Split(f.etcdServers, ","), DialTimeout: 10 * time.Second,
-		DialKeepAliveTime: etcdKeepAliveTime, DialKeepAliveTimeout: etcdKeepAliveTimeout,
-		Logger: embedded.ClientLogger(log.With("component", "etcd-client")),
-	}
-	if f.etcdCA != "" || f.etcdCert != "" {
-		tlsCfg, err := (transport.TLSInfo{CertFile: f.etcdCert, KeyFile: f.etcdKey, TrustedCAFile: f.etcdCA}).ClientConfig()
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("etcd TLS: %w", err)
-		}
-		cfg.TLS = tlsCfg
+	cfg, err := etcdClientConfig(strings.Split(f.etcdServers, ","), f.etcdCA, f.etcdCert, f.etcdKey, log)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	c, err := clientv3.New(cfg)
 	if err != nil {
@@ -825,6 +817,25 @@ func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, *embedded.Etcd,
 	followed := make(chan struct{})
 	go func() { followAnswering(ctx, c, cfg, clock.RealClock{}, log); close(followed) }()
 	return c, nil, func() { cancel(); <-followed; c.Close() }, nil
+}
+
+// etcdClientConfig is the configuration of a client of an external etcd
+// at endpoints, verified with the CA bundle in caFile and authenticated
+// with certFile and keyFile when they are given, which logs to log.
+func etcdClientConfig(endpoints []string, caFile, certFile, keyFile string, log *slog.Logger) (clientv3.Config, error) {
+	cfg := clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 10 * time.Second,
+		DialKeepAliveTime: etcdKeepAliveTime, DialKeepAliveTimeout: etcdKeepAliveTimeout,
+		Logger: embedded.ClientLogger(log.With("component", "etcd-client")),
+	}
+	if caFile != "" || certFile != "" {
+		tlsCfg, err := (transport.TLSInfo{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: caFile}).ClientConfig()
+		if err != nil {
+			return cfg, fmt.Errorf("etcd TLS: %w", err)
+		}
+		cfg.TLS = tlsCfg
+	}
+	return cfg, nil
 }
 
 // etcdStartWait is how long a start waits for an external etcd to answer

@@ -30,15 +30,20 @@ func startEtcdMember(t *testing.T, dir string) string {
 
 // etcdMember is a running `leasehold etcd`.
 type etcdMember struct {
-	url  string
-	proc *os.Process
+	url, logFile string
+	args         []string // after `leasehold etcd`
+	proc         *os.Process
+	exited       chan error
+	// gone: the member has exited, killed by the test or of itself, and
+	// its exit has been read.
+	gone bool
 }
 
 // startEtcdCluster runs a `leasehold etcd` member for each name, together
 // one cluster (no names: one member alone), in dir until the test ends, and
 // returns them once each answers /health, which a member of several does
 // only when the cluster has a leader.
-func startEtcdCluster(t *testing.T, dir string, names ...string) []etcdMember {
+func startEtcdCluster(t *testing.T, dir string, names ...string) []*etcdMember {
 	t.Helper()
 	alone := len(names) == 0
 	if alone {
@@ -50,62 +55,89 @@ func startEtcdCluster(t *testing.T, dir string, names ...string) []etcdMember {
 		clients, peers = append(clients, "http://"+addrs[0]), append(peers, "http://"+addrs[1])
 		cluster = append(cluster, name+"=http://"+addrs[1])
 	}
-	members := make([]etcdMember, len(names))
-	exits := make([]chan error, len(names))
-	logFiles := make([]string, len(names))
+	members := make([]*etcdMember, len(names))
 	for i, name := range names {
-		args := []string{"etcd", "--data-dir", filepath.Join(dir, "etcd"+name),
-			"--listen-client-urls", clients[i], "--listen-peer-urls", peers[i], "--log-level", "warn"}
+		args := []string{"--data-dir", filepath.Join(dir, "etcd"+name),
+			"--listen-client-urls", clients[i], "--listen-peer-urls", peers[i]}
 		if !alone {
 			args = append(args, "--name", name, "--initial-cluster", strings.Join(cluster, ","))
 		}
-		logFiles[i] = filepath.Join(dir, "etcd"+name+".log")
-		logs, err := os.Create(logFiles[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(leaseholdBin, args...)
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case err := <-exited:
-				if err != nil {
-					t.Errorf("leasehold etcd did not stop cleanly: %v", err)
-				}
-			case <-time.After(time.Minute):
-				_ = cmd.Process.Kill()
-				t.Error("leasehold etcd did not exit within a minute of SIGTERM")
-			}
-			logs.Close()
-		})
-		members[i], exits[i] = etcdMember{url: clients[i], proc: cmd.Process}, exited
+		members[i] = runEtcdMember(t, filepath.Join(dir, "etcd"+name+".log"), clients[i], args...)
 	}
-	for i, m := range members {
-		eventually(t, startTimeout, func() error {
-			select {
-			case err := <-exits[i]:
-				data, _ := os.ReadFile(logFiles[i])
-				t.Fatalf("leasehold etcd exited: %v\n%s", err, data)
-			default:
-			}
-			resp, err := http.Get(m.url + "/health")
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("/health: %s", resp.Status)
-			}
-			return nil
-		})
+	for _, m := range members {
+		m.waitHealthy(t)
 	}
 	return members
+}
+
+// runEtcdMember starts `leasehold etcd` with args, serving clients at url
+// and logging to logFile, and stops it with SIGTERM when the test ends;
+// it must then exit cleanly unless the test killed it.
+func runEtcdMember(t *testing.T, logFile, url string, args ...string) *etcdMember {
+	t.Helper()
+	logs, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(leaseholdBin, append([]string{"etcd", "--log-level", "warn"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := &etcdMember{url: url, logFile: logFile, args: args, proc: cmd.Process, exited: make(chan error, 1)}
+	go func() { m.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		defer logs.Close()
+		if m.gone {
+			return
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-m.exited:
+			if err != nil {
+				data, _ := os.ReadFile(logFile)
+				t.Errorf("leasehold etcd did not stop cleanly: %v\n%s", err, data)
+			}
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			t.Error("leasehold etcd did not exit within a minute of SIGTERM")
+		}
+	})
+	return m
+}
+
+// waitHealthy waits until the member answers /health, and fails the test
+// if it exits first.
+func (m *etcdMember) waitHealthy(t *testing.T) {
+	t.Helper()
+	eventually(t, startTimeout, func() error {
+		select {
+		case err := <-m.exited:
+			m.gone = true
+			data, _ := os.ReadFile(m.logFile)
+			t.Fatalf("leasehold etcd exited: %v\n%s", err, data)
+		default:
+		}
+		resp, err := http.Get(m.url + "/health")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/health: %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// kill ends the member with SIGKILL, as a lost machine ends.
+func (m *etcdMember) kill(t *testing.T) {
+	t.Helper()
+	if err := m.proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-m.exited
+	m.gone = true
 }
 
 // replicas starts a `leasehold etcd` member and two servers on it, each

@@ -41,9 +41,19 @@ type Config struct {
 	// ClientURLs and PeerURLs are where the member listens; default one
 	// loopback URL each with a kernel-chosen port.
 	ClientURLs, PeerURLs []url.URL
+	// AdvertiseClientURLs and AdvertisePeerURLs are the URLs the member
+	// gives the others and clients for itself; default ClientURLs and
+	// PeerURLs.
+	AdvertiseClientURLs, AdvertisePeerURLs []url.URL
 	// InitialCluster lists the members for a new multi-member cluster
 	// ("a=http://10.0.0.1:2380,b=…"); default this member alone.
 	InitialCluster string
+	// ClusterState is etcd's --initial-cluster-state: "new" (the default)
+	// bootstraps a cluster of InitialCluster's members; "existing" joins
+	// the running cluster that InitialCluster describes, which must
+	// already list this member (a member added with etcd's MemberAdd).
+	// Either is read only on a first start, with an empty Dir.
+	ClusterState string
 	// QuotaBackendBytes is the database size limit; default
 	// DefaultQuotaBackendBytes.
 	QuotaBackendBytes int64
@@ -163,12 +173,19 @@ func Start(cfg Config) (*Etcd, error) {
 	ec.Dir = filepath.Clean(cfg.Dir)
 	ec.Name = orDefault(cfg.Name, defaultName)
 	ec.ListenClientUrls = orURLs(cfg.ClientURLs, loopback)
-	ec.AdvertiseClientUrls = ec.ListenClientUrls
+	ec.AdvertiseClientUrls = orURLs(cfg.AdvertiseClientURLs, ec.ListenClientUrls...)
 	ec.ListenPeerUrls = orURLs(cfg.PeerURLs, loopback)
-	ec.AdvertisePeerUrls = ec.ListenPeerUrls
+	ec.AdvertisePeerUrls = orURLs(cfg.AdvertisePeerURLs, ec.ListenPeerUrls...)
 	ec.InitialCluster = cfg.InitialCluster
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	}
+	switch cfg.ClusterState {
+	case "", embed.ClusterStateFlagNew:
+	case embed.ClusterStateFlagExisting:
+		ec.ClusterState = embed.ClusterStateFlagExisting
+	default:
+		return nil, fmt.Errorf("embedded etcd: cluster state %q is neither %q nor %q", cfg.ClusterState, embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting)
 	}
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	if ec.QuotaBackendBytes == 0 {
@@ -292,9 +309,9 @@ func orDefault(s, def string) string {
 	return s
 }
 
-func orURLs(u []url.URL, def url.URL) []url.URL {
+func orURLs(u []url.URL, def ...url.URL) []url.URL {
 	if len(u) == 0 {
-		return []url.URL{def}
+		return def
 	}
 	return u
 }

@@ -55,3 +55,20 @@ func TestDirInUse(t *testing.T) {
 	}
 	e.Close()
 }
+
+// TestClusterStateChecked: a cluster state other than etcd's two is
+// refused before etcd starts, and leaves the directory free.
+func TestClusterStateChecked(t *testing.T) {
+	dir := t.TempDir()
+	if e, err := Start(Config{Dir: dir, ClusterState: "joined"}); err == nil {
+		e.Close()
+		t.Fatal("started with cluster state joined")
+	} else if !strings.Contains(err.Error(), `"joined" is neither "new" nor "existing"`) {
+		t.Fatalf("cluster state joined: %v", err)
+	}
+	e, err := Start(Config{Dir: dir, ClusterState: "new"})
+	if err != nil {
+		t.Fatalf("after the refusal: %v", err)
+	}
+	e.Close()
+}

@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// `leasehold etcd member list|add|remove` change who is in an etcd cluster,
+// as `etcdctl member` does, so that a cluster of `leasehold etcd` members
+// can replace one whose machine or disk is lost: remove it, add its
+// successor, and start the successor with --initial-cluster-state existing
+// on an empty data directory. They work on any etcd v3 cluster.
+
+// etcdMemberTimeout bounds each membership command's calls.
+const etcdMemberTimeout = 30 * time.Second
+
+const etcdMemberUsage = "usage: leasehold etcd member list|add|remove [flags] [NAME|ID]"
+
+func runEtcdMember(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errors.New(etcdMemberUsage)
+	}
+	var endpoints, caFile, certFile, keyFile, peerURLs string
+	fs := newFlagSet("etcd member " + args[0])
+	fs.StringVar(&endpoints, "etcd-servers", "http://127.0.0.1:2379", "comma-separated client URLs of the cluster's members, as serve's --etcd-servers")
+	fs.StringVar(&caFile, "etcd-cafile", "", "CA bundle to verify etcd with")
+	fs.StringVar(&certFile, "etcd-certfile", "", "client certificate for etcd")
+	fs.StringVar(&keyFile, "etcd-keyfile", "", "client key for etcd")
+	var run func(context.Context, *clientv3.Client, []string) error
+	switch args[0] {
+	case "list":
+		run = func(ctx context.Context, c *clientv3.Client, _ []string) error { return memberList(ctx, c, os.Stdout) }
+	case "add":
+		fs.StringVar(&peerURLs, "peer-urls", "", "comma-separated peer URLs of the new member (its --initial-advertise-peer-urls); required")
+		run = func(ctx context.Context, c *clientv3.Client, names []string) error {
+			return memberAdd(ctx, c, names[0], splitList(peerURLs), os.Stdout)
+		}
+	case "remove":
+		run = func(ctx context.Context, c *clientv3.Client, names []string) error {
+			return memberRemove(ctx, c, names[0], os.Stdout)
+		}
+	default:
+		return fmt.Errorf("unknown etcd member subcommand %q (want list, add or remove)", args[0])
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	names := 1
+	if args[0] == "list" {
+		names = 0
+	}
+	if fs.NArg() != names {
+		return fmt.Errorf("%s\n(flags go before the member's name: leasehold etcd member add --peer-urls URL NAME)", etcdMemberUsage)
+	}
+	if args[0] == "add" && len(splitList(peerURLs)) == 0 {
+		return errors.New("leasehold etcd member add: --peer-urls is required")
+	}
+	urls := splitList(endpoints)
+	if len(urls) == 0 {
+		return errors.New("--etcd-servers names no URL")
+	}
+	log, err := newLogger("text", "error")
+	if err != nil {
+		return err
+	}
+	cfg, err := etcdClientConfig(urls, caFile, certFile, keyFile, log)
+	if err != nil {
+		return err
+	}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return fmt.Errorf("connecting to etcd: %w", err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, etcdMemberTimeout)
+	defer cancel()
+	if err := run(ctx, c, fs.Args()); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("etcd at %s did not answer within %s", strings.Join(urls, ","), etcdMemberTimeout)
+		}
+		return err
+	}
+	return nil
+}
+
+// memberList writes a table of the cluster's members. A member added but
+// not yet started has no name and no client URLs.
+func memberList(ctx context.Context, c *clientv3.Client, w io.Writer) error {
+	resp, err := c.MemberList(ctx, clientv3.WithSerializable())
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tPEER URLS\tCLIENT URLS\tLEARNER")
+	for _, m := range resp.Members {
+		status := "started"
+		if m.Name == "" {
+			status = "unstarted"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", memberID(m.ID), m.Name, status,
+			strings.Join(m.PeerURLs, ","), strings.Join(m.ClientURLs, ","), m.IsLearner)
+	}
+	return tw.Flush()
+}
+
+// memberAdd adds a voting member and writes how to start it. It refuses
+// while another added member has not started: etcd counts that member in
+// the quorum already, and the new member's --initial-cluster could not
+// name it.
+func memberAdd(ctx context.Context, c *clientv3.Client, name string, peerURLs []string, w io.Writer) error {
+	before, err := c.MemberList(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range before.Members {
+		if m.Name == "" {
+			return fmt.Errorf("member %s (%s) was added but has not started: start it, or remove it, before adding another", memberID(m.ID), strings.Join(m.PeerURLs, ","))
+		}
+		if m.Name == name {
+			return fmt.Errorf("the cluster has a member named %s already (%s)", name, memberID(m.ID))
+		}
+	}
+	resp, err := c.MemberAdd(ctx, peerURLs)
+	if err != nil {
+		return fmt.Errorf("adding member %s: %w%s", name, err, unhealthyHint(err))
+	}
+	fmt.Fprintf(w, "Added member %s (ID %s) to the cluster. Start it on an empty data directory with:\n\n%s\n",
+		name, memberID(resp.Member.ID), joinCommand(name, resp.Member.ID, peerURLs, resp.Members))
+	return nil
+}
+
+// joinCommand is the `leasehold etcd` command line that starts member id,
+// just added as name, into the cluster of members.
+func joinCommand(name string, id uint64, peerURLs []string, members []*pb.Member) string {
+	var cluster []string
+	for _, m := range members {
+		n := m.Name
+		if m.ID == id {
+			n = name
+		}
+		for _, u := range m.PeerURLs {
+			cluster = append(cluster, n+"="+u)
+		}
+	}
+	peers := strings.Join(peerURLs, ",")
+	return fmt.Sprintf("  leasehold etcd --name %s --data-dir DIR --listen-client-urls URL \\\n"+
+		"    --listen-peer-urls %s --initial-advertise-peer-urls %s \\\n"+
+		"    --initial-cluster %s --initial-cluster-state %s",
+		name, peers, peers, strings.Join(cluster, ","), embed.ClusterStateFlagExisting)
+}
+
+// memberRemove removes the member named, by its name or its hexadecimal ID.
+func memberRemove(ctx context.Context, c *clientv3.Client, which string, w io.Writer) error {
+	resp, err := c.MemberList(ctx)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(resp.Members, func(m *pb.Member) bool { return m.Name == which || memberID(m.ID) == which })
+	if i < 0 {
+		var names []string
+		for _, m := range resp.Members {
+			names = append(names, cmp.Or(m.Name, "(unstarted)")+" "+memberID(m.ID))
+		}
+		return fmt.Errorf("no member is named %s or has that ID; the members: %s", which, strings.Join(names, ", "))
+	}
+	m := resp.Members[i]
+	if _, err := c.MemberRemove(ctx, m.ID); err != nil {
+		return fmt.Errorf("removing member %s: %w%s", which, err, unhealthyHint(err))
+	}
+	fmt.Fprintf(w, "Removed member %s (ID %s) from the cluster. It cannot rejoin with its data: to bring it back, add it again and start it on an empty data directory.\n",
+		cmp.Or(m.Name, "(unstarted)"), memberID(m.ID))
+	return nil
+}
+
+// unhealthyHint says why etcd refused a change of members as unhealthy:
+// with its strict reconfiguration check, the leader adds a member only
+// when it has been connected to every voting member for etcd's health
+// interval (5 s), and removes one only when those that remain and are
+// connected are a quorum.
+func unhealthyHint(err error) string {
+	if !errors.Is(err, rpctypes.ErrUnhealthy) {
+		return ""
+	}
+	return " (etcd makes no change of members unless every member it keeps has been connected to it for 5 s, so that the cluster keeps its quorum: with a member down, remove it before adding its successor; right after a start or a change, try again in a few seconds)"
+}
+
+// memberID is a member's ID as etcd writes it: hexadecimal.
+func memberID(id uint64) string { return strconv.FormatUint(id, 16) }

@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReplaceLostEtcdMember: a member of three `leasehold etcd` members
+// loses its machine and its data. Started again on an empty directory, it
+// is refused with directions; `leasehold etcd member remove` takes it out,
+// `member add` takes its successor in and prints the command that starts
+// it, and that command, run as printed, starts a member that the cluster
+// needs for its quorum once another member is lost: the server's writes
+// go on through the one original member left and the successor.
+func TestReplaceLostEtcdMember(t *testing.T) {
+	needKubectl(t)
+	dir := t.TempDir()
+	members := startEtcdCluster(t, dir, "a", "b", "c")
+	a, b, c := members[0], members[1], members[2]
+	s := serveFor(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", strings.Join([]string{a.url, b.url, c.url}, ","))
+	ns := testNamespace(t, s)
+	s.kubectlStdin(t, leaseManifest("kept", ns, "before"), "create", "-f", "-")
+
+	c.kill(t)
+	if err := os.RemoveAll(filepath.Join(dir, "etcdc")); err != nil {
+		t.Fatal(err)
+	}
+	again := startProcess(t, append([]string{"etcd"}, c.args...)...)
+	if err := again.cmd.Wait(); err == nil || !strings.Contains(again.out.String(), "leasehold etcd member remove c") {
+		t.Fatalf("member c started again on an empty directory: want a failure that says to remove it; got %v:\n%s", err, again.out.String())
+	}
+
+	survivors := "--etcd-servers=" + a.url + "," + b.url
+	member := func(args ...string) (string, error) {
+		p := startProcess(t, append([]string{"etcd", "member"}, args...)...)
+		err := p.cmd.Wait()
+		return p.out.String(), err
+	}
+	peer := "http://" + freeAddrs(t, 1)[0]
+	if out, err := member("add", survivors, "--peer-urls", peer, "d"); err == nil || !strings.Contains(out, "remove it before adding its successor") {
+		t.Fatalf("member add with a member down: want etcd's refusal and what to do; got %v:\n%s", err, out)
+	}
+	if out, err := member("remove", survivors, "c"); err != nil || !strings.Contains(out, "Removed member c") {
+		t.Fatalf("member remove c: %v\n%s", err, out)
+	}
+	// etcd adds a member only once the leader has been connected to every
+	// other for 5 s, which a cluster this young may not have been.
+	var out string
+	eventually(t, 30*time.Second, func() error {
+		var err error
+		if out, err = member("add", survivors, "--peer-urls", peer, "d"); err != nil {
+			if !strings.Contains(out, "try again in a few seconds") {
+				t.Fatalf("member add d: %v\n%s", err, out)
+			}
+			return fmt.Errorf("member add d: %v\n%s", err, out)
+		}
+		return nil
+	})
+
+	// Run the printed command with its placeholders filled in.
+	printed := regexp.MustCompile(`(?s)\n\n  leasehold (etcd .*)$`).FindStringSubmatch(out)
+	if printed == nil {
+		t.Fatalf("member add printed no command:\n%s", out)
+	}
+	client := "http://" + freeAddrs(t, 1)[0]
+	args := strings.Fields(strings.NewReplacer("\\\n", " ", " DIR ", " "+filepath.Join(dir, "etcdd")+" ", " URL ", " "+client+" ").Replace(printed[1] + " "))
+	d := runEtcdMember(t, filepath.Join(dir, "etcdd.log"), client, args[1:]...)
+	d.waitHealthy(t)
+	out, err := member("list", "--etcd-servers="+d.url)
+	if err != nil {
+		t.Fatalf("member list: %v\n%s", err, out)
+	}
+	for _, name := range []string{"a", "b", "d"} {
+		if !regexp.MustCompile(`(?m)^[0-9a-f]+ +` + name + ` +started `).MatchString(out) {
+			t.Errorf("member list does not show %s started:\n%s", name, out)
+		}
+	}
+	if strings.Contains(out, " c ") {
+		t.Errorf("member list still shows c:\n%s", out)
+	}
+
+	// Without d's vote, b alone is no quorum of a, b and d.
+	a.kill(t)
+	eventually(t, time.Minute, func() error {
+		_, stderr, err := s.runKubectl(t, "patch", "lease", "kept", "-n", ns, "--type", "merge", "-p", `{"spec":{"holderIdentity":"after"}}`)
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, stderr)
+		}
+		return nil
+	})
+	if got := holder(getLease(t, s, ns, "kept")); got != "after" {
+		t.Errorf("holder %q after the patch, want after", got)
+	}
+	// The server stops while b and d still make a quorum, before their
+	// cleanups stop d.
+	if err := s.stop(); err != nil {
+		t.Errorf("leasehold serve did not stop cleanly: %v", err)
+	}
+}
