@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/utils/clock"
 
 	"github.com/leasehold/leasehold/internal/store/embedded"
 )
@@ -31,7 +32,7 @@ func runEtcd(ctx context.Context, args []string) error {
 	fs.StringVar(&advertisePeers, "initial-advertise-peer-urls", "", "comma-separated peer URLs the member gives the others for itself, as --initial-cluster names them (default --listen-peer-urls)")
 	fs.StringVar(&initialCluster, "initial-cluster", "", "NAME=PEER-URL,… of every member of a new cluster, or of the cluster a member joins (default this member alone)")
 	fs.StringVar(&clusterState, "initial-cluster-state", embed.ClusterStateFlagNew, "new: start a new cluster of --initial-cluster; existing: join the running cluster as a member added with `leasehold etcd member add` (read only on the first start)")
-	fs.Int64Var(&quota, "quota-backend-bytes", embedded.DefaultQuotaBackendBytes, "the database size limit: at it the cluster refuses writes but deletions until it is compacted, defragmented and its NOSPACE alarm disarmed")
+	fs.Int64Var(&quota, "quota-backend-bytes", embedded.DefaultQuotaBackendBytes, "the database size limit: at it the cluster refuses writes but deletions, and once objects are deleted the member reclaims its space (compacts, defragments and disarms its NOSPACE alarm) within 10 s")
 	fs.Uint64Var(&catchUp, "snapshot-catchup-entries", 0, fmt.Sprintf("raft entries kept in memory after each snapshot for followers that fall behind (default %d in a cluster of several, %d for a member alone)", embedded.ClusterCatchUpEntries, embedded.SingleMemberCatchUpEntries))
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -78,6 +79,14 @@ func runEtcd(ctx context.Context, args []string) error {
 	}
 	defer e.Close()
 	log.Info("etcd member serving clients", "name", name, "clientURLs", strings.Join(e.Endpoints(), ","))
+	// As the embedded member's server does: once objects are deleted
+	// from a full database, its space is reclaimed and writes resume.
+	space := e.SpaceKeeper(log, "--quota-backend-bytes")
+	space.Check(ctx)
+	spaceCtx, stopSpace := context.WithCancel(ctx)
+	spaceDone := make(chan struct{})
+	go func() { space.Run(spaceCtx, clock.RealClock{}, spaceCheckInterval); close(spaceDone) }()
+	defer func() { stopSpace(); <-spaceDone }()
 	select {
 	case <-ctx.Done():
 		return nil

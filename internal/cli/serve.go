@@ -224,7 +224,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		// A database at its quota refuses writes until its space is
 		// reclaimed; a first check before the bootstrap's writes, then one
 		// every spaceCheckInterval.
-		space := member.SpaceKeeper(log)
+		space := member.SpaceKeeper(log, "--etcd-quota-backend-bytes")
 		space.Check(ctx)
 		spaceCtx, stopSpace := context.WithCancel(context.Background())
 		spaceDone := make(chan struct{})
@@ -763,7 +763,8 @@ func (s *etcdStart) close() {
 	}
 }
 
-// spaceCheckInterval is how often the embedded member's NOSPACE alarm is
+// spaceCheckInterval is how often an embedded or `leasehold etcd` member's
+// NOSPACE alarm is
 // checked: writes resume this long at most after deletions free enough of
 // a full database.
 const spaceCheckInterval = 10 * time.Second

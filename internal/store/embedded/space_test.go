@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -49,7 +50,7 @@ func TestReclaimSpace(t *testing.T) {
 		t.Fatalf("only %d values fit in the quota", n)
 	}
 	var logs bytes.Buffer
-	k := e.SpaceKeeper(slog.New(slog.NewTextHandler(&logs, nil)))
+	k := e.SpaceKeeper(slog.New(slog.NewTextHandler(&logs, nil)), "--quota")
 	if !k.Check(ctx) {
 		t.Fatal("the keeper did not try")
 	}
@@ -122,5 +123,136 @@ func TestReclaimSpaceAfterALargerQuota(t *testing.T) {
 	}
 	if _, err := e.Client().Put(ctx, "/other", "x"); err != nil {
 		t.Fatalf("a write after the space was reclaimed: %v", err)
+	}
+}
+
+// TestReclaimSpaceInACluster: in a cluster each member raises its own
+// NOSPACE alarm and its keeper reclaims its own database's space; once
+// objects are deleted and every member has checked, writes resume.
+func TestReclaimSpaceInACluster(t *testing.T) {
+	c := newCluster(t, 0)
+	for i := range c.cfgs {
+		c.cfgs[i].QuotaBackendBytes = 4 << 20
+	}
+	members := c.startAll(t)
+	ctx, client := context.Background(), members[0].Client()
+	if n := fill(t, client, "/full/"); n < 10 {
+		t.Fatalf("only %d values fit in the quota", n)
+	}
+	var logs bytes.Buffer
+	keepers := make([]*SpaceKeeper, len(members))
+	for i, m := range members {
+		keepers[i] = m.SpaceKeeper(slog.New(slog.NewTextHandler(&logs, nil)), "--quota")
+		keepers[i].Check(ctx)
+	}
+	if _, err := client.Put(ctx, "/other", "x"); !errors.Is(err, rpctypes.ErrNoSpace) {
+		t.Fatalf("a write with the database still full: %v, want %v", err, rpctypes.ErrNoSpace)
+	}
+	if _, err := client.Delete(ctx, "/full/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	// A member raises its alarm in a raft request of its own, after the
+	// write it refused: one may come in after the keepers' first round,
+	// to be found by a later one, as the keepers' ticks would.
+	var errs []error
+	for round := 0; round == 0 || len(errs) > 0; round++ {
+		if round == 50 {
+			t.Fatalf("writes still refused after %d rounds of checks: %v\n%s", round, errs, logs.String())
+		}
+		if round > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, k := range keepers {
+			k.Check(ctx)
+		}
+		errs = nil
+		for i, m := range members {
+			if _, err := m.Client().Put(ctx, "/other", "x"); err != nil {
+				errs = append(errs, fmt.Errorf("a write through member %d: %w", i, err))
+			}
+		}
+	}
+	alarms, err := client.AlarmList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alarms.Alarms) > 0 {
+		t.Errorf("alarms left once every member took writes: %v\n%s", alarms.Alarms, logs.String())
+	}
+}
+
+// TestDefragmentNearTheQuota: a database file near its quota, of free
+// pages that a compaction left, is defragmented before a write raises the
+// alarm, and history is not compacted for it; a file near its quota with
+// its data is left alone.
+func TestDefragmentNearTheQuota(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	e, err := Start(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// restart runs the member again with its file at share of the quota,
+	// or with the default quota for a share of 0.
+	restart := func(share float64) {
+		t.Helper()
+		st, err := e.Client().Status(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Close()
+		quota := int64(DefaultQuotaBackendBytes)
+		if share > 0 {
+			quota = int64(float64(st.DbSize) / share)
+		}
+		if e, err = Start(Config{Dir: dir, QuotaBackendBytes: quota}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	value := strings.Repeat("x", 64<<10)
+	for i := range 64 {
+		if _, err := e.Client().Put(ctx, fmt.Sprintf("/big/%02d", i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restart(0.95)
+	if r, err := e.ReclaimSpace(ctx); err != nil || r.Alarmed || r.Defragmented {
+		t.Fatalf("with the data near the quota: %+v, %v", r, err)
+	}
+	restart(0)
+
+	del, err := e.Client().Delete(ctx, "/big/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client().Compact(ctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client().Put(ctx, "/after", "x"); err != nil {
+		t.Fatal(err)
+	}
+	restart(0.95)
+	defer e.Close()
+	var logs bytes.Buffer
+	k := e.SpaceKeeper(slog.New(slog.NewTextHandler(&logs, nil)), "--quota")
+	if !k.Check(ctx) {
+		t.Fatal("the keeper did not try")
+	}
+	if !strings.Contains(logs.String(), "defragmented") {
+		t.Errorf("logged %q", logs.String())
+	}
+	st, err := e.Client().Status(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fits(st.DbSize, e.quota) {
+		t.Errorf("after the keeper: a file of %d bytes, against a quota of %d", st.DbSize, e.quota)
+	}
+	// Compacted to the deletion by the test, and not beyond by the keeper.
+	if _, err := e.Client().Get(ctx, "/after", clientv3.WithRev(del.Header.Revision)); err != nil {
+		t.Errorf("a read at the deletion's revision after the keeper: %v", err)
+	}
+	if _, err := e.Client().Put(ctx, "/later", "x"); err != nil {
+		t.Errorf("a write after the keeper: %v", err)
 	}
 }
