@@ -78,3 +78,16 @@ func mustConfig(t *testing.T, s *server) *rest.Config {
 	}
 	return cfg
 }
+
+// TestDashboardFlag: --dashboard=false serves no dashboard, 404; by
+// default its page is served.
+func TestDashboardFlag(t *testing.T) {
+	needKubectl(t)
+	if body, err := getRaw(t, mustConfig(t, shared(t)), "/dashboard/"); err != nil || !strings.Contains(body, "<html") {
+		t.Errorf("the dashboard by default: %v, %.100q", err, body)
+	}
+	s := newServer(t, "--dashboard=false")
+	if _, err := getRaw(t, mustConfig(t, s), "/dashboard/"); !apierrors.IsNotFound(err) {
+		t.Errorf("the dashboard with --dashboard=false: %v; want 404", err)
+	}
+}
