@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/utils/clock"
 
@@ -13,16 +15,22 @@ import (
 )
 
 func init() {
-	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers), or list, add and remove members (etcd member list|add|remove)", run: runEtcd})
+	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers); etcd member list|add|remove changes who is in the cluster, etcd cert issues its certificates", run: runEtcd})
 }
 
 func runEtcd(ctx context.Context, args []string) error {
-	if len(args) > 0 && args[0] == "member" {
-		return runEtcdMember(ctx, args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "member":
+			return runEtcdMember(ctx, args[1:])
+		case "cert":
+			return runEtcdCert(args[1:])
+		}
 	}
 	var dataDir, name, clientURLs, peerURLs, advertiseClients, advertisePeers, initialCluster, clusterState, logLevel, logFormat string
 	var catchUp uint64
 	var quota int64
+	var clientTLS, peerTLS transport.TLSInfo
 	fs := newFlagSet("etcd")
 	fs.StringVar(&dataDir, "data-dir", "./leasehold-etcd", "the member's data directory")
 	fs.StringVar(&name, "name", "leasehold", "the member's name in --initial-cluster")
@@ -33,6 +41,14 @@ func runEtcd(ctx context.Context, args []string) error {
 	fs.StringVar(&initialCluster, "initial-cluster", "", "NAME=PEER-URL,… of every member of a new cluster, or of the cluster a member joins (default this member alone)")
 	fs.StringVar(&clusterState, "initial-cluster-state", embed.ClusterStateFlagNew, "new: start a new cluster of --initial-cluster; existing: join the running cluster as a member added with `leasehold etcd member add` (read only on the first start)")
 	fs.Int64Var(&quota, "quota-backend-bytes", embedded.DefaultQuotaBackendBytes, "the database size limit: at it the cluster refuses writes but deletions, and once objects are deleted the member reclaims its space (compacts, defragments and disarms its NOSPACE alarm) within 10 s")
+	fs.StringVar(&clientTLS.CertFile, "cert-file", "", "certificate to serve clients with, over https:// client URLs (leasehold etcd cert --member issues one)")
+	fs.StringVar(&clientTLS.KeyFile, "key-file", "", "key of --cert-file")
+	fs.StringVar(&clientTLS.TrustedCAFile, "trusted-ca-file", "", "CA bundle that clients' certificates must chain to, with --client-cert-auth")
+	fs.BoolVar(&clientTLS.ClientCertAuth, "client-cert-auth", false, "serve only clients with a certificate that --trusted-ca-file signed")
+	fs.StringVar(&peerTLS.CertFile, "peer-cert-file", "", "certificate to serve and dial the other members with, over https:// peer URLs")
+	fs.StringVar(&peerTLS.KeyFile, "peer-key-file", "", "key of --peer-cert-file")
+	fs.StringVar(&peerTLS.TrustedCAFile, "peer-trusted-ca-file", "", "CA bundle that the other members' certificates must chain to")
+	fs.BoolVar(&peerTLS.ClientCertAuth, "peer-client-cert-auth", false, "accept only members with a certificate that --peer-trusted-ca-file signed")
 	fs.Uint64Var(&catchUp, "snapshot-catchup-entries", 0, fmt.Sprintf("raft entries kept in memory after each snapshot for followers that fall behind (default %d in a cluster of several, %d for a member alone)", embedded.ClusterCatchUpEntries, embedded.SingleMemberCatchUpEntries))
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -50,7 +66,7 @@ func runEtcd(ctx context.Context, args []string) error {
 		return fmt.Errorf("--quota-backend-bytes must be positive, not %d", quota)
 	}
 	cfg := embedded.Config{Dir: dataDir, Name: name, InitialCluster: initialCluster, ClusterState: clusterState,
-		QuotaBackendBytes: quota, CatchUpEntries: catchUp, Logger: log}
+		ClientTLS: clientTLS, PeerTLS: peerTLS, QuotaBackendBytes: quota, CatchUpEntries: catchUp, Logger: log}
 	for _, l := range []struct {
 		flag, value string
 		urls        *[]url.URL
@@ -66,6 +82,18 @@ func runEtcd(ctx context.Context, args []string) error {
 		}
 		if *l.urls, err = parseURLs(l.value); err != nil {
 			return fmt.Errorf("%s: %w", l.flag, err)
+		}
+	}
+	for _, side := range []struct {
+		what, flags string
+		urls        []url.URL
+		tls         transport.TLSInfo
+	}{
+		{"client", "--cert-file and --key-file", cfg.ClientURLs, clientTLS},
+		{"peer", "--peer-cert-file and --peer-key-file", cfg.PeerURLs, peerTLS},
+	} {
+		if err := checkTLSURLs(side.what, side.flags, side.urls, side.tls); err != nil {
+			return err
 		}
 	}
 	e, err := embedded.Start(cfg)
@@ -93,6 +121,24 @@ func runEtcd(ctx context.Context, args []string) error {
 	case err := <-e.Err():
 		return err
 	}
+}
+
+// checkTLSURLs refuses what etcd would take without a word, or answer
+// only when a connection fails: https URLs without a certificate to serve
+// them, a certificate for http URLs, or a certificate without its key.
+func checkTLSURLs(what, flags string, urls []url.URL, tls transport.TLSInfo) error {
+	secure := slices.ContainsFunc(urls, func(u url.URL) bool { return u.Scheme == "https" })
+	switch {
+	case (tls.CertFile == "") != (tls.KeyFile == ""):
+		return fmt.Errorf("%s go together", flags)
+	case secure && tls.CertFile == "":
+		return fmt.Errorf("https:// %s URLs need %s", what, flags)
+	case !secure && (tls.CertFile != "" || tls.TrustedCAFile != "" || tls.ClientCertAuth):
+		return fmt.Errorf("TLS flags are given for %s URLs that are not https://", what)
+	case tls.ClientCertAuth && tls.TrustedCAFile == "":
+		return fmt.Errorf("requiring %s certificates needs the CA file that signs them", what)
+	}
+	return nil
 }
 
 func parseURLs(s string) ([]url.URL, error) {

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 )
 
 // TestParseURLs: lists are read as written by hand; one naming no URL is
@@ -27,6 +30,37 @@ func TestParseURLs(t *testing.T) {
 		}
 		if c.want != nil && (err != nil || !slices.Equal(got, c.want)) {
 			t.Errorf("%q: %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+}
+
+// TestCheckTLSURLs: https URLs need a certificate and http URLs take none;
+// a certificate needs its key, and requiring certificates needs a CA.
+func TestCheckTLSURLs(t *testing.T) {
+	https, http := "https://10.0.0.1:2379", "http://10.0.0.1:2379"
+	pair := transport.TLSInfo{CertFile: "a.crt", KeyFile: "a.key"}
+	for _, c := range []struct {
+		url  string
+		tls  transport.TLSInfo
+		want string // in the error; empty: none
+	}{
+		{http, transport.TLSInfo{}, ""},
+		{https, pair, ""},
+		{https, transport.TLSInfo{CertFile: "a.crt", KeyFile: "a.key", TrustedCAFile: "ca.crt", ClientCertAuth: true}, ""},
+		{https, transport.TLSInfo{}, "need --cert-file and --key-file"},
+		{https, transport.TLSInfo{CertFile: "a.crt"}, "go together"},
+		{https, transport.TLSInfo{KeyFile: "a.key"}, "go together"},
+		{http, pair, "not https://"},
+		{http, transport.TLSInfo{TrustedCAFile: "ca.crt"}, "not https://"},
+		{https, transport.TLSInfo{CertFile: "a.crt", KeyFile: "a.key", ClientCertAuth: true}, "needs the CA file"},
+	} {
+		urls, err := parseURLs(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkTLSURLs("client", "--cert-file and --key-file", urls, c.tls)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s with %+v: %v; want %q", c.url, c.tls, err, c.want)
 		}
 	}
 }

@@ -141,3 +141,13 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
 	}
 	return nil
 }
+
+// WritePair writes a key and its certificate atomically, mode 0600, the
+// key first: a crash between the two leaves the old certificate beside a
+// new key, which does not load, never a certificate whose key is lost.
+func WritePair(certPath, keyPath string, certPEM, keyPEM []byte) error {
+	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+		return err
+	}
+	return writeFileAtomic(certPath, certPEM, 0o600)
+}

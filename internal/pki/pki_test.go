@@ -27,6 +27,24 @@ func newTestCA(t *testing.T, dir string) *CA {
 	return ca
 }
 
+// parsePair parses an issued certificate and key, and fails the test
+// unless the key is the certificate's.
+func parsePair(t *testing.T, certPEM, keyPEM []byte) *x509.Certificate {
+	t.Helper()
+	cert, err := ParseCertPEM(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ParseKeyPEM(keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !keyMatches(cert, key) {
+		t.Error("key does not match certificate")
+	}
+	return cert
+}
+
 func checkMode(t *testing.T, path string) {
 	t.Helper()
 	st, err := os.Stat(path)
@@ -410,17 +428,7 @@ func TestIssueClient(t *testing.T) {
 			if err != nil {
 				t.Fatalf("got error %v", err)
 			}
-			cert, err := ParseCertPEM(certPEM)
-			if err != nil {
-				t.Fatal(err)
-			}
-			key, err := ParseKeyPEM(keyPEM)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !keyMatches(cert, key) {
-				t.Errorf("key does not match certificate")
-			}
+			cert := parsePair(t, certPEM, keyPEM)
 			if cert.Subject.CommonName != tc.user {
 				t.Errorf("CN %q, want %q", cert.Subject.CommonName, tc.user)
 			}

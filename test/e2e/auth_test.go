@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -45,12 +44,7 @@ func (s *server) withKubeconfig(t *testing.T, kubeconfig, stdin string, args ...
 
 func TestAuthUnauthenticated(t *testing.T) {
 	s := shared(t)
-	caPEM, err := os.ReadFile(filepath.Join(s.dataDir, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	pool := certPool(t, filepath.Join(s.dataDir, "ca.crt"))
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
 	for _, token := range []string{"", "not-a-token"} {
 		req, _ := http.NewRequest("GET", s.url()+"/api/v1/namespaces", nil)

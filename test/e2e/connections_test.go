@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"net"
 	"os"
 	"os/exec"
@@ -67,12 +66,7 @@ func TestConnectionsLeaveFilesForEtcd(t *testing.T) {
 	}
 
 	base := connectionsMetric(t, cs, "leasehold_apiserver_connections")
-	ca, err := os.ReadFile(filepath.Join(s.dataDir, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca)
+	roots := certPool(t, filepath.Join(s.dataDir, "ca.crt"))
 	dialer := &tls.Dialer{Config: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2"}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -193,12 +187,7 @@ func TestLoopbackPortLeavesFilesForEtcd(t *testing.T) {
 	s := serveForUnder(t, []string{prlimit, "--nofile=" + strconv.Itoa(openFiles), "--"}, filepath.Join(dir, "data"), "", dir)
 	cs := s.clientset(t)
 	addr := loopbackAddr(t, s)
-	ca, err := os.ReadFile(filepath.Join(s.dataDir, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca)
+	roots := certPool(t, filepath.Join(s.dataDir, "ca.crt"))
 	config := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2"}}
 
 	// A handshake completes only once the server has accepted its

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -91,5 +93,71 @@ func TestServeOnEtcdWithTLS(t *testing.T) {
 	}
 	if err := p.stop(); err != nil {
 		t.Errorf("leasehold serve stopped while waiting for etcd: %v", err)
+	}
+}
+
+// TestEtcdClusterWithTLS: the README's TLS cluster of `leasehold etcd`
+// members, with certificates from `leasehold etcd cert`: members speak
+// https to each other and to clients, and take only clients with a
+// certificate of their CA. A server with its client certificate serves
+// kubectl; `leasehold etcd member list` reaches the cluster with the same
+// flags; a certificate of the API server's own CA (leasehold cert issue)
+// is refused by etcd, and `leasehold etcd cert` refuses to keep etcd's CA
+// in a server's data directory.
+func TestEtcdClusterWithTLS(t *testing.T) {
+	needKubectl(t)
+	dir := t.TempDir()
+	pkiDir := filepath.Join(dir, "etcd-pki")
+	names := []string{"a", "b", "c"}
+	for _, n := range names {
+		leasehold(t, "etcd", "cert", "--dir", pkiDir, "--member", n, "--hosts", "127.0.0.1")
+	}
+	leasehold(t, "etcd", "cert", "--dir", pkiDir, "--client", "client")
+	members := startEtcdClusterTLS(t, dir, pkiDir, names...)
+	var urls []string
+	for _, m := range members {
+		if !strings.HasPrefix(m.url, "https://") {
+			t.Fatalf("member URL %s", m.url)
+		}
+		urls = append(urls, m.url)
+	}
+	etcdFlags := []string{"--etcd-servers", strings.Join(urls, ","), "--etcd-cafile", filepath.Join(pkiDir, "ca.crt"),
+		"--etcd-certfile", filepath.Join(pkiDir, "client.crt"), "--etcd-keyfile", filepath.Join(pkiDir, "client.key")}
+	s := serveFor(t, filepath.Join(dir, "data"), "", dir, etcdFlags...)
+	ns := testNamespace(t, s)
+	s.kubectlStdin(t, leaseManifest("over-tls", ns, "a"), "create", "-f", "-")
+	if got := holder(getLease(t, s, ns, "over-tls")); got != "a" {
+		t.Errorf("holder %q, want a", got)
+	}
+	list := leasehold(t, append([]string{"etcd", "member", "list"}, etcdFlags...)...)
+	if strings.Count(list, "https://") != 2*len(names) {
+		t.Errorf("member list over TLS, want each member's two https URLs:\n%s", list)
+	}
+	for _, n := range names {
+		if !strings.Contains(list, " "+n+" ") {
+			t.Errorf("member list over TLS lacks %s:\n%s", n, list)
+		}
+	}
+
+	// The API server's CA is not etcd's.
+	leasehold(t, "cert", "issue", "--data-dir", s.dataDir, "--user", "client", "--out-dir", filepath.Join(dir, "api"))
+	if resp, err := etcdHTTPClient(t, pkiDir, "client").Get(urls[0] + "/health"); err != nil {
+		t.Errorf("/health with etcd's client certificate: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	apiCert, err := tls.LoadX509KeyPair(filepath.Join(dir, "api", "client.crt"), filepath.Join(dir, "api", "client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := etcdHTTPClient(t, pkiDir, "client")
+	other.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{apiCert}
+	if resp, err := other.Get(urls[0] + "/health"); err == nil {
+		resp.Body.Close()
+		t.Errorf("/health with a certificate of the API server's CA: %s; want the handshake refused", resp.Status)
+	}
+	p := startProcess(t, "etcd", "cert", "--dir", s.dataDir, "--client", "x")
+	if err := p.cmd.Wait(); err == nil || !strings.Contains(p.out.String(), "a CA of its own") {
+		t.Errorf("etcd cert in a server's data directory: %v\n%s", err, p.out.String())
 	}
 }

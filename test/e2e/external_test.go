@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
@@ -37,6 +38,8 @@ type etcdMember struct {
 	// gone: the member has exited, killed by the test or of itself, and
 	// its exit has been read.
 	gone bool
+	// health asks its /health; nil: http.DefaultClient.
+	health *http.Client
 }
 
 // startEtcdCluster runs a `leasehold etcd` member for each name, together
@@ -45,15 +48,28 @@ type etcdMember struct {
 // only when the cluster has a leader.
 func startEtcdCluster(t *testing.T, dir string, names ...string) []*etcdMember {
 	t.Helper()
+	return startEtcdClusterTLS(t, dir, "", names...)
+}
+
+// startEtcdClusterTLS is startEtcdCluster with, when pkiDir is not empty,
+// https for clients and peers, with the certificates that `leasehold etcd
+// cert` wrote in pkiDir for each member (NAME.crt), and certificates
+// required of both; /health is then asked with pkiDir's client.crt.
+func startEtcdClusterTLS(t *testing.T, dir, pkiDir string, names ...string) []*etcdMember {
+	t.Helper()
 	alone := len(names) == 0
 	if alone {
 		names = []string{""}
 	}
+	scheme := "http://"
+	if pkiDir != "" {
+		scheme = "https://"
+	}
 	var clients, peers, cluster []string
 	for _, name := range names {
 		addrs := freeAddrs(t, 2)
-		clients, peers = append(clients, "http://"+addrs[0]), append(peers, "http://"+addrs[1])
-		cluster = append(cluster, name+"=http://"+addrs[1])
+		clients, peers = append(clients, scheme+addrs[0]), append(peers, scheme+addrs[1])
+		cluster = append(cluster, name+"="+scheme+addrs[1])
 	}
 	members := make([]*etcdMember, len(names))
 	for i, name := range names {
@@ -62,12 +78,32 @@ func startEtcdCluster(t *testing.T, dir string, names ...string) []*etcdMember {
 		if !alone {
 			args = append(args, "--name", name, "--initial-cluster", strings.Join(cluster, ","))
 		}
+		if pkiDir != "" {
+			cert, key, ca := filepath.Join(pkiDir, name+".crt"), filepath.Join(pkiDir, name+".key"), filepath.Join(pkiDir, "ca.crt")
+			args = append(args, "--cert-file", cert, "--key-file", key, "--trusted-ca-file", ca, "--client-cert-auth",
+				"--peer-cert-file", cert, "--peer-key-file", key, "--peer-trusted-ca-file", ca, "--peer-client-cert-auth")
+		}
 		members[i] = runEtcdMember(t, filepath.Join(dir, "etcd"+name+".log"), clients[i], args...)
+		if pkiDir != "" {
+			members[i].health = etcdHTTPClient(t, pkiDir, "client")
+		}
 	}
 	for _, m := range members {
 		m.waitHealthy(t)
 	}
 	return members
+}
+
+// etcdHTTPClient is an HTTP client of a TLS cluster whose CA is pkiDir's,
+// with the certificate `leasehold etcd cert` issued there to name.
+func etcdHTTPClient(t *testing.T, pkiDir, name string) *http.Client {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pkiDir, name+".crt"), filepath.Join(pkiDir, name+".key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := certPool(t, filepath.Join(pkiDir, "ca.crt"))
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
 }
 
 // runEtcdMember starts `leasehold etcd` with args, serving clients at url
@@ -118,7 +154,11 @@ func (m *etcdMember) waitHealthy(t *testing.T) {
 			t.Fatalf("leasehold etcd exited: %v\n%s", err, data)
 		default:
 		}
-		resp, err := http.Get(m.url + "/health")
+		c := m.health
+		if c == nil {
+			c = http.DefaultClient
+		}
+		resp, err := c.Get(m.url + "/health")
 		if err != nil {
 			return err
 		}

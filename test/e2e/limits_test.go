@@ -20,16 +20,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// tlsTo is a TLS configuration for HTTP/1.1 to s, verified with its CA.
-func tlsTo(t *testing.T, s *server) *tls.Config {
+// certPool holds the certificates of the PEM file at path.
+func certPool(t *testing.T, path string) *x509.CertPool {
 	t.Helper()
-	ca, err := os.ReadFile(filepath.Join(s.dataDir, "ca.crt"))
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	return &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}}
+	if !pool.AppendCertsFromPEM(data) {
+		t.Fatalf("%s holds no certificate", path)
+	}
+	return pool
+}
+
+// tlsTo is a TLS configuration for HTTP/1.1 to s, verified with its CA.
+func tlsTo(t *testing.T, s *server) *tls.Config {
+	t.Helper()
+	return &tls.Config{RootCAs: certPool(t, filepath.Join(s.dataDir, "ca.crt")), NextProtos: []string{"http/1.1"}}
 }
 
 // leaseJSON is a Lease named name, in JSON.

@@ -24,6 +24,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
@@ -45,6 +46,11 @@ type Config struct {
 	// gives the others and clients for itself; default ClientURLs and
 	// PeerURLs.
 	AdvertiseClientURLs, AdvertisePeerURLs []url.URL
+	// ClientTLS and PeerTLS are the member's certificates and the CAs it
+	// trusts, for its client and its peer URLs (which are then https);
+	// their ClientCertAuth requires a certificate of whoever connects.
+	// Empty: plain HTTP.
+	ClientTLS, PeerTLS transport.TLSInfo
 	// InitialCluster lists the members for a new multi-member cluster
 	// ("a=http://10.0.0.1:2380,b=…"); default this member alone.
 	InitialCluster string
@@ -130,6 +136,7 @@ type Etcd struct {
 	kv     pb.KVClient
 	quota  int64 // the database's size limit in bytes
 	lock   *fileutil.LockedFile
+	tls    bool // clients reach it over TLS
 }
 
 // defaultName is the member's name unless Config.Name gives one.
@@ -176,6 +183,7 @@ func Start(cfg Config) (*Etcd, error) {
 	ec.AdvertiseClientUrls = orURLs(cfg.AdvertiseClientURLs, ec.ListenClientUrls...)
 	ec.ListenPeerUrls = orURLs(cfg.PeerURLs, loopback)
 	ec.AdvertisePeerUrls = orURLs(cfg.AdvertisePeerURLs, ec.ListenPeerUrls...)
+	ec.ClientTLSInfo, ec.PeerTLSInfo = cfg.ClientTLS, cfg.PeerTLS
 	ec.InitialCluster = cfg.InitialCluster
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
@@ -252,7 +260,7 @@ func Start(cfg Config) (*Etcd, error) {
 	}
 	kv := adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.Server))
 	started = true
-	return &Etcd{etcd: e, log: zs, client: v3client.New(e.Server), kv: kv, quota: ec.QuotaBackendBytes, lock: lock}, nil
+	return &Etcd{etcd: e, log: zs, client: v3client.New(e.Server), kv: kv, quota: ec.QuotaBackendBytes, lock: lock, tls: !cfg.ClientTLS.Empty()}, nil
 }
 
 // startEtcd starts etcd, and returns as an error what etcd panics with
@@ -280,7 +288,13 @@ func (e *Etcd) Client() *clientv3.Client { return e.client }
 func (e *Etcd) KV() pb.KVClient { return e.kv }
 
 // Endpoints are the member's client URLs, for other clients.
-func (e *Etcd) Endpoints() []string { return []string{clientEndpoint(e.etcd)} }
+func (e *Etcd) Endpoints() []string {
+	scheme := "http://"
+	if e.tls {
+		scheme = "https://"
+	}
+	return []string{scheme + e.etcd.Clients[0].Addr().String()}
+}
 
 // Err reports a fatal error of the running member.
 func (e *Etcd) Err() <-chan error { return e.etcd.Err() }
@@ -296,10 +310,6 @@ func (e *Etcd) Close() error {
 		err = nil
 	}
 	return err
-}
-
-func clientEndpoint(e *embed.Etcd) string {
-	return "http://" + e.Clients[0].Addr().String()
 }
 
 func orDefault(s, def string) string {
