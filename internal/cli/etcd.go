@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers); etcd member list|add|remove changes who is in the cluster, etcd cert issues its certificates", run: runEtcd})
+	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers); etcd member list|add|remove changes who is in the cluster, etcd cert issues its certificates, etcd restore restores a member from a snapshot", run: runEtcd})
 }
 
 func runEtcd(ctx context.Context, args []string) error {
@@ -25,6 +25,8 @@ func runEtcd(ctx context.Context, args []string) error {
 			return runEtcdMember(ctx, args[1:])
 		case "cert":
 			return runEtcdCert(args[1:])
+		case "restore":
+			return etcdRestore(args[1:])
 		}
 	}
 	var dataDir, name, clientURLs, peerURLs, advertiseClients, advertisePeers, initialCluster, clusterState, logLevel, logFormat string

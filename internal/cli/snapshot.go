@@ -131,7 +131,7 @@ func snapshotRestore(args []string) error {
 		return err
 	}
 	dir := filepath.Join(*dataDir, etcdDirName)
-	if err := embedded.Restore(fs.Arg(0), dir, log); err != nil {
+	if err := embedded.Restore(fs.Arg(0), dir, embedded.RestoreMember{}, log); err != nil {
 		return err
 	}
 	fmt.Printf("Restored %s into %s. Start leasehold serve --data-dir %s: its clients see the revision moved on by %d, and list again.\n",
@@ -139,5 +139,33 @@ func snapshotRestore(args []string) error {
 	if _, err := os.Stat(filepath.Join(*dataDir, pki.CAKeyFile)); errors.Is(err, os.ErrNotExist) {
 		fmt.Printf("%s holds no CA: copy ca.crt, ca.key, admin-token.sha256 and tokens.json into it from the backup first, or the server makes a CA and admin token of its own, which no kubeconfig or agent of the old one trusts.\n", *dataDir)
 	}
+	return nil
+}
+
+// etcdRestore is `leasehold etcd restore`: snapshot restore for a member of
+// a cluster of `leasehold etcd` members, each restored from the same file.
+func etcdRestore(args []string) error {
+	var dataDir, name, initialCluster, peerURLs string
+	fs := newFlagSet("etcd restore")
+	fs.StringVar(&dataDir, "data-dir", "./leasehold-etcd", "the member's data directory to restore into; it must not exist")
+	fs.StringVar(&name, "name", "leasehold", "the member's name in --initial-cluster")
+	fs.StringVar(&initialCluster, "initial-cluster", "", "NAME=PEER-URL,… of every member of the restored cluster, the same for each (default this member alone)")
+	fs.StringVar(&peerURLs, "initial-advertise-peer-urls", "", "comma-separated peer URLs of this member (default its entries in --initial-cluster)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: leasehold etcd restore [--data-dir DIR] [--name NAME --initial-cluster NAME=URL,...] FILE")
+	}
+	log, err := newLogger("text", "warn")
+	if err != nil {
+		return err
+	}
+	m := embedded.RestoreMember{Name: name, InitialCluster: initialCluster, PeerURLs: splitList(peerURLs)}
+	if err := embedded.Restore(fs.Arg(0), dataDir, m, log); err != nil {
+		return err
+	}
+	fmt.Printf("Restored %s into %s as member %s. Start every member restored from this file with its --name, the same --initial-cluster and its --data-dir; the servers' clients see the revision moved on by %d, and list again.\n",
+		fs.Arg(0), dataDir, name, embedded.RestoreRevisionBump)
 	return nil
 }

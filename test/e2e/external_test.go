@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -94,6 +95,16 @@ func startEtcdClusterTLS(t *testing.T, dir, pkiDir string, names ...string) []*e
 	return members
 }
 
+// endpoints are the members' client URLs, comma-separated, for serve's
+// --etcd-servers.
+func endpoints(members []*etcdMember) string {
+	var urls []string
+	for _, m := range members {
+		urls = append(urls, m.url)
+	}
+	return strings.Join(urls, ",")
+}
+
 // etcdHTTPClient is an HTTP client of a TLS cluster whose CA is pkiDir's,
 // with the certificate `leasehold etcd cert` issued there to name.
 func etcdHTTPClient(t *testing.T, pkiDir, name string) *http.Client {
@@ -168,6 +179,30 @@ func (m *etcdMember) waitHealthy(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// stop ends the member with SIGTERM, and fails the test unless it exits
+// cleanly.
+func (m *etcdMember) stop(t *testing.T) {
+	t.Helper()
+	if err := m.proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := <-m.exited
+	m.gone = true
+	if err != nil {
+		data, _ := os.ReadFile(m.logFile)
+		t.Fatalf("leasehold etcd did not stop cleanly: %v\n%s", err, data)
+	}
+}
+
+// flag is the value of the member's flag name.
+func (m *etcdMember) flag(name string) string {
+	i := slices.Index(m.args, name)
+	if i < 0 || i+1 == len(m.args) {
+		return ""
+	}
+	return m.args[i+1]
 }
 
 // kill ends the member with SIGKILL, as a lost machine ends.
@@ -280,11 +315,7 @@ func TestServeThroughAStoppedEtcdMember(t *testing.T) {
 	needKubectl(t)
 	dir := t.TempDir()
 	members := startEtcdCluster(t, dir, "a", "b", "c")
-	var urls []string
-	for _, m := range members {
-		urls = append(urls, m.url)
-	}
-	s := serveFor(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", strings.Join(urls, ","))
+	s := serveFor(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members))
 	ns := testNamespace(t, s)
 	s.kubectlStdin(t, leaseManifest("through-a-stop", ns, "a", "  leaseTransitions: 0"), "create", "-f", "-")
 	leases := s.clientset(t).CoordinationV1().Leases(ns)

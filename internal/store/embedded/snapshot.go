@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 )
@@ -69,10 +70,43 @@ func SnapshotRevision(path string) (int64, error) {
 // Kubernetes cluster advises.
 const RestoreRevisionBump = 1_000_000_000
 
+// RestoreMember says which member of which cluster a restore makes. The
+// zero value is Start's member alone, with its defaults.
+type RestoreMember struct {
+	// Name is the member's name, as Config.Name.
+	Name string
+	// InitialCluster lists every member of the restored cluster, as
+	// Config.InitialCluster; each member is restored from the same file
+	// with the same list.
+	InitialCluster string
+	// PeerURLs are the member's own; default its entries in
+	// InitialCluster.
+	PeerURLs []string
+}
+
 // Restore writes a member directory at dir, which must not exist, from the
-// snapshot file at path, for Start to run as a member alone: the state the
-// snapshot holds, with the revision moved on by RestoreRevisionBump.
-func Restore(path, dir string, log *slog.Logger) error {
+// snapshot file at path, for Start to run as the member that m describes:
+// the state the snapshot holds, with the revision moved on by
+// RestoreRevisionBump.
+func Restore(path, dir string, m RestoreMember, log *slog.Logger) error {
+	name, cluster, peers := m.Name, m.InitialCluster, m.PeerURLs
+	if name == "" {
+		name = defaultName
+	}
+	if cluster == "" {
+		// Start's defaults: a peer URL on the loopback interface, which
+		// a member alone never dials.
+		cluster = name + "=http://127.0.0.1:0"
+	}
+	if len(peers) == 0 {
+		urls, err := types.NewURLsMap(cluster)
+		if err != nil {
+			return fmt.Errorf("initial cluster %q: %w", cluster, err)
+		}
+		if peers = urls[name].StringSlice(); len(peers) == 0 {
+			return fmt.Errorf("initial cluster %q names no member %s", cluster, name)
+		}
+	}
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("%s exists; move it away first, or restore into another data directory", dir)
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -86,15 +120,12 @@ func Restore(path, dir string, log *slog.Logger) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return err
 	}
-	// Start's defaults: the name, and a peer URL on the loopback
-	// interface, which a member alone never dials.
-	const peer = "http://127.0.0.1:0"
 	err := snapshot.NewV3(ClientLogger(log.With("component", "etcd"))).Restore(snapshot.RestoreConfig{
 		SnapshotPath:        path,
-		Name:                defaultName,
+		Name:                name,
 		OutputDataDir:       dir,
-		PeerURLs:            []string{peer},
-		InitialCluster:      defaultName + "=" + peer,
+		PeerURLs:            peers,
+		InitialCluster:      cluster,
 		InitialClusterToken: "etcd-cluster",
 		RevisionBump:        RestoreRevisionBump,
 		MarkCompacted:       true,

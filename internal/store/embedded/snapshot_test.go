@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,10 +66,10 @@ func TestSnapshotRestore(t *testing.T) {
 
 	log := slog.New(slog.DiscardHandler)
 	restored := filepath.Join(dir, "b")
-	if err := Restore(path, restored, log); err != nil {
+	if err := Restore(path, restored, RestoreMember{}, log); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
-	if err := Restore(path, restored, log); err == nil || !strings.Contains(err.Error(), "exists") {
+	if err := Restore(path, restored, RestoreMember{}, log); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("a second Restore into the same directory: %v; want it refused", err)
 	}
 	e, err = Start(Config{Dir: restored})
@@ -109,12 +110,36 @@ func TestSnapshotRestore(t *testing.T) {
 		if err := os.WriteFile(p, bad, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := Restore(p, filepath.Join(dir, name), log); err == nil {
+		if err := Restore(p, filepath.Join(dir, name), RestoreMember{}, log); err == nil {
 			t.Errorf("a %s snapshot was restored", name)
 		}
 		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("a refused %s snapshot left its directory: %v", name, err)
 		}
+	}
+
+	// A named member of a cluster the list describes: started with that
+	// name and list, it holds the snapshot's keys. A name the list lacks
+	// is refused.
+	peer := loopbackURL(t)
+	m := RestoreMember{Name: "m1", InitialCluster: "m1=" + peer.String()}
+	if err := Restore(path, filepath.Join(dir, "other"), RestoreMember{Name: "m2", InitialCluster: m.InitialCluster}, log); err == nil || !strings.Contains(err.Error(), "names no member m2") {
+		t.Errorf("restoring a member the cluster does not name: %v", err)
+	}
+	named := filepath.Join(dir, "m1")
+	if err := Restore(path, named, m, log); err != nil {
+		t.Fatalf("Restore as m1: %v", err)
+	}
+	m1, err := Start(Config{Dir: named, Name: m.Name, InitialCluster: m.InitialCluster, PeerURLs: []url.URL{peer}})
+	if err != nil {
+		t.Fatalf("starting the restored m1: %v", err)
+	}
+	defer m1.Close()
+	if got, err := m1.Client().Get(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || got.Count != int64(len(taken.Kvs)) {
+		t.Errorf("m1 holds %v keys (%v); want the snapshot's %d", got, err, len(taken.Kvs))
+	}
+	if members, err := m1.Client().MemberList(ctx); err != nil || len(members.Members) != 1 || members.Members[0].Name != "m1" {
+		t.Errorf("m1's members: %v, %v", members, err)
 	}
 }
 
