@@ -47,6 +47,7 @@ import (
 	"github.com/leasehold/leasehold/internal/controller/manager"
 	"github.com/leasehold/leasehold/internal/controller/namespace"
 	"github.com/leasehold/leasehold/internal/controller/nodelifecycle"
+	"github.com/leasehold/leasehold/internal/controller/snapshots"
 	"github.com/leasehold/leasehold/internal/dashboard"
 	"github.com/leasehold/leasehold/internal/openapi"
 	"github.com/leasehold/leasehold/internal/pki"
@@ -68,6 +69,9 @@ type serveFlags struct {
 	compaction, commitDelay             time.Duration
 	compactionWrites, etcdQuota         int64
 	eventTTL                            time.Duration
+	snapshotInterval                    time.Duration
+	snapshotRetention                   int
+	snapshotDir                         string
 	watchCacheSizes                     string
 	cacheSizes                          map[schema.GroupResource]int // watchCacheSizes, parsed
 	nodeMonitorPeriod, nodeMonitorGrace time.Duration
@@ -102,6 +106,9 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Int64Var(&f.etcdQuota, "etcd-quota-backend-bytes", embedded.DefaultQuotaBackendBytes, "the embedded etcd's database size limit (etcd's --quota-backend-bytes): at it etcd refuses writes, and the server reclaims the space once objects are deleted, or at a start with a larger limit")
 	fs.Int64Var(&f.compactionWrites, "etcd-compaction-writes", store.DefaultCompactionWrites, "compact as soon as this server has made this many writes since the last compaction, without waiting for the interval: etcd's history holds at least an interval or this many writes, whichever is less, and at most about twice that (0: the interval alone)")
 	fs.DurationVar(&f.commitDelay, "etcd-commit-delay", 0, "how long a group commit waits, from its oldest write, for more writes to share its etcd transaction and fsync, once recent commits have been shared by independent writers (at most 1s; 0 never waits); less CPU per write at moderate rates, for that much more latency")
+	fs.DurationVar(&f.snapshotInterval, "etcd-snapshot-interval", 0, "take an etcd snapshot this often, on the elected replica, into --etcd-snapshot-dir (0: none; leasehold snapshot save takes one by hand)")
+	fs.IntVar(&f.snapshotRetention, "etcd-snapshot-retention", 5, "scheduled snapshots kept; the oldest beyond are removed")
+	fs.StringVar(&f.snapshotDir, "etcd-snapshot-dir", "", "directory of the scheduled snapshots (default DATA_DIR/snapshots)")
 	fs.DurationVar(&f.eventTTL, "event-ttl", time.Hour, "how long an Event is kept after its last write, as kube-apiserver's --event-ttl (0: forever)")
 	fs.StringVar(&f.watchCacheSizes, "watch-cache-sizes", "", "comma-separated resource[.group]#size, as kube-apiserver's: size 0 serves the resource from etcd alone, any other keeps its watch cache (by default Events are served from etcd, the rest cached). nodes#0 keeps no Node in memory (about 1.4 KB each at 100 000 nodes), and reads lists and watches of Nodes from etcd (see docs/PERFORMANCE.md)")
 	fs.BoolVar(&f.dashboard, "dashboard", true, "serve the web dashboard under /dashboard/ (its page signs in with a bearer token; RBAC decides what it shows)")
@@ -145,6 +152,15 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if f.etcdQuota <= 0 {
 		return fmt.Errorf("--etcd-quota-backend-bytes must be positive, not %d", f.etcdQuota)
+	}
+	if f.snapshotInterval != 0 && f.snapshotInterval < time.Second {
+		return fmt.Errorf("--etcd-snapshot-interval must be 0 or at least 1s, not %v", f.snapshotInterval)
+	}
+	if f.snapshotRetention < 1 {
+		return fmt.Errorf("--etcd-snapshot-retention must be at least 1, not %d", f.snapshotRetention)
+	}
+	if f.snapshotDir == "" {
+		f.snapshotDir = filepath.Join(f.dataDir, "snapshots")
 	}
 	if f.commitDelay < 0 || f.commitDelay > time.Second {
 		return fmt.Errorf("--etcd-commit-delay must be between 0 and 1s, not %v", f.commitDelay)
@@ -453,7 +469,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 	gcReads := func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
 		return reads(gvr, namespace, apiserver.OnlyChanges(garbagecollector.Changed))
 	}
-	return []manager.Controller{{
+	controllers := []manager.Controller{{
 		Name:     "node-lifecycle",
 		Identity: "system:serviceaccount:kube-system:node-controller",
 		Run: func(ctx context.Context, cfg *rest.Config) error {
@@ -531,6 +547,27 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 			return c.Run(ctx)
 		},
 	}}
+	if f.snapshotInterval > 0 {
+		controllers = append(controllers, manager.Controller{
+			Name:     "etcd-snapshots",
+			Identity: apiserverUser, // a cluster-admin, as GET /etcd/snapshot needs
+			Run: func(ctx context.Context, cfg *rest.Config) error {
+				c, err := snapshots.New(snapshots.Config{
+					Dir: f.snapshotDir, Interval: f.snapshotInterval, Retention: f.snapshotRetention,
+					Save: func(ctx context.Context, path string) (int64, int64, error) {
+						return saveSnapshotFile(path, func(file *os.File) error { return download(ctx, cfg, file) })
+					},
+					Logger: slog.Default().With("controller", "etcd-snapshots"),
+				})
+				if err != nil {
+					return err
+				}
+				defer metrics.hold("etcd-snapshots", c.Collectors())()
+				return c.Run(ctx)
+			},
+		})
+	}
+	return controllers
 }
 
 // loopbackConnections is how many connections the loopback port holds at

@@ -56,42 +56,49 @@ func snapshotSave(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Written beside the file, and renamed to it once whole and verified:
-	// a failed save leaves no file that looks like a snapshot.
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".part-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	var saveErr error
-	for _, cfg := range configs {
-		if saveErr = download(ctx, cfg, tmp); saveErr == nil {
-			break
+	rev, size, err := saveSnapshotFile(path, func(f *os.File) error {
+		var err error
+		for _, cfg := range configs {
+			if err = download(ctx, cfg, f); err == nil {
+				break
+			}
 		}
-	}
-	if saveErr != nil {
-		return saveErr
-	}
-	if err := tmp.Sync(); err != nil {
 		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	size, err := embedded.VerifySnapshot(tmp.Name())
+	})
 	if err != nil {
-		return err
-	}
-	rev, err := embedded.SnapshotRevision(tmp.Name())
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
 	fmt.Printf("Snapshot saved at %s: etcd's revision %d, %d bytes of its database, the SHA-256 checked.\n", path, rev, size)
 	return nil
+}
+
+// saveSnapshotFile has fill write a snapshot into a file beside path, and
+// renames that file to path once it is whole and verified: a failed save
+// leaves no file that looks like a snapshot. It returns the revision and
+// the database's size that the snapshot holds.
+func saveSnapshotFile(path string, fill func(*os.File) error) (revision, size int64, err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".part-*")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if err := fill(tmp); err != nil {
+		return 0, 0, err
+	}
+	if err := tmp.Sync(); err != nil {
+		return 0, 0, err
+	}
+	if err := tmp.Close(); err != nil {
+		return 0, 0, err
+	}
+	if size, err = embedded.VerifySnapshot(tmp.Name()); err != nil {
+		return 0, 0, err
+	}
+	if revision, err = embedded.SnapshotRevision(tmp.Name()); err != nil {
+		return 0, 0, err
+	}
+	return revision, size, os.Rename(tmp.Name(), path)
 }
 
 // download writes the snapshot of cfg's server to f, from its start.

@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -98,5 +101,47 @@ func watchGone(t *testing.T, leases coordinationclient.LeaseInterface, resourceV
 		}
 	} else if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
 		t.Errorf("a watch from a revision seen after the snapshot: %v; want 410 Gone", err)
+	}
+}
+
+// TestScheduledSnapshots: with --etcd-snapshot-interval the server takes
+// snapshots on its own into DATA_DIR/snapshots and keeps the newest
+// --etcd-snapshot-retention of them; /metrics says when it last took one;
+// the newest restores into a server that serves what it held.
+func TestScheduledSnapshots(t *testing.T) {
+	needKubectl(t)
+	s := newServer(t, "--etcd-snapshot-interval", "1s", "--etcd-snapshot-retention", "2")
+	ns := testNamespace(t, s)
+	s.kubectlStdin(t, leaseManifest("scheduled", ns, "kept"), "create", "-f", "-")
+	created := time.Now()
+	dir := filepath.Join(s.dataDir, "snapshots")
+	var files []string
+	eventually(t, time.Minute, func() error {
+		var err error
+		if files, err = filepath.Glob(filepath.Join(dir, "leasehold-snapshot-*.db")); err != nil {
+			return err
+		}
+		log, _ := os.ReadFile(s.logPath)
+		newest := ""
+		if len(files) > 0 {
+			newest = files[len(files)-1]
+		}
+		// Two kept, one at least removed, and the newest taken after the
+		// Lease was created (a second after: names are to the second).
+		if len(files) != 2 || !strings.Contains(string(log), "etcd snapshot removed beyond the retention") ||
+			newest < filepath.Join(dir, "leasehold-snapshot-"+created.Add(time.Second).UTC().Format("20060102T150405Z")+".db") {
+			return fmt.Errorf("snapshots %q", files)
+		}
+		return nil
+	})
+	if out := s.kubectl(t, "get", "--raw", "/metrics"); !regexp.MustCompile(`(?m)^leasehold_etcd_snapshot_last_success_timestamp_seconds [1-9]`).MatchString(out) {
+		t.Errorf("/metrics has no time of the last snapshot:\n%s", grepLines(out, "snapshot"))
+	}
+
+	restored := filepath.Join(t.TempDir(), "data")
+	leasehold(t, "snapshot", "restore", "--data-dir", restored, files[1])
+	r := serveFor(t, restored, "", filepath.Dir(restored))
+	if got := holder(getLease(t, r, ns, "scheduled")); got != "kept" {
+		t.Errorf("the restored lease's holder %q, want kept", got)
 	}
 }
