@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/utils/clock"
@@ -98,6 +99,11 @@ func runEtcd(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	// etcd serves the default registry's metrics on its client URLs.
+	prometheus.MustRegister(certificateFileExpiry(map[string]string{
+		"etcd-client": clientTLS.CertFile, "etcd-peer": peerTLS.CertFile,
+		"etcd-ca": clientTLS.TrustedCAFile, "etcd-peer-ca": peerTLS.TrustedCAFile,
+	})...)
 	e, err := embedded.Start(cfg)
 	if err != nil {
 		if strings.Contains(err.Error(), "has already been bootstrapped") {

@@ -701,20 +701,49 @@ func credentials(f serveFlags, host string, tokens *auth.Tokens, clk clock.Passi
 // expire, for an alert well ahead: the serving certificate renews itself,
 // the CA (10 years) does not.
 func certificateExpiry(ca *pki.CA, serving *pki.Serving) []prometheus.Collector {
-	opts := func(which string) prometheus.GaugeOpts {
-		return prometheus.GaugeOpts{
-			Name:        "leasehold_certificate_expiration_timestamp_seconds",
-			Help:        "When the certificate expires, in seconds since the Unix epoch: the CA, or the serving certificate in use.",
-			ConstLabels: prometheus.Labels{"certificate": which},
-		}
-	}
 	return []prometheus.Collector{
-		prometheus.NewGaugeFunc(opts("ca"), func() float64 { return float64(ca.Cert.NotAfter.Unix()) }),
-		prometheus.NewGaugeFunc(opts("serving"), func() float64 {
+		prometheus.NewGaugeFunc(certificateExpiryOpts("ca"), func() float64 { return float64(ca.Cert.NotAfter.Unix()) }),
+		prometheus.NewGaugeFunc(certificateExpiryOpts("serving"), func() float64 {
 			c, _ := serving.GetCertificate(nil)
 			return float64(c.Leaf.NotAfter.Unix())
 		}),
 	}
+}
+
+// certificateExpiryOpts describe when the certificate that which names
+// expires.
+func certificateExpiryOpts(which string) prometheus.GaugeOpts {
+	return prometheus.GaugeOpts{
+		Name:        "leasehold_certificate_expiration_timestamp_seconds",
+		Help:        "When the certificate that the label names expires, in seconds since the Unix epoch.",
+		ConstLabels: prometheus.Labels{"certificate": which},
+	}
+}
+
+// certificateFileExpiry are the expiry gauges of the certificates in files
+// (by the label value that names each), read from the file at each
+// scrape: a certificate issued again in place is read from it too. A file
+// that cannot be read or parsed reports 0, as if expired, for an alert to
+// fire.
+func certificateFileExpiry(files map[string]string) []prometheus.Collector {
+	var out []prometheus.Collector
+	for which, path := range files {
+		if path == "" {
+			continue
+		}
+		out = append(out, prometheus.NewGaugeFunc(certificateExpiryOpts(which), func() float64 {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return 0
+			}
+			cert, err := pki.ParseCertPEM(data)
+			if err != nil {
+				return 0
+			}
+			return float64(cert.NotAfter.Unix())
+		}))
+	}
+	return out
 }
 
 // adminCredentials loads the admin token digest, or on first start makes an

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"crypto/tls"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -136,6 +138,31 @@ func TestEtcdClusterWithTLS(t *testing.T) {
 	for _, n := range names {
 		if !strings.Contains(list, " "+n+" ") {
 			t.Errorf("member list over TLS lacks %s:\n%s", n, list)
+		}
+	}
+
+	// A member's /metrics says when its certificates expire.
+	resp, err := etcdHTTPClient(t, pkiDir, "client").Get(urls[0] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for which, file := range map[string]string{"etcd-client": "a.crt", "etcd-peer": "a.crt", "etcd-ca": "ca.crt"} {
+		data, err := os.ReadFile(filepath.Join(pkiDir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := pki.ParseCertPEM(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf(`leasehold_certificate_expiration_timestamp_seconds{certificate=%q} %g`, which, float64(cert.NotAfter.Unix()))
+		if !strings.Contains(string(metrics), line+"\n") {
+			t.Errorf("member a's /metrics lacks %s:\n%s", line, grepLines(string(metrics), "leasehold_certificate"))
 		}
 	}
 
