@@ -28,13 +28,14 @@ import (
 // etcdMemberTimeout bounds each membership command's calls.
 const etcdMemberTimeout = 30 * time.Second
 
-const etcdMemberUsage = "usage: leasehold etcd member list|add|remove [flags] [NAME|ID]"
+const etcdMemberUsage = "usage: leasehold etcd member list|add|promote|remove [flags] [NAME|ID]"
 
 func runEtcdMember(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return errors.New(etcdMemberUsage)
 	}
 	var endpoints, caFile, certFile, keyFile, peerURLs string
+	var learner bool
 	fs := newFlagSet("etcd member " + args[0])
 	fs.StringVar(&endpoints, "etcd-servers", "http://127.0.0.1:2379", "comma-separated client URLs of the cluster's members, as serve's --etcd-servers")
 	fs.StringVar(&caFile, "etcd-cafile", "", "CA bundle to verify etcd with")
@@ -46,15 +47,20 @@ func runEtcdMember(ctx context.Context, args []string) error {
 		run = func(ctx context.Context, c *clientv3.Client, _ []string) error { return memberList(ctx, c, os.Stdout) }
 	case "add":
 		fs.StringVar(&peerURLs, "peer-urls", "", "comma-separated peer URLs of the new member (its --initial-advertise-peer-urls); required")
+		fs.BoolVar(&learner, "learner", false, "add the member as a learner, which takes in the data without a vote until leasehold etcd member promote, so that its catching up counts in no quorum")
 		run = func(ctx context.Context, c *clientv3.Client, names []string) error {
-			return memberAdd(ctx, c, names[0], splitList(peerURLs), os.Stdout)
+			return memberAdd(ctx, c, names[0], splitList(peerURLs), learner, os.Stdout)
+		}
+	case "promote":
+		run = func(ctx context.Context, c *clientv3.Client, names []string) error {
+			return memberPromote(ctx, c, names[0], os.Stdout)
 		}
 	case "remove":
 		run = func(ctx context.Context, c *clientv3.Client, names []string) error {
 			return memberRemove(ctx, c, names[0], os.Stdout)
 		}
 	default:
-		return fmt.Errorf("unknown etcd member subcommand %q (want list, add or remove)", args[0])
+		return fmt.Errorf("unknown etcd member subcommand %q (want list, add, promote or remove)", args[0])
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -117,11 +123,11 @@ func memberList(ctx context.Context, c *clientv3.Client, w io.Writer) error {
 	return tw.Flush()
 }
 
-// memberAdd adds a voting member and writes how to start it. It refuses
-// while another added member has not started: etcd counts that member in
-// the quorum already, and the new member's --initial-cluster could not
-// name it.
-func memberAdd(ctx context.Context, c *clientv3.Client, name string, peerURLs []string, w io.Writer) error {
+// memberAdd adds a member, a learner if learner is set, and writes how to
+// start it. It refuses while another added member has not started: etcd
+// counts a voting one in the quorum already, and the new member's
+// --initial-cluster could not name it.
+func memberAdd(ctx context.Context, c *clientv3.Client, name string, peerURLs []string, learner bool, w io.Writer) error {
 	before, err := c.MemberList(ctx)
 	if err != nil {
 		return err
@@ -134,13 +140,55 @@ func memberAdd(ctx context.Context, c *clientv3.Client, name string, peerURLs []
 			return fmt.Errorf("the cluster has a member named %s already (%s)", name, memberID(m.ID))
 		}
 	}
-	resp, err := c.MemberAdd(ctx, peerURLs)
-	if err != nil {
-		return fmt.Errorf("adding member %s: %w%s", name, err, unhealthyHint(err))
+	add, what := c.MemberAdd, "member"
+	if learner {
+		add, what = c.MemberAddAsLearner, "learner"
 	}
-	fmt.Fprintf(w, "Added member %s (ID %s) to the cluster. Start it on an empty data directory with:\n\n%s\n",
-		name, memberID(resp.Member.ID), joinCommand(name, resp.Member.ID, peerURLs, resp.Members))
+	resp, err := add(ctx, peerURLs)
+	if err != nil {
+		return fmt.Errorf("adding %s %s: %w%s", what, name, err, unhealthyHint(err))
+	}
+	fmt.Fprintf(w, "Added %s %s (ID %s) to the cluster. Start it on an empty data directory with:\n\n%s\n",
+		what, name, memberID(resp.Member.ID), joinCommand(name, resp.Member.ID, peerURLs, resp.Members))
+	if learner {
+		fmt.Fprintf(w, "\nOnce it has caught up, let it vote: leasehold etcd member promote %s\n", name)
+	}
 	return nil
+}
+
+// memberPromote makes the learner named, by its name or its hexadecimal
+// ID, a voting member.
+func memberPromote(ctx context.Context, c *clientv3.Client, which string, w io.Writer) error {
+	m, err := findMember(ctx, c, which)
+	if err != nil {
+		return err
+	}
+	if _, err := c.MemberPromote(ctx, m.ID); err != nil {
+		hint := unhealthyHint(err)
+		if errors.Is(err, rpctypes.ErrMemberLearnerNotReady) {
+			hint = " (it has yet to catch up with the leader: try again in a few seconds)"
+		}
+		return fmt.Errorf("promoting member %s: %w%s", which, err, hint)
+	}
+	fmt.Fprintf(w, "Promoted member %s (ID %s): it votes.\n", cmp.Or(m.Name, "(unstarted)"), memberID(m.ID))
+	return nil
+}
+
+// findMember is the member named, by its name or its hexadecimal ID.
+func findMember(ctx context.Context, c *clientv3.Client, which string) (*pb.Member, error) {
+	resp, err := c.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(resp.Members, func(m *pb.Member) bool { return m.Name == which || memberID(m.ID) == which })
+	if i < 0 {
+		var names []string
+		for _, m := range resp.Members {
+			names = append(names, cmp.Or(m.Name, "(unstarted)")+" "+memberID(m.ID))
+		}
+		return nil, fmt.Errorf("no member is named %s or has that ID; the members: %s", which, strings.Join(names, ", "))
+	}
+	return resp.Members[i], nil
 }
 
 // joinCommand is the `leasehold etcd` command line that starts member id,
@@ -165,19 +213,10 @@ func joinCommand(name string, id uint64, peerURLs []string, members []*pb.Member
 
 // memberRemove removes the member named, by its name or its hexadecimal ID.
 func memberRemove(ctx context.Context, c *clientv3.Client, which string, w io.Writer) error {
-	resp, err := c.MemberList(ctx)
+	m, err := findMember(ctx, c, which)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(resp.Members, func(m *pb.Member) bool { return m.Name == which || memberID(m.ID) == which })
-	if i < 0 {
-		var names []string
-		for _, m := range resp.Members {
-			names = append(names, cmp.Or(m.Name, "(unstarted)")+" "+memberID(m.ID))
-		}
-		return fmt.Errorf("no member is named %s or has that ID; the members: %s", which, strings.Join(names, ", "))
-	}
-	m := resp.Members[i]
 	if _, err := c.MemberRemove(ctx, m.ID); err != nil {
 		return fmt.Errorf("removing member %s: %w%s", which, err, unhealthyHint(err))
 	}

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +11,29 @@ import (
 	"testing"
 	"time"
 )
+
+// etcdMemberCommand runs `leasehold etcd member` with args, and returns
+// what it wrote and how it exited.
+func etcdMemberCommand(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	p := startProcess(t, append([]string{"etcd", "member"}, args...)...)
+	err := p.cmd.Wait()
+	return p.out.String(), err
+}
+
+// runPrintedMember runs the `leasehold etcd` command that `member add`
+// printed in out, as a user would: with its DIR and URL filled in (dataDir,
+// and a free loopback address).
+func runPrintedMember(t *testing.T, out, dataDir string) *etcdMember {
+	t.Helper()
+	printed := regexp.MustCompile(`(?s)\n\n  leasehold (etcd .*?)(\n\n|\n$)`).FindStringSubmatch(out)
+	if printed == nil {
+		t.Fatalf("member add printed no command:\n%s", out)
+	}
+	client := "http://" + freeAddrs(t, 1)[0]
+	args := strings.Fields(strings.NewReplacer("\\\n", " ", " DIR ", " "+dataDir+" ", " URL ", " "+client+" ").Replace(printed[1] + " "))
+	return runEtcdMember(t, dataDir+".log", client, args[1:]...)
+}
 
 // TestReplaceLostEtcdMember: a member of three `leasehold etcd` members
 // loses its machine and its data. Started again on an empty directory, it
@@ -36,16 +61,11 @@ func TestReplaceLostEtcdMember(t *testing.T) {
 	}
 
 	survivors := "--etcd-servers=" + a.url + "," + b.url
-	member := func(args ...string) (string, error) {
-		p := startProcess(t, append([]string{"etcd", "member"}, args...)...)
-		err := p.cmd.Wait()
-		return p.out.String(), err
-	}
 	peer := "http://" + freeAddrs(t, 1)[0]
-	if out, err := member("add", survivors, "--peer-urls", peer, "d"); err == nil || !strings.Contains(out, "remove it before adding its successor") {
+	if out, err := etcdMemberCommand(t, "add", survivors, "--peer-urls", peer, "d"); err == nil || !strings.Contains(out, "remove it before adding its successor") {
 		t.Fatalf("member add with a member down: want etcd's refusal and what to do; got %v:\n%s", err, out)
 	}
-	if out, err := member("remove", survivors, "c"); err != nil || !strings.Contains(out, "Removed member c") {
+	if out, err := etcdMemberCommand(t, "remove", survivors, "c"); err != nil || !strings.Contains(out, "Removed member c") {
 		t.Fatalf("member remove c: %v\n%s", err, out)
 	}
 	// etcd adds a member only once the leader has been connected to every
@@ -53,7 +73,7 @@ func TestReplaceLostEtcdMember(t *testing.T) {
 	var out string
 	eventually(t, 30*time.Second, func() error {
 		var err error
-		if out, err = member("add", survivors, "--peer-urls", peer, "d"); err != nil {
+		if out, err = etcdMemberCommand(t, "add", survivors, "--peer-urls", peer, "d"); err != nil {
 			if !strings.Contains(out, "try again in a few seconds") {
 				t.Fatalf("member add d: %v\n%s", err, out)
 			}
@@ -62,16 +82,9 @@ func TestReplaceLostEtcdMember(t *testing.T) {
 		return nil
 	})
 
-	// Run the printed command with its placeholders filled in.
-	printed := regexp.MustCompile(`(?s)\n\n  leasehold (etcd .*)$`).FindStringSubmatch(out)
-	if printed == nil {
-		t.Fatalf("member add printed no command:\n%s", out)
-	}
-	client := "http://" + freeAddrs(t, 1)[0]
-	args := strings.Fields(strings.NewReplacer("\\\n", " ", " DIR ", " "+filepath.Join(dir, "etcdd")+" ", " URL ", " "+client+" ").Replace(printed[1] + " "))
-	d := runEtcdMember(t, filepath.Join(dir, "etcdd.log"), client, args[1:]...)
+	d := runPrintedMember(t, out, filepath.Join(dir, "etcdd"))
 	d.waitHealthy(t)
-	out, err := member("list", "--etcd-servers="+d.url)
+	out, err := etcdMemberCommand(t, "list", "--etcd-servers="+d.url)
 	if err != nil {
 		t.Fatalf("member list: %v\n%s", err, out)
 	}
@@ -155,4 +168,62 @@ func TestRestoreEtcdCluster(t *testing.T) {
 	if n := strings.Count(list, " started "); n != 3 {
 		t.Errorf("member list after the restore, want 3 started:\n%s", list)
 	}
+}
+
+// TestAddLearnerMember: a member lost and removed, its successor added as
+// a learner (`member add --learner`) takes in the data without a vote;
+// `member promote` then makes it vote, and the cluster keeps its quorum
+// through another loss thanks to it.
+func TestAddLearnerMember(t *testing.T) {
+	dir := t.TempDir()
+	members := startEtcdCluster(t, dir, "a", "b", "c")
+	a, b, c := members[0], members[1], members[2]
+	c.kill(t)
+	up := "--etcd-servers=" + a.url + "," + b.url
+	if out, err := etcdMemberCommand(t, "remove", up, "c"); err != nil {
+		t.Fatalf("member remove c: %v\n%s", err, out)
+	}
+	peer := "http://" + freeAddrs(t, 1)[0]
+	var out string
+	eventually(t, 30*time.Second, func() error {
+		var err error
+		if out, err = etcdMemberCommand(t, "add", up, "--learner", "--peer-urls", peer, "d"); err != nil {
+			return fmt.Errorf("member add --learner d: %v\n%s", err, out)
+		}
+		return nil
+	})
+	if !strings.Contains(out, "leasehold etcd member promote d") {
+		t.Errorf("member add --learner does not say how to promote:\n%s", out)
+	}
+	if list, err := etcdMemberCommand(t, "list", up); err != nil || !regexp.MustCompile(`(?m)^[0-9a-f]+ +unstarted .* true$`).MatchString(list) {
+		t.Errorf("member list after add --learner: %v; want an unstarted learner:\n%s", err, list)
+	}
+	runPrintedMember(t, out, filepath.Join(dir, "etcdd"))
+	eventually(t, time.Minute, func() error {
+		if out, err := etcdMemberCommand(t, "promote", up, "d"); err != nil {
+			return fmt.Errorf("member promote d: %v\n%s", err, out)
+		}
+		return nil
+	})
+	list, err := etcdMemberCommand(t, "list", up)
+	if err != nil || !regexp.MustCompile(`(?m)^[0-9a-f]+ +d +started .* false$`).MatchString(list) {
+		t.Errorf("member list: %v; want d started and voting:\n%s", err, list)
+	}
+
+	// Without d's vote, b alone is no quorum of a, b and d: a put through
+	// b's gateway commits only with it. (Raft counts no learner.)
+	a.kill(t)
+	eventually(t, time.Minute, func() error {
+		c := &http.Client{Timeout: 5 * time.Second}
+		resp, err := c.Post(b.url+"/v3/kv/put", "application/json", strings.NewReader(`{"key":"bGVhcm5lcg==","value":"dm90ZXM="}`))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(resp.Body)
+			return fmt.Errorf("put through b: %s %s", resp.Status, body)
+		}
+		return nil
+	})
 }

@@ -139,14 +139,17 @@ func TestReclaimSpaceInACluster(t *testing.T) {
 	if n := fill(t, client, "/full/"); n < 10 {
 		t.Fatalf("only %d values fit in the quota", n)
 	}
+	// The keepers' first checks come after the deletion: how much a
+	// compaction and a defragmentation give back before it depends on how
+	// etcd batched the writes, and a check then could find room enough to
+	// disarm (TestReclaimSpace covers a keeper that may not).
 	var logs bytes.Buffer
 	keepers := make([]*SpaceKeeper, len(members))
 	for i, m := range members {
 		keepers[i] = m.SpaceKeeper(slog.New(slog.NewTextHandler(&logs, nil)), "--quota")
-		keepers[i].Check(ctx)
 	}
 	if _, err := client.Put(ctx, "/other", "x"); !errors.Is(err, rpctypes.ErrNoSpace) {
-		t.Fatalf("a write with the database still full: %v, want %v", err, rpctypes.ErrNoSpace)
+		t.Fatalf("a write with the database full: %v, want %v", err, rpctypes.ErrNoSpace)
 	}
 	if _, err := client.Delete(ctx, "/full/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
