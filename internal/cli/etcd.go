@@ -42,7 +42,7 @@ func runEtcd(ctx context.Context, args []string) error {
 	fs.StringVar(&advertiseClients, "advertise-client-urls", "", "comma-separated client URLs the member gives for itself (default --listen-client-urls)")
 	fs.StringVar(&advertisePeers, "initial-advertise-peer-urls", "", "comma-separated peer URLs the member gives the others for itself, as --initial-cluster names them (default --listen-peer-urls)")
 	fs.StringVar(&initialCluster, "initial-cluster", "", "NAME=PEER-URL,… of every member of a new cluster, or of the cluster a member joins (default this member alone)")
-	fs.StringVar(&clusterState, "initial-cluster-state", embed.ClusterStateFlagNew, "new: start a new cluster of --initial-cluster; existing: join the running cluster as a member added with `leasehold etcd member add` (read only on the first start)")
+	fs.StringVar(&clusterState, "initial-cluster-state", embed.ClusterStateFlagNew, "new: start a new cluster of --initial-cluster; existing: join the running cluster as a member added with leasehold etcd member add (read only on the first start)")
 	fs.Int64Var(&quota, "quota-backend-bytes", embedded.DefaultQuotaBackendBytes, "the database size limit: at it the cluster refuses writes but deletions, and once objects are deleted the member reclaims its space (compacts, defragments and disarms its NOSPACE alarm) within 10 s")
 	fs.StringVar(&clientTLS.CertFile, "cert-file", "", "certificate to serve clients with, over https:// client URLs (leasehold etcd cert --member issues one)")
 	fs.StringVar(&clientTLS.KeyFile, "key-file", "", "key of --cert-file")
@@ -59,7 +59,7 @@ func runEtcd(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("leasehold etcd takes flags only, not %q (member commands: leasehold etcd member list|add|remove)", fs.Arg(0))
+		return fmt.Errorf("leasehold etcd takes flags only, not %q (its commands: leasehold etcd member|cert|restore)", fs.Arg(0))
 	}
 	log, err := newLogger(logFormat, logLevel)
 	if err != nil {

@@ -271,9 +271,13 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(audit.Collectors()...)
 	reg.MustRegister(leaderMetrics)
 	reg.MustRegister(certificateExpiry(ca, serving)...)
+	snapshot := etcdClient.Snapshot
+	if member != nil {
+		snapshot = member.Snapshot
+	}
 	api, err = apiserver.New(apiserver.Config{
 		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
-		Snapshot:                   etcdClient.Snapshot,
+		Snapshot:                   snapshot,
 		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(metricsGatherer(f, reg), promhttp.HandlerOpts{})},
 		Dashboard:                  dashboardFiles(f.dashboard),
 		Authorization:              splitList(f.authorizationMode),

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -20,6 +21,30 @@ import (
 // Snapshot call streams it and `etcdctl snapshot save` writes it. etcd's
 // database pages are whole multiples of 512 bytes, so a file of the right
 // shape has 32 bytes beyond them.
+
+// Snapshot streams the member's snapshot, as etcd's Maintenance Snapshot
+// call does: the database as of now, then its SHA-256. It reads the
+// database straight into the reader's buffer. etcd's call, through the
+// in-process client, allocates a new buffer for each 32 KiB it sends: as
+// much garbage as the database is large, which at 117 MB under a fleet's
+// renewals grew the server's anonymous memory by 70 to 90 MiB for the two
+// seconds of a snapshot. Closing the reader early ends the stream.
+func (e *Etcd) Snapshot(context.Context) (io.ReadCloser, error) {
+	snap := e.etcd.Server.Backend().Snapshot()
+	pr, pw := io.Pipe()
+	go func() {
+		h := sha256.New()
+		_, err := snap.WriteTo(io.MultiWriter(pw, h))
+		if cerr := snap.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			_, err = pw.Write(h.Sum(nil))
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr, nil
+}
 
 // VerifySnapshot checks that the snapshot file at path is whole: its
 // length has the shape of a database and its checksum, and the checksum

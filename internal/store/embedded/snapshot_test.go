@@ -38,8 +38,19 @@ func TestSnapshotRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A reader closed part way ends the stream.
+	rc, err := e.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(rc, make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	// The member's own stream, which the server serves, is what etcd's
+	// call streams: the database, then its SHA-256.
 	path := filepath.Join(dir, "snap.db")
-	rc, err := e.Client().Snapshot(ctx)
+	rc, err = e.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
