@@ -206,8 +206,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reads := func(gvr schema.GroupVersionResource, namespace string, opts ...apiserver.ReadOption) (cache.ListerWatcher, error) {
 		return api.ListerWatcherWith(gvr, namespace, opts...)
 	}
+	// The etcd snapshots' source, set with api.
+	var snapshot func(context.Context) (io.ReadCloser, error)
+	takeSnapshot := func(ctx context.Context) (io.ReadCloser, error) { return snapshot(ctx) }
 	leaderMetrics := newLeaderMetrics()
-	controllers := builtinControllers(f, reads, leaderMetrics)
+	controllers := builtinControllers(f, reads, takeSnapshot, leaderMetrics)
 	loopback, err := newLoopback(tokens, controllers)
 	if err != nil {
 		return err
@@ -271,7 +274,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(audit.Collectors()...)
 	reg.MustRegister(leaderMetrics)
 	reg.MustRegister(certificateExpiry(ca, serving)...)
-	snapshot := etcdClient.Snapshot
+	snapshot = etcdClient.Snapshot
 	if member != nil {
 		snapshot = member.Snapshot
 	}
@@ -466,7 +469,8 @@ func fleetConfig(cfg *rest.Config) *rest.Config {
 // garbage collector's reads hold back the changes it has no use for,
 // renewals among them. The node lifecycle controller and the garbage
 // collector export their metrics through metrics while they run.
-func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string, ...apiserver.ReadOption) (cache.ListerWatcher, error), metrics *leaderMetrics) []manager.Controller {
+func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string, ...apiserver.ReadOption) (cache.ListerWatcher, error),
+	snapshot func(context.Context) (io.ReadCloser, error), metrics *leaderMetrics) []manager.Controller {
 	plainReads := func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
 		return reads(gvr, namespace)
 	}
@@ -554,12 +558,22 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 	if f.snapshotInterval > 0 {
 		controllers = append(controllers, manager.Controller{
 			Name:     "etcd-snapshots",
-			Identity: apiserverUser, // a cluster-admin, as GET /etcd/snapshot needs
-			Run: func(ctx context.Context, cfg *rest.Config) error {
+			Identity: apiserverUser,
+			Run: func(ctx context.Context, _ *rest.Config) error {
 				c, err := snapshots.New(snapshots.Config{
 					Dir: f.snapshotDir, Interval: f.snapshotInterval, Retention: f.snapshotRetention,
+					// From etcd, as GET /etcd/snapshot serves it, without
+					// the loopback's TLS and HTTP/2 in between.
 					Save: func(ctx context.Context, path string) (int64, int64, error) {
-						return saveSnapshotFile(path, func(file *os.File) error { return download(ctx, cfg, file) })
+						return saveSnapshotFile(path, func(file *os.File) error {
+							rc, err := snapshot(ctx)
+							if err != nil {
+								return err
+							}
+							defer rc.Close()
+							_, err = io.Copy(file, rc)
+							return err
+						})
 					},
 					Logger: slog.Default().With("controller", "etcd-snapshots"),
 				})

@@ -4,16 +4,18 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
-	"go.uber.org/zap"
 )
 
 // A snapshot is etcd's: the member's database file as of one revision,
@@ -78,13 +80,34 @@ func VerifySnapshot(path string) (int64, error) {
 }
 
 // SnapshotRevision returns the revision of etcd's keyspace that the
-// snapshot file at path holds.
+// snapshot file at path holds: the main revision of the last key in its
+// key bucket, as `etcdutl snapshot status` reports it. It reads only the
+// pages on the way to that key. etcdutl's status reads every page to
+// hash them: a second at 222 MB, and, since bbolt maps the file, as much
+// resident memory as the file is large while it runs.
 func SnapshotRevision(path string) (int64, error) {
-	st, err := snapshot.NewV3(zap.NewNop()).Status(path)
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
 		return 0, fmt.Errorf("reading %s: %w", path, err)
 	}
-	return st.Revision, nil
+	defer db.Close()
+	var rev int64
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("key"))
+		if b == nil {
+			return errors.New("it has no key bucket")
+		}
+		k, _ := b.Cursor().Last()
+		if len(k) < 8 {
+			return errors.New("its key bucket is empty")
+		}
+		rev = int64(binary.BigEndian.Uint64(k[:8]))
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return rev, nil
 }
 
 // RestoreRevisionBump is how far a restore moves the revision on, and the
