@@ -47,6 +47,16 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc.Close()
+	// So does the end of its context.
+	cctx, cancel := context.WithCancel(ctx)
+	if rc, err = e.Snapshot(cctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := io.Copy(io.Discard, rc); !errors.Is(err, context.Canceled) {
+		t.Errorf("reading a snapshot whose context ended: %v; want %v", err, context.Canceled)
+	}
+	rc.Close()
 	// The member's own stream, which the server serves, is what etcd's
 	// call streams: the database, then its SHA-256.
 	path := filepath.Join(dir, "snap.db")
