@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 
@@ -12,6 +14,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/utils/clock"
 
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/internal/store/embedded"
 )
 
@@ -90,12 +93,16 @@ func runEtcd(ctx context.Context, args []string) error {
 	for _, side := range []struct {
 		what, flags string
 		urls        []url.URL
+		advertised  []url.URL
 		tls         transport.TLSInfo
 	}{
-		{"client", "--cert-file and --key-file", cfg.ClientURLs, clientTLS},
-		{"peer", "--peer-cert-file and --peer-key-file", cfg.PeerURLs, peerTLS},
+		{"client", "--cert-file and --key-file", cfg.ClientURLs, orURLs(cfg.AdvertiseClientURLs, cfg.ClientURLs), clientTLS},
+		{"peer", "--peer-cert-file and --peer-key-file", cfg.PeerURLs, orURLs(cfg.AdvertisePeerURLs, cfg.PeerURLs), peerTLS},
 	} {
 		if err := checkTLSURLs(side.what, side.flags, side.urls, side.tls); err != nil {
+			return err
+		}
+		if err := checkCertificateHosts(side.tls.CertFile, side.advertised, name); err != nil {
 			return err
 		}
 	}
@@ -147,6 +154,41 @@ func checkTLSURLs(what, flags string, urls []url.URL, tls transport.TLSInfo) err
 		return fmt.Errorf("requiring %s certificates needs the CA file that signs them", what)
 	}
 	return nil
+}
+
+// checkCertificateHosts refuses a certificate that does not name the
+// hosts of the URLs the member is reached at: every TLS handshake with it
+// would fail, and only the other end would say why.
+func checkCertificateHosts(certFile string, urls []url.URL, member string) error {
+	if certFile == "" {
+		return nil
+	}
+	data, err := os.ReadFile(certFile)
+	if err != nil {
+		return err
+	}
+	cert, err := pki.ParseCertPEM(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", certFile, err)
+	}
+	for _, u := range urls {
+		host := u.Hostname()
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			continue
+		}
+		if err := cert.VerifyHostname(host); err != nil {
+			return fmt.Errorf("%s does not name %s, which the member is reached at (%s): issue it again with leasehold etcd cert --member %s --hosts %s", certFile, host, err, member, host)
+		}
+	}
+	return nil
+}
+
+// orURLs is urls, or def when there are none.
+func orURLs(urls, def []url.URL) []url.URL {
+	if len(urls) == 0 {
+		return def
+	}
+	return urls
 }
 
 func parseURLs(s string) ([]url.URL, error) {
