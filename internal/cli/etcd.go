@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers); etcd member list|add|remove changes who is in the cluster, etcd cert issues its certificates, etcd restore restores a member from a snapshot", run: runEtcd})
+	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers); etcd member list|add|remove changes who is in the cluster, etcd status shows each member's state, etcd cert issues certificates, etcd restore restores a member from a snapshot", run: runEtcd})
 }
 
 func runEtcd(ctx context.Context, args []string) error {
@@ -31,6 +31,8 @@ func runEtcd(ctx context.Context, args []string) error {
 			return runEtcdCert(args[1:])
 		case "restore":
 			return etcdRestore(args[1:])
+		case "status":
+			return runEtcdMember(ctx, args)
 		}
 	}
 	var dataDir, name, clientURLs, peerURLs, advertiseClients, advertisePeers, initialCluster, clusterState, logLevel, logFormat string
@@ -62,7 +64,7 @@ func runEtcd(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("leasehold etcd takes flags only, not %q (its commands: leasehold etcd member|cert|restore)", fs.Arg(0))
+		return fmt.Errorf("leasehold etcd takes flags only, not %q (its commands: leasehold etcd member|status|cert|restore)", fs.Arg(0))
 	}
 	log, err := newLogger(logFormat, logLevel)
 	if err != nil {

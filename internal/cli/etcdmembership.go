@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,7 +29,7 @@ import (
 // etcdMemberTimeout bounds each membership command's calls.
 const etcdMemberTimeout = 30 * time.Second
 
-const etcdMemberUsage = "usage: leasehold etcd member list|add|promote|remove [flags] [NAME|ID]"
+const etcdMemberUsage = "usage: leasehold etcd member list|add|promote|remove [flags] [NAME|ID], or leasehold etcd status [flags]"
 
 func runEtcdMember(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -51,6 +52,10 @@ func runEtcdMember(ctx context.Context, args []string) error {
 		run = func(ctx context.Context, c *clientv3.Client, names []string) error {
 			return memberAdd(ctx, c, names[0], splitList(peerURLs), learner, os.Stdout)
 		}
+	case "status":
+		run = func(ctx context.Context, c *clientv3.Client, _ []string) error {
+			return endpointStatus(ctx, c, os.Stdout)
+		}
 	case "promote":
 		run = func(ctx context.Context, c *clientv3.Client, names []string) error {
 			return memberPromote(ctx, c, names[0], os.Stdout)
@@ -66,7 +71,7 @@ func runEtcdMember(ctx context.Context, args []string) error {
 		return err
 	}
 	names := 1
-	if args[0] == "list" {
+	if args[0] == "list" || args[0] == "status" {
 		names = 0
 	}
 	if fs.NArg() != names {
@@ -122,6 +127,53 @@ func memberList(ctx context.Context, c *clientv3.Client, w io.Writer) error {
 	}
 	return tw.Flush()
 }
+
+// endpointStatus writes a table of what each of c's endpoints says of its
+// member, as `etcdctl endpoint status` does, and the cluster's alarms. An
+// endpoint that does not answer within etcdStatusTimeout gets a row of
+// its error, and the command fails once the table is written.
+func endpointStatus(ctx context.Context, c *clientv3.Client, w io.Writer) error {
+	names := map[uint64]string{}
+	if members, err := c.MemberList(ctx, clientv3.WithSerializable()); err == nil {
+		for _, m := range members.Members {
+			names[m.ID] = m.Name
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "ENDPOINT\tID\tNAME\tVERSION\tDB SIZE\tIN USE\tLEADER\tLEARNER\tRAFT TERM\tRAFT INDEX\tERRORS")
+	var failed []string
+	for _, ep := range c.Endpoints() {
+		sctx, cancel := context.WithTimeout(ctx, etcdStatusTimeout)
+		st, err := c.Status(sctx, ep)
+		cancel()
+		if err != nil {
+			failed = append(failed, ep)
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("no answer within %s", etcdStatusTimeout)
+			}
+			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t%v\n", ep, err)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%t\t%d\t%d\t%s\n", ep, memberID(st.Header.MemberId), names[st.Header.MemberId],
+			st.Version, humanize.IBytes(uint64(st.DbSize)), humanize.IBytes(uint64(st.DbSizeInUse)),
+			st.Leader == st.Header.MemberId, st.IsLearner, st.RaftTerm, st.RaftIndex, strings.Join(st.Errors, "; "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if alarms, err := c.AlarmList(ctx); err == nil {
+		for _, a := range alarms.Alarms {
+			fmt.Fprintf(w, "alarm %s raised by member %s %s\n", a.Alarm, memberID(a.MemberID), names[a.MemberID])
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s did not answer", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// etcdStatusTimeout bounds the wait for one endpoint's status.
+const etcdStatusTimeout = 5 * time.Second
 
 // memberAdd adds a member, a learner if learner is set, and writes how to
 // start it. It refuses while another added member has not started: etcd

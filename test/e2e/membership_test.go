@@ -16,7 +16,14 @@ import (
 // what it wrote and how it exited.
 func etcdMemberCommand(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	p := startProcess(t, append([]string{"etcd", "member"}, args...)...)
+	return startEtcdCommand(t, append([]string{"member"}, args...)...)
+}
+
+// startEtcdCommand runs `leasehold etcd` with args to its end, and returns
+// what it wrote and how it exited.
+func startEtcdCommand(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	p := startProcess(t, append([]string{"etcd"}, args...)...)
 	err := p.cmd.Wait()
 	return p.out.String(), err
 }
@@ -210,9 +217,24 @@ func TestAddLearnerMember(t *testing.T) {
 		t.Errorf("member list: %v; want d started and voting:\n%s", err, list)
 	}
 
+	// `etcd status` shows each member's state: one leader among them,
+	// and d no longer a learner.
+	d := "http://" + regexp.MustCompile(`(?m)^[0-9a-f]+ +d +started +http://\S+ +http://(\S+)`).FindStringSubmatch(list)[1]
+	all := "--etcd-servers=" + a.url + "," + b.url + "," + d
+	status, err := startEtcdCommand(t, "status", all)
+	if err != nil || strings.Count(status, " 3.7.") != 3 || len(regexp.MustCompile(`(?m)^http://\S+ +[0-9a-f]+ +\S+ +\S+ +\S+ \S+ +\S+ \S+ +true `).FindAllString(status, -1)) != 1 {
+		t.Errorf("etcd status: %v; want three members and one leader:\n%s", err, status)
+	}
+	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(d) + ` +[0-9a-f]+ +d .* false +[0-9]+ +[0-9]+ *$`).MatchString(status) {
+		t.Errorf("etcd status: want d a voting member:\n%s", status)
+	}
+
 	// Without d's vote, b alone is no quorum of a, b and d: a put through
 	// b's gateway commits only with it. (Raft counts no learner.)
 	a.kill(t)
+	if status, err := startEtcdCommand(t, "status", all); err == nil || !strings.Contains(status, a.url+" ") {
+		t.Errorf("etcd status with a member down: %v; want a failure naming it:\n%s", err, status)
+	}
 	eventually(t, time.Minute, func() error {
 		c := &http.Client{Timeout: 5 * time.Second}
 		resp, err := c.Post(b.url+"/v3/kv/put", "application/json", strings.NewReader(`{"key":"bGVhcm5lcg==","value":"dm90ZXM="}`))
