@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers); etcd member list|add|remove changes who is in the cluster, etcd status shows each member's state, etcd cert issues certificates, etcd restore restores a member from a snapshot", run: runEtcd})
+	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers); etcd member list|add|remove changes who is in the cluster, etcd status shows each member's state, etcd snapshot saves and etcd restore restores the cluster's data, etcd cert issues certificates", run: runEtcd})
 }
 
 func runEtcd(ctx context.Context, args []string) error {
@@ -31,7 +31,7 @@ func runEtcd(ctx context.Context, args []string) error {
 			return runEtcdCert(args[1:])
 		case "restore":
 			return etcdRestore(args[1:])
-		case "status":
+		case "status", "snapshot":
 			return runEtcdMember(ctx, args)
 		}
 	}
@@ -64,7 +64,7 @@ func runEtcd(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("leasehold etcd takes flags only, not %q (its commands: leasehold etcd member|status|cert|restore)", fs.Arg(0))
+		return fmt.Errorf("leasehold etcd takes flags only, not %q (its commands: leasehold etcd member|status|snapshot|restore|cert)", fs.Arg(0))
 	}
 	log, err := newLogger(logFormat, logLevel)
 	if err != nil {

@@ -565,15 +565,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 					// From etcd, as GET /etcd/snapshot serves it, without
 					// the loopback's TLS and HTTP/2 in between.
 					Save: func(ctx context.Context, path string) (int64, int64, error) {
-						return saveSnapshotFile(path, func(file *os.File) error {
-							rc, err := snapshot(ctx)
-							if err != nil {
-								return err
-							}
-							defer rc.Close()
-							_, err = io.Copy(file, rc)
-							return err
-						})
+						return saveSnapshotFile(path, fromStream(ctx, snapshot))
 					},
 					Logger: slog.Default().With("controller", "etcd-snapshots"),
 				})

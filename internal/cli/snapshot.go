@@ -68,7 +68,7 @@ func snapshotSave(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Snapshot saved at %s: etcd's revision %d, %d bytes of its database, the SHA-256 checked.\n", path, rev, size)
+	snapshotSaved(os.Stdout, path, rev, size)
 	return nil
 }
 
@@ -99,6 +99,25 @@ func saveSnapshotFile(path string, fill func(*os.File) error) (revision, size in
 		return 0, 0, err
 	}
 	return revision, size, os.Rename(tmp.Name(), path)
+}
+
+// snapshotSaved tells w that the snapshot at path is saved.
+func snapshotSaved(w io.Writer, path string, revision, size int64) {
+	fmt.Fprintf(w, "Snapshot saved at %s: etcd's revision %d, %d bytes of its database, the SHA-256 checked.\n", path, revision, size)
+}
+
+// fromStream is a fill for saveSnapshotFile that copies what snapshot
+// streams.
+func fromStream(ctx context.Context, snapshot func(context.Context) (io.ReadCloser, error)) func(*os.File) error {
+	return func(f *os.File) error {
+		rc, err := snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		_, err = io.Copy(f, rc)
+		return err
+	}
 }
 
 // download writes the snapshot of cfg's server to f, from its start.

@@ -141,6 +141,11 @@ func TestEtcdClusterWithTLS(t *testing.T) {
 		}
 	}
 
+	backup := filepath.Join(dir, "backup.db")
+	if out := leasehold(t, append(append([]string{"etcd", "snapshot"}, etcdFlags...), backup)...); !strings.Contains(out, "Snapshot saved at "+backup) {
+		t.Errorf("etcd snapshot over TLS printed %q", out)
+	}
+
 	// A member's /metrics says when its certificates expire.
 	resp, err := etcdHTTPClient(t, pkiDir, "client").Get(urls[0] + "/metrics")
 	if err != nil {

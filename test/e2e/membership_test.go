@@ -124,7 +124,7 @@ func TestReplaceLostEtcdMember(t *testing.T) {
 }
 
 // TestRestoreEtcdCluster: a cluster of `leasehold etcd` members whose
-// every disk is lost comes back from a `leasehold snapshot save` file:
+// every disk is lost comes back from a `leasehold etcd snapshot` file:
 // each member restored from it with `leasehold etcd restore` and its own
 // flags, and started as before. The server on it serves what the snapshot
 // held, not what came after, and its clients' old revisions are gone.
@@ -136,7 +136,9 @@ func TestRestoreEtcdCluster(t *testing.T) {
 	ns := testNamespace(t, s)
 	s.kubectlStdin(t, leaseManifest("kept", ns, "before"), "create", "-f", "-")
 	file := filepath.Join(dir, "backup.db")
-	leasehold(t, "snapshot", "save", "--kubeconfig", s.kubeconfig, file)
+	if out := leasehold(t, "etcd", "snapshot", "--etcd-servers", endpoints(members), file); !strings.Contains(out, "Snapshot saved at "+file) {
+		t.Errorf("etcd snapshot printed %q", out)
+	}
 	s.kubectlStdin(t, leaseManifest("later", ns, "after"), "create", "-f", "-")
 	seen := getLease(t, s, ns, "later").ResourceVersion
 	if err := s.stop(); err != nil {
