@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers); etcd member list|add|remove changes who is in the cluster, etcd status shows each member's state, etcd snapshot saves and etcd restore restores the cluster's data, etcd cert issues certificates", run: runEtcd})
+	register(&command{name: "etcd", summary: "run one etcd member (for an external cluster behind several servers); etcd member list|add|promote|remove changes who is in the cluster, etcd status shows each member's state, etcd snapshot saves and etcd restore restores the cluster's data, etcd cert issues certificates", run: runEtcd})
 }
 
 func runEtcd(ctx context.Context, args []string) error {

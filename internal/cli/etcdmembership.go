@@ -37,7 +37,11 @@ func runEtcdMember(ctx context.Context, args []string) error {
 	}
 	var endpoints, caFile, certFile, keyFile, peerURLs string
 	var learner bool
-	fs := newFlagSet("etcd member " + args[0])
+	command := "etcd member " + args[0]
+	if args[0] == "status" || args[0] == "snapshot" {
+		command = "etcd " + args[0]
+	}
+	fs := newFlagSet(command)
 	fs.StringVar(&endpoints, "etcd-servers", "http://127.0.0.1:2379", "comma-separated client URLs of the cluster's members, as serve's --etcd-servers")
 	fs.StringVar(&caFile, "etcd-cafile", "", "CA bundle to verify etcd with")
 	fs.StringVar(&certFile, "etcd-certfile", "", "client certificate for etcd")
