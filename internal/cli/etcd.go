@@ -93,15 +93,15 @@ func runEtcd(ctx context.Context, args []string) error {
 		}
 	}
 	for _, side := range []struct {
-		what, flags string
-		urls        []url.URL
-		advertised  []url.URL
-		tls         transport.TLSInfo
+		what       string
+		urls       []url.URL
+		advertised []url.URL
+		tls        transport.TLSInfo
 	}{
-		{"client", "--cert-file and --key-file", cfg.ClientURLs, orURLs(cfg.AdvertiseClientURLs, cfg.ClientURLs), clientTLS},
-		{"peer", "--peer-cert-file and --peer-key-file", cfg.PeerURLs, orURLs(cfg.AdvertisePeerURLs, cfg.PeerURLs), peerTLS},
+		{"client", cfg.ClientURLs, orURLs(cfg.AdvertiseClientURLs, cfg.ClientURLs), clientTLS},
+		{"peer", cfg.PeerURLs, orURLs(cfg.AdvertisePeerURLs, cfg.PeerURLs), peerTLS},
 	} {
-		if err := checkTLSURLs(side.what, side.flags, side.urls, side.tls); err != nil {
+		if err := checkTLSURLs(side.what, side.urls, side.tls); err != nil {
 			return err
 		}
 		if err := checkCertificateHosts(side.tls.CertFile, side.advertised, name); err != nil {
@@ -140,16 +140,13 @@ func runEtcd(ctx context.Context, args []string) error {
 	}
 }
 
-// checkTLSURLs refuses what etcd would take without a word, or answer
-// only when a connection fails: https URLs without a certificate to serve
-// them, a certificate for http URLs, or a certificate without its key.
-func checkTLSURLs(what, flags string, urls []url.URL, tls transport.TLSInfo) error {
+// checkTLSURLs refuses what etcd takes with no more than a warning: TLS
+// flags for URLs that are not https (etcd ignores them), and certificates
+// required of clients without the CA that signs them. etcd itself refuses
+// https URLs without a certificate, and a certificate without its key.
+func checkTLSURLs(what string, urls []url.URL, tls transport.TLSInfo) error {
 	secure := slices.ContainsFunc(urls, func(u url.URL) bool { return u.Scheme == "https" })
 	switch {
-	case (tls.CertFile == "") != (tls.KeyFile == ""):
-		return fmt.Errorf("%s go together", flags)
-	case secure && tls.CertFile == "":
-		return fmt.Errorf("https:// %s URLs need %s", what, flags)
 	case !secure && (tls.CertFile != "" || tls.TrustedCAFile != "" || tls.ClientCertAuth):
 		return fmt.Errorf("TLS flags are given for %s URLs that are not https://", what)
 	case tls.ClientCertAuth && tls.TrustedCAFile == "":

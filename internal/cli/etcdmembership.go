@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/dustin/go-humanize"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -130,7 +130,7 @@ func memberList(ctx context.Context, c *clientv3.Client, w io.Writer) error {
 		if m.Name == "" {
 			status = "unstarted"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", memberID(m.ID), m.Name, status,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", types.ID(m.ID), m.Name, status,
 			strings.Join(m.PeerURLs, ","), strings.Join(m.ClientURLs, ","), m.IsLearner)
 	}
 	return tw.Flush()
@@ -162,7 +162,7 @@ func endpointStatus(ctx context.Context, c *clientv3.Client, w io.Writer) error 
 			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t%v\n", ep, err)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%t\t%d\t%d\t%s\n", ep, memberID(st.Header.MemberId), names[st.Header.MemberId],
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%t\t%d\t%d\t%s\n", ep, types.ID(st.Header.MemberId), names[st.Header.MemberId],
 			st.Version, humanize.IBytes(uint64(st.DbSize)), humanize.IBytes(uint64(st.DbSizeInUse)),
 			st.Leader == st.Header.MemberId, st.IsLearner, st.RaftTerm, st.RaftIndex, strings.Join(st.Errors, "; "))
 	}
@@ -171,7 +171,7 @@ func endpointStatus(ctx context.Context, c *clientv3.Client, w io.Writer) error 
 	}
 	if alarms, err := c.AlarmList(ctx); err == nil {
 		for _, a := range alarms.Alarms {
-			fmt.Fprintf(w, "alarm %s raised by member %s %s\n", a.Alarm, memberID(a.MemberID), names[a.MemberID])
+			fmt.Fprintf(w, "alarm %s raised by member %s %s\n", a.Alarm, types.ID(a.MemberID), names[a.MemberID])
 		}
 	}
 	if len(failed) > 0 {
@@ -206,10 +206,10 @@ func memberAdd(ctx context.Context, c *clientv3.Client, name string, peerURLs []
 	}
 	for _, m := range before.Members {
 		if m.Name == "" {
-			return fmt.Errorf("member %s (%s) was added but has not started: start it, or remove it, before adding another", memberID(m.ID), strings.Join(m.PeerURLs, ","))
+			return fmt.Errorf("member %s (%s) was added but has not started: start it, or remove it, before adding another", types.ID(m.ID), strings.Join(m.PeerURLs, ","))
 		}
 		if m.Name == name {
-			return fmt.Errorf("the cluster has a member named %s already (%s)", name, memberID(m.ID))
+			return fmt.Errorf("the cluster has a member named %s already (%s)", name, types.ID(m.ID))
 		}
 	}
 	add, what := c.MemberAdd, "member"
@@ -221,7 +221,7 @@ func memberAdd(ctx context.Context, c *clientv3.Client, name string, peerURLs []
 		return fmt.Errorf("adding %s %s: %w%s", what, name, err, unhealthyHint(err))
 	}
 	fmt.Fprintf(w, "Added %s %s (ID %s) to the cluster. Start it on an empty data directory with:\n\n%s\n",
-		what, name, memberID(resp.Member.ID), joinCommand(name, resp.Member.ID, peerURLs, resp.Members))
+		what, name, types.ID(resp.Member.ID).String(), joinCommand(name, resp.Member.ID, peerURLs, resp.Members))
 	if learner {
 		fmt.Fprintf(w, "\nOnce it has caught up, let it vote: leasehold etcd member promote %s\n", name)
 	}
@@ -242,7 +242,7 @@ func memberPromote(ctx context.Context, c *clientv3.Client, which string, w io.W
 		}
 		return fmt.Errorf("promoting member %s: %w%s", which, err, hint)
 	}
-	fmt.Fprintf(w, "Promoted member %s (ID %s): it votes.\n", cmp.Or(m.Name, "(unstarted)"), memberID(m.ID))
+	fmt.Fprintf(w, "Promoted member %s (ID %s): it votes.\n", cmp.Or(m.Name, "(unstarted)"), types.ID(m.ID))
 	return nil
 }
 
@@ -252,11 +252,11 @@ func findMember(ctx context.Context, c *clientv3.Client, which string) (*pb.Memb
 	if err != nil {
 		return nil, err
 	}
-	i := slices.IndexFunc(resp.Members, func(m *pb.Member) bool { return m.Name == which || memberID(m.ID) == which })
+	i := slices.IndexFunc(resp.Members, func(m *pb.Member) bool { return m.Name == which || types.ID(m.ID).String() == which })
 	if i < 0 {
 		var names []string
 		for _, m := range resp.Members {
-			names = append(names, cmp.Or(m.Name, "(unstarted)")+" "+memberID(m.ID))
+			names = append(names, cmp.Or(m.Name, "(unstarted)")+" "+types.ID(m.ID).String())
 		}
 		return nil, fmt.Errorf("no member is named %s or has that ID; the members: %s", which, strings.Join(names, ", "))
 	}
@@ -293,7 +293,7 @@ func memberRemove(ctx context.Context, c *clientv3.Client, which string, w io.Wr
 		return fmt.Errorf("removing member %s: %w%s", which, err, unhealthyHint(err))
 	}
 	fmt.Fprintf(w, "Removed member %s (ID %s) from the cluster. It cannot rejoin with its data: to bring it back, add it again and start it on an empty data directory.\n",
-		cmp.Or(m.Name, "(unstarted)"), memberID(m.ID))
+		cmp.Or(m.Name, "(unstarted)"), types.ID(m.ID).String())
 	return nil
 }
 
@@ -308,6 +308,3 @@ func unhealthyHint(err error) string {
 	}
 	return " (etcd makes no change of members unless every member it keeps has been connected to it for 5 s, so that the cluster keeps its quorum: with a member down, remove it before adding its successor; right after a start or a change, try again in a few seconds)"
 }
-
-// memberID is a member's ID as etcd writes it: hexadecimal.
-func memberID(id uint64) string { return strconv.FormatUint(id, 16) }

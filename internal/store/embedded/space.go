@@ -32,9 +32,8 @@ const SpaceHeadroom = 0.1
 
 // SpaceReport is what ReclaimSpace found and did.
 type SpaceReport struct {
-	// Alarmed: a NOSPACE alarm was raised, by this member or another;
-	// Own: by this member (or the member is alone in its cluster).
-	Alarmed, Own bool
+	// Alarmed: a NOSPACE alarm was raised, by this member or another.
+	Alarmed bool
 	// Alarms are the members whose NOSPACE alarm was raised, by ID.
 	Alarms []uint64
 	// Revision is where history was compacted to; 0 if it was not.
@@ -80,7 +79,6 @@ func (e *Etcd) ReclaimSpace(ctx context.Context) (SpaceReport, error) {
 	if err != nil {
 		return r, err
 	}
-	r.Own = own != nil
 	r.Alarms = noSpace(alarms.Alarms)
 	r.Alarmed = len(r.Alarms) > 0
 	st, err := e.client.Status(ctx, "")
