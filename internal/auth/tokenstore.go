@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/tick"
 )
 
 // TokenStoreFile is the token store's file name in the data directory.
@@ -254,16 +256,10 @@ func (s *TokenStore) reload() (bool, error) {
 // Run checks the file every Interval until ctx ends. A file that fails to
 // load keeps the previous tokens in force and is logged.
 func (s *TokenStore) Run(ctx context.Context) error {
-	t := s.cfg.Clock.NewTicker(s.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-			if err := s.Reload(); err != nil {
-				s.cfg.Logger.Error("token store reload failed; keeping the previous tokens", "path", s.cfg.Path, "err", err)
-			}
+	tick.Every(ctx, s.cfg.Clock, s.cfg.Interval, func() {
+		if err := s.Reload(); err != nil {
+			s.cfg.Logger.Error("token store reload failed; keeping the previous tokens", "path", s.cfg.Path, "err", err)
 		}
-	}
+	})
+	return nil
 }

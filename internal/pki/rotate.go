@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/tick"
 )
 
 // ServingCheckInterval is how often a running server checks whether its
@@ -71,14 +73,7 @@ func (s *Serving) Renew() (bool, error) {
 // and what it could not: a failed renewal is tried again at the next
 // interval, while the certificate in use still holds.
 func (s *Serving) Run(ctx context.Context, clk clock.WithTicker, interval time.Duration, log *slog.Logger) {
-	t := clk.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
+	tick.Every(ctx, clk, interval, func() {
 		renewed, err := s.Renew()
 		switch {
 		case err != nil:
@@ -86,5 +81,5 @@ func (s *Serving) Run(ctx context.Context, clk clock.WithTicker, interval time.D
 		case renewed:
 			log.Info("serving certificate renewed", "notAfter", s.cur.Load().Leaf.NotAfter)
 		}
-	}
+	})
 }

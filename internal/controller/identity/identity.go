@@ -42,6 +42,8 @@ import (
 	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/tick"
 )
 
 const (
@@ -223,16 +225,8 @@ func (c *Collector) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return ctx.Err()
 	}
-	t := c.cfg.Clock.NewTicker(c.cfg.CheckPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-			c.collect(ctx)
-		}
-	}
+	tick.Every(ctx, c.cfg.Clock, c.cfg.CheckPeriod, func() { c.collect(ctx) })
+	return nil
 }
 
 // observe records a Lease whose holder or renewTime changed, or that is new.

@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/tick"
 )
 
 // When the database file reaches its quota, etcd raises its NOSPACE alarm
@@ -179,16 +181,7 @@ func (e *Etcd) SpaceKeeper(log *slog.Logger, quotaFlag string) *SpaceKeeper {
 
 // Run checks every interval until ctx ends.
 func (k *SpaceKeeper) Run(ctx context.Context, clk clock.WithTicker, interval time.Duration) {
-	t := clk.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			k.Check(ctx)
-		}
-	}
+	tick.Every(ctx, clk, interval, func() { k.Check(ctx) })
 }
 
 // Check calls ReclaimSpace unless it left an alarm raised at the current
