@@ -271,7 +271,7 @@ func TestClientCerts(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	cc := NewClientCerts(pool, clk)
+	cc := NewClientCerts(func() *x509.CertPool { return pool }, clk)
 	issue := func(ca *pki.CA, user string, groups []string) *x509.Certificate {
 		certPEM, _, err := ca.IssueClient(user, groups, time.Hour, clk)
 		if err != nil {

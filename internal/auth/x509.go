@@ -15,15 +15,16 @@ import (
 // its Organizations are the groups, as Kubernetes' x509 authenticator reads
 // them.
 type ClientCerts struct {
-	roots *x509.CertPool
+	roots func() *x509.CertPool
 	clock clock.PassiveClock
 }
 
 var _ Authenticator = (*ClientCerts)(nil)
 
-// NewClientCerts trusts certificates signed by roots, checked at clk's time
-// (nil: the real clock).
-func NewClientCerts(roots *x509.CertPool, clk clock.PassiveClock) *ClientCerts {
+// NewClientCerts trusts certificates signed by the pool roots returns at
+// each request (a file read again while the server runs), checked at clk's
+// time (nil: the real clock).
+func NewClientCerts(roots func() *x509.CertPool, clk clock.PassiveClock) *ClientCerts {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -49,7 +50,7 @@ func (c *ClientCerts) User(chain []*x509.Certificate) (*User, bool, error) {
 		inter.AddCert(ic)
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{
-		Roots: c.roots, Intermediates: inter, CurrentTime: c.clock.Now(),
+		Roots: c.roots(), Intermediates: inter, CurrentTime: c.clock.Now(),
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}); err != nil {
 		return nil, false, fmt.Errorf("verifying client certificate: %w", err)

@@ -429,7 +429,7 @@ func runEchoServer(ctx context.Context, args []string) error {
 	}
 	srv := newHTTPServer(bench.EchoHandler(), &tls.Config{Certificates: []tls.Certificate{serving}}, clk, log)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- serveTLS(srv, ln, clk, log) }()
+	go func() { serveErr <- serveTLS(srv, ln, srv.TLSConfig, clk, log) }()
 	fmt.Fprintf(os.Stderr, "leasehold bench echo-server answering at %s (pid %d)\n\n  leasehold bench throughput --kubeconfig %s\n\n", url, os.Getpid(), kubeconfig)
 	select {
 	case <-ctx.Done():

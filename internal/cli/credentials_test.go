@@ -41,7 +41,7 @@ func TestCredentialsSharedDirectory(t *testing.T) {
 				f := serveFlags{dataDir: dir, listen: "127.0.0.1:6443"}
 				r := &results[i]
 				r.tokens = auth.NewTokens()
-				r.ca, _, _, r.err = credentials(f, "127.0.0.1", r.tokens, clock.RealClock{})
+				r.ca, _, _, r.err = credentials(f, "127.0.0.1", nil, r.tokens, clock.RealClock{})
 			})
 		}
 		wg.Wait()

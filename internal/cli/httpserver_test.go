@@ -46,7 +46,7 @@ func startHTTPServer(t *testing.T, h http.Handler, clk clock.Clock, onState func
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- serveTLS(srv, ln, clk, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serveTLS(srv, ln, srv.TLSConfig, clk, slog.New(slog.DiscardHandler)) }()
 	t.Cleanup(func() {
 		srv.Close()
 		<-served
@@ -280,7 +280,7 @@ func TestLoopbackClosesItsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- serveTLS(srv, ln, clock.RealClock{}, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serveTLS(srv, ln, srv.TLSConfig, clock.RealClock{}, slog.New(slog.DiscardHandler)) }()
 	t.Cleanup(func() {
 		srv.Close()
 		<-served

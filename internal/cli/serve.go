@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,6 +55,7 @@ import (
 	"github.com/leasehold/leasehold/internal/registry"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/internal/store/embedded"
+	"github.com/leasehold/leasehold/internal/tick"
 	"github.com/leasehold/leasehold/internal/version"
 )
 
@@ -66,6 +68,8 @@ type serveFlags struct {
 	etcdServers                         string
 	etcdCA, etcdCert, etcdKey           string
 	tlsSANs                             string
+	tlsCertFile, tlsKeyFile             string
+	clientCAFile                        string
 	compaction, commitDelay             time.Duration
 	compactionWrites, etcdQuota         int64
 	eventTTL                            time.Duration
@@ -102,6 +106,9 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.etcdCert, "etcd-certfile", "", "client certificate for the external etcd")
 	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for the external etcd")
 	fs.StringVar(&f.tlsSANs, "tls-san", "", "extra comma-separated host names or IPs for the serving certificate")
+	fs.StringVar(&f.tlsCertFile, "tls-cert-file", "", "serve this certificate (PEM, followed by its chain) instead of the one the server's CA issues, as kube-apiserver's flag: one from cert-manager or a company's CA; read again every 10s, so a renewal in place is taken without a restart")
+	fs.StringVar(&f.tlsKeyFile, "tls-private-key-file", "", "the private key of --tls-cert-file (PEM)")
+	fs.StringVar(&f.clientCAFile, "client-ca-file", "", "PEM bundle of CAs whose client certificates authenticate users (CN the user name, O the groups), besides the server's CA, as kube-apiserver's flag; read again every 10s")
 	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often to compact etcd history (0 disables)")
 	fs.Int64Var(&f.etcdQuota, "etcd-quota-backend-bytes", embedded.DefaultQuotaBackendBytes, "the embedded etcd's database size limit (etcd's --quota-backend-bytes): at it etcd refuses writes, and the server reclaims the space once objects are deleted, or at a start with a larger limit")
 	fs.Int64Var(&f.compactionWrites, "etcd-compaction-writes", store.DefaultCompactionWrites, "compact as soon as this server has made this many writes since the last compaction, without waiting for the interval: etcd's history holds at least an interval or this many writes, whichever is less, and at most about twice that (0: the interval alone)")
@@ -150,6 +157,12 @@ func runServe(ctx context.Context, args []string) error {
 			return errors.New("--etcd-servers names no URL; leave it out to run etcd embedded")
 		}
 	}
+	if (f.tlsCertFile == "") != (f.tlsKeyFile == "") {
+		return errors.New("--tls-cert-file and --tls-private-key-file go together")
+	}
+	if f.tlsCertFile != "" && f.tlsSANs != "" {
+		return errors.New("--tls-san names hosts for the certificate the server's CA issues; with --tls-cert-file the certificate's own names are served")
+	}
 	if f.etcdQuota <= 0 {
 		return fmt.Errorf("--etcd-quota-backend-bytes must be positive, not %d", f.etcdQuota)
 	}
@@ -196,9 +209,36 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	defer etcd.close()
 	go apiserver.Prepare()
 	tokens := auth.NewTokens()
-	ca, serving, adminToken, err := credentials(f, host, tokens, clk)
+	// A certificate from another PKI, when given, is served on --listen;
+	// the server's own still serves its loopback port, whose clients
+	// trust the server's CA alone.
+	var servedCert *pki.Reloading[*tls.Certificate]
+	if f.tlsCertFile != "" {
+		if servedCert, err = pki.NewReloading(pki.ParseServingPair, f.tlsCertFile, f.tlsKeyFile); err != nil {
+			return fmt.Errorf("--tls-cert-file, --tls-private-key-file: %w", err)
+		}
+	}
+	ca, serving, adminToken, err := credentials(f, host, servedCert, tokens, clk)
 	if err != nil {
 		return err
+	}
+	var clientCAs *pki.Reloading[*x509.CertPool]
+	if f.clientCAFile != "" {
+		if clientCAs, err = pki.NewReloading(pki.ParseCABundle(ca.Cert), f.clientCAFile); err != nil {
+			return fmt.Errorf("--client-ca-file: %w", err)
+		}
+	}
+	// Client certificates chain to the server's CA, or to a CA of
+	// --client-ca-file as it is at each handshake.
+	pool := caPool(ca)
+	clientRoots := func() *x509.CertPool { return pool }
+	if clientCAs != nil {
+		clientRoots = clientCAs.Get
+	}
+	servedGet := serving.GetCertificate
+	if servedCert != nil {
+		servedGet = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return servedCert.Get(), nil }
+		logServedCertificate(servedCert.Get(), adminServer(f, host), clk, log)
 	}
 	// The controllers' informers read the API server's watch cache in
 	// process; api is set before any controller starts.
@@ -215,7 +255,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	authn, tokenStore, err := authenticators(f, ca, tokens, log)
+	authn, tokenStore, err := authenticators(f, clientRoots, tokens, log)
 	if err != nil {
 		return err
 	}
@@ -273,7 +313,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(apiserver.GuardCollectors()...)
 	reg.MustRegister(audit.Collectors()...)
 	reg.MustRegister(leaderMetrics)
-	reg.MustRegister(certificateExpiry(ca, serving)...)
+	reg.MustRegister(certificateExpiry(ca, servedGet)...)
 	snapshot = etcdClient.Snapshot
 	if member != nil {
 		snapshot = member.Snapshot
@@ -353,18 +393,25 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	// leaves etcd.
 	loopLn = netutil.LimitListener(loopLn, loopbackConnections)
 	servingCtx, stopServing := context.WithCancel(context.Background())
-	servingDone := make(chan struct{})
-	go func() { serving.Run(servingCtx, clk, pki.ServingCheckInterval, log); close(servingDone) }()
-	defer func() { stopServing(); <-servingDone }()
-	srv := newHTTPServer(api.Handler(), &tls.Config{
-		GetCertificate: serving.GetCertificate,
+	var certificates sync.WaitGroup
+	certificates.Go(func() { serving.Run(servingCtx, clk, pki.ServingCheckInterval, log) })
+	certificates.Go(func() { reloadCertificateFiles(servingCtx, clk, servedCert, clientCAs, log) })
+	defer func() { stopServing(); certificates.Wait() }()
+	tc := &tls.Config{
+		GetCertificate: servedGet,
 		// Client certificates are optional (tokens also work); those
-		// given must chain to the server's CA.
-		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: caPool(ca),
-	}, clk, log)
+		// given must chain to the server's CA, or to --client-ca-file's.
+		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool,
+	}
+	srv := newHTTPServer(api.Handler(), tc, clk, log)
+	loopTC := tc.Clone()
+	loopTC.GetCertificate = serving.GetCertificate
+	if clientCAs != nil {
+		tc.GetConfigForClient = withClientCAs(tc, clientCAs)
+	}
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- serveTLS(srv, ln, clk, log) }()
-	go func() { serveErr <- serveTLS(srv, loopLn, clk, log) }()
+	go func() { serveErr <- serveTLS(srv, ln, tc, clk, log) }()
+	go func() { serveErr <- serveTLS(srv, loopLn, loopTC, clk, log) }()
 
 	url := "https://" + ln.Addr().String()
 	if err := loopback.serveAt(loopLn.Addr().String(), ca.CertPEM); err != nil {
@@ -416,8 +463,13 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		fmt.Fprintf(os.Stderr, "\nleasehold is serving the Kubernetes API at %s\n\n  export KUBECONFIG=%s\n  kubectl get lease -A\n\n", url, kubeconfig)
 	}
 	if f.dashboard && f.logFormat != "json" {
-		fmt.Fprintf(os.Stderr, "The dashboard is at %s/dashboard/ (the CA is %s); sign in with the admin token:\n\n  kubectl config view --raw -o jsonpath='{.users[0].user.token}'\n\n",
-			url, filepath.Join(f.dataDir, pki.CACertFile))
+		// A browser trusts the certificate of --tls-cert-file as the
+		// PKI that issued it says; the server's own, through its CA.
+		ca := " (the CA is " + filepath.Join(f.dataDir, pki.CACertFile) + ")"
+		if servedCert != nil {
+			ca = ""
+		}
+		fmt.Fprintf(os.Stderr, "The dashboard is at %s/dashboard/%s; sign in with the admin token:\n\n  kubectl config view --raw -o jsonpath='{.users[0].user.token}'\n\n", url, ca)
 	}
 	_ = adminToken
 
@@ -686,7 +738,10 @@ func orDisabled[T ~int64](v T) T {
 // token digest, and creates what is missing, under the directory's lock
 // (pki.LockDir): replicas may share the directory. adminToken is set when
 // this start made the admin token.
-func credentials(f serveFlags, host string, tokens *auth.Tokens, clk clock.PassiveClock) (ca *pki.CA, serving *pki.Serving, adminToken string, err error) {
+//
+// The admin kubeconfig trusts the server's CA, or with servedCert (from
+// --tls-cert-file) what pki.TrustAnchorPEM finds in its chain.
+func credentials(f serveFlags, host string, servedCert *pki.Reloading[*tls.Certificate], tokens *auth.Tokens, clk clock.PassiveClock) (ca *pki.CA, serving *pki.Serving, adminToken string, err error) {
 	release, err := pki.LockDir(f.dataDir)
 	if err != nil {
 		return nil, nil, "", err
@@ -703,18 +758,25 @@ func credentials(f serveFlags, host string, tokens *auth.Tokens, clk clock.Passi
 	if serving, err = ca.NewServing(f.dataDir, hosts, clk); err != nil {
 		return nil, nil, "", err
 	}
-	adminToken, err = adminCredentials(f, ca, host, tokens)
+	trust := ca.CertPEM
+	if servedCert != nil {
+		if trust, err = pki.TrustAnchorPEM(servedCert.Get()); err != nil {
+			return nil, nil, "", fmt.Errorf("--tls-cert-file: %w", err)
+		}
+	}
+	adminToken, err = adminCredentials(f, trust, host, tokens)
 	return ca, serving, adminToken, err
 }
 
 // certificateExpiry exports when the CA and the serving certificate in use
-// expire, for an alert well ahead: the serving certificate renews itself,
-// the CA (10 years) does not.
-func certificateExpiry(ca *pki.CA, serving *pki.Serving) []prometheus.Collector {
+// expire, for an alert well ahead: the serving certificate renews itself
+// (or is read again from --tls-cert-file, renewed by its own PKI), the CA
+// (10 years) does not.
+func certificateExpiry(ca *pki.CA, serving func(*tls.ClientHelloInfo) (*tls.Certificate, error)) []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(certificateExpiryOpts("ca"), func() float64 { return float64(ca.Cert.NotAfter.Unix()) }),
 		prometheus.NewGaugeFunc(certificateExpiryOpts("serving"), func() float64 {
-			c, _ := serving.GetCertificate(nil)
+			c, _ := serving(nil)
 			return float64(c.Leaf.NotAfter.Unix())
 		}),
 	}
@@ -757,8 +819,10 @@ func certificateFileExpiry(files map[string]string) []prometheus.Collector {
 }
 
 // adminCredentials loads the admin token digest, or on first start makes an
-// admin token, keeps its digest and writes admin.kubeconfig with it.
-func adminCredentials(f serveFlags, ca *pki.CA, host string, tokens *auth.Tokens) (string, error) {
+// admin token, keeps its digest and writes admin.kubeconfig with it. The
+// kubeconfig trusts trust (none: the system's roots), also when it exists
+// already, so that it follows --tls-cert-file coming and going.
+func adminCredentials(f serveFlags, trust []byte, host string, tokens *auth.Tokens) (string, error) {
 	admin := &auth.User{Name: "leasehold-admin", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}
 	digestPath := filepath.Join(f.dataDir, "admin-token.sha256")
 	kubeconfig := filepath.Join(f.dataDir, "admin.kubeconfig")
@@ -769,7 +833,8 @@ func adminCredentials(f serveFlags, ca *pki.CA, host string, tokens *auth.Tokens
 		}
 		tokens.AddDigest([sha256.Size]byte(sum), admin)
 		if _, err := os.Stat(kubeconfig); err == nil {
-			return "", nil
+			_, err := pki.SetKubeconfigCA(kubeconfig, trust)
+			return "", err
 		}
 	}
 	token, err := pki.NewToken()
@@ -781,13 +846,84 @@ func adminCredentials(f serveFlags, ca *pki.CA, host string, tokens *auth.Tokens
 		return "", err
 	}
 	tokens.AddDigest(sum, admin)
-	server := f.listen
+	err = pki.WriteKubeconfig(kubeconfig, pki.KubeconfigSpec{Server: "https://" + adminServer(f, host), CAPEM: trust, User: admin.Name, Token: token})
+	return token, err
+}
+
+// adminServer is the HOST:PORT a new admin kubeconfig reaches the server
+// at: --listen, or 127.0.0.1 with its port when it names every address.
+func adminServer(f serveFlags, host string) string {
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		_, port, _ := net.SplitHostPort(f.listen)
-		server = net.JoinHostPort("127.0.0.1", port)
+		return net.JoinHostPort("127.0.0.1", port)
 	}
-	err = pki.WriteKubeconfig(kubeconfig, pki.KubeconfigSpec{Server: "https://" + server, CAPEM: ca.CertPEM, User: admin.Name, Token: token})
-	return token, err
+	return f.listen
+}
+
+// logServedCertificate says which certificate of --tls-cert-file is served
+// and what the admin kubeconfig trusts, and warns of what would fail every
+// client's handshake: a certificate expired, or one that does not name the
+// host the admin kubeconfig reaches the server at.
+func logServedCertificate(c *tls.Certificate, server string, clk clock.PassiveClock, log *slog.Logger) {
+	leaf := c.Leaf
+	log.Info("serving the certificate of --tls-cert-file", "subject", leaf.Subject.String(), "issuer", leaf.Issuer.String(), "notAfter", leaf.NotAfter)
+	if now := clk.Now(); now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
+		log.Warn("the certificate of --tls-cert-file is not valid now; clients will refuse it", "notBefore", leaf.NotBefore, "notAfter", leaf.NotAfter)
+	}
+	host, _, _ := net.SplitHostPort(server)
+	if err := leaf.VerifyHostname(host); err != nil {
+		log.Warn("the certificate of --tls-cert-file does not name the host of the admin kubeconfig's server; set its server to a name the certificate holds", "server", server, "err", err)
+	}
+}
+
+// reloadCertificateFiles reads the files of --tls-cert-file and
+// --client-ca-file again every pki.FileCheckInterval until ctx ends (at
+// once when neither is given). New handshakes get what they hold; files
+// that do not parse leave what is in use, and are logged.
+func reloadCertificateFiles(ctx context.Context, clk clock.WithTicker, servedCert *pki.Reloading[*tls.Certificate], clientCAs *pki.Reloading[*x509.CertPool], log *slog.Logger) {
+	if servedCert == nil && clientCAs == nil {
+		return
+	}
+	tick.Every(ctx, clk, pki.FileCheckInterval, func() {
+		if servedCert != nil {
+			switch replaced, err := servedCert.Reload(); {
+			case err != nil:
+				log.Error("--tls-cert-file, --tls-private-key-file: keeping the certificate in use", "err", err, "notAfter", servedCert.Get().Leaf.NotAfter)
+			case replaced:
+				log.Info("serving the certificate of --tls-cert-file as changed", "subject", servedCert.Get().Leaf.Subject.String(), "notAfter", servedCert.Get().Leaf.NotAfter)
+			}
+		}
+		if clientCAs != nil {
+			switch replaced, err := clientCAs.Reload(); {
+			case err != nil:
+				log.Error("--client-ca-file: keeping the CAs in use", "err", err)
+			case replaced:
+				log.Info("client certificates are checked against --client-ca-file as changed")
+			}
+		}
+	})
+}
+
+// withClientCAs is a tls.Config.GetConfigForClient that gives each
+// handshake tc with the client CAs in use; a configuration is made once for
+// each pool that clientCAs loads.
+func withClientCAs(tc *tls.Config, clientCAs *pki.Reloading[*x509.CertPool]) func(*tls.ClientHelloInfo) (*tls.Config, error) {
+	type forPool struct {
+		pool *x509.CertPool
+		tc   *tls.Config
+	}
+	var last atomic.Pointer[forPool]
+	return func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		pool := clientCAs.Get()
+		if l := last.Load(); l != nil && l.pool == pool {
+			return l.tc, nil
+		}
+		c := tc.Clone()
+		c.GetConfigForClient = nil
+		c.ClientCAs = pool
+		last.Store(&forPool{pool, c})
+		return c, nil
+	}
 }
 
 // dashboardFiles returns the dashboard's files, or nil when it is off.
@@ -966,11 +1102,11 @@ func stoppedOr(ctx context.Context, log *slog.Logger, err error) error {
 }
 
 // authenticators returns the request authenticators in order: client
-// certificates signed by the CA, the built-in tokens (admin and
+// certificates signed by a CA of clientRoots, the built-in tokens (admin and
 // controllers), --token-auth-file, the token store that `leasehold token`
 // maintains, and anonymous requests when enabled.
-func authenticators(f serveFlags, ca *pki.CA, builtin *auth.Tokens, log *slog.Logger) (auth.Authenticator, *auth.TokenStore, error) {
-	list := auth.Union{auth.NewClientCerts(caPool(ca), nil), builtin}
+func authenticators(f serveFlags, clientRoots func() *x509.CertPool, builtin *auth.Tokens, log *slog.Logger) (auth.Authenticator, *auth.TokenStore, error) {
+	list := auth.Union{auth.NewClientCerts(clientRoots, nil), builtin}
 	if f.tokenAuthFile != "" {
 		static, err := auth.LoadTokenFile(f.tokenAuthFile)
 		if err != nil {
@@ -1125,10 +1261,11 @@ func newHTTPServer(h http.Handler, tc *tls.Config, clk clock.Clock, log *slog.Lo
 	return srv
 }
 
-// serveTLS serves srv on ln with srv's TLS configuration. Handshakes run
-// ahead of net/http, each within srv's ReadHeaderTimeout (net/http's own
-// bound for them), so that a connection's serving goroutine does not keep
-// the stack its handshake grew (apiserver.HandshakeFirst).
-func serveTLS(srv *http.Server, ln net.Listener, clk clock.PassiveClock, log *slog.Logger) error {
-	return srv.Serve(apiserver.HandshakeFirst(ln, srv.TLSConfig, srv.ReadHeaderTimeout, clk, log))
+// serveTLS serves srv on ln with the TLS configuration tc (srv's, or
+// another for a listener of its own, made from it). Handshakes run ahead of
+// net/http, each within srv's ReadHeaderTimeout (net/http's own bound for
+// them), so that a connection's serving goroutine does not keep the stack
+// its handshake grew (apiserver.HandshakeFirst).
+func serveTLS(srv *http.Server, ln net.Listener, tc *tls.Config, clk clock.PassiveClock, log *slog.Logger) error {
+	return srv.Serve(apiserver.HandshakeFirst(ln, tc, srv.ReadHeaderTimeout, clk, log))
 }

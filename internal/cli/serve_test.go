@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -88,5 +89,40 @@ func TestServeEtcdServersList(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("the data directory holds %d entries, want none", len(entries))
+	}
+}
+
+// TestServeRejectsBadCertificateFlags: --tls-cert-file without its key,
+// with --tls-san, or naming files that hold no pair, and a --client-ca-file
+// without a certificate, are each refused with an error naming the flag.
+func TestServeRejectsBadCertificateFlags(t *testing.T) {
+	files := t.TempDir()
+	junk := filepath.Join(files, "junk.pem")
+	if err := os.WriteFile(junk, []byte("not PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args    []string
+		want    string
+		started bool // the data directory is made before the files are read
+	}{
+		{[]string{"--tls-cert-file", junk}, "--tls-cert-file and --tls-private-key-file go together", false},
+		{[]string{"--tls-private-key-file", junk}, "--tls-cert-file and --tls-private-key-file go together", false},
+		{[]string{"--tls-cert-file", junk, "--tls-private-key-file", junk, "--tls-san", "a.example"}, "--tls-san", false},
+		{[]string{"--tls-cert-file", junk, "--tls-private-key-file", junk}, "--tls-cert-file, --tls-private-key-file: tls: failed to find any PEM data", true},
+		{[]string{"--tls-cert-file", filepath.Join(files, "missing.crt"), "--tls-private-key-file", junk}, "no such file", true},
+		{[]string{"--client-ca-file", junk}, "--client-ca-file", true},
+	}
+	for _, tc := range tests {
+		dir := filepath.Join(t.TempDir(), "data")
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		err := runServe(ctx, append([]string{"--data-dir", dir, "--listen", "127.0.0.1:0"}, tc.args...))
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error containing %q", tc.args, err, tc.want)
+		}
+		if _, err := os.Stat(dir); !tc.started && err == nil {
+			t.Errorf("%q: refused after the data directory was made", tc.args)
+		}
 	}
 }

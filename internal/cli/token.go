@@ -143,21 +143,33 @@ func tokenCreate(args []string) error {
 }
 
 // kubeconfigSpec fills in the server and CA for a kubeconfig written from
-// the data directory.
+// the data directory: those of the admin kubeconfig, which serve keeps
+// trusting the certificate it serves (see --tls-cert-file), else the
+// server's CA and its default address. server, when set, is the URL.
 func kubeconfigSpec(dataDir, server, user string) (pki.KubeconfigSpec, error) {
-	caPEM, err := os.ReadFile(filepath.Join(dataDir, pki.CACertFile))
-	if err != nil {
-		return pki.KubeconfigSpec{}, fmt.Errorf("reading the server CA: %w", err)
-	}
-	if server == "" {
-		server = "https://127.0.0.1:6443"
-		if cfg, err := clientcmd.LoadFromFile(filepath.Join(dataDir, "admin.kubeconfig")); err == nil {
-			if c, ok := cfg.Clusters[pki.KubeconfigCluster]; ok && c.Server != "" {
-				server = c.Server
+	spec := pki.KubeconfigSpec{Server: "https://127.0.0.1:6443", User: user}
+	trusted := false
+	if cfg, err := clientcmd.LoadFromFile(filepath.Join(dataDir, "admin.kubeconfig")); err == nil {
+		if c, ok := cfg.Clusters[pki.KubeconfigCluster]; ok {
+			if c.Server != "" {
+				spec.Server = c.Server
+			}
+			if c.CertificateAuthority == "" {
+				spec.CAPEM, trusted = c.CertificateAuthorityData, true
 			}
 		}
 	}
-	return pki.KubeconfigSpec{Server: server, CAPEM: caPEM, User: user}, nil
+	if !trusted {
+		caPEM, err := os.ReadFile(filepath.Join(dataDir, pki.CACertFile))
+		if err != nil {
+			return pki.KubeconfigSpec{}, fmt.Errorf("reading the server CA: %w", err)
+		}
+		spec.CAPEM = caPEM
+	}
+	if server != "" {
+		spec.Server = server
+	}
+	return spec, nil
 }
 
 func tokenList(args []string) error {

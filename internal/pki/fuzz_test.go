@@ -164,3 +164,34 @@ func TestSplitHosts(t *testing.T) {
 		})
 	}
 }
+
+// FuzzServingFiles feeds --tls-cert-file, --tls-private-key-file and
+// --client-ca-file contents to their parsers: each either fails or gives
+// what a server can use.
+func FuzzServingFiles(f *testing.F) {
+	seeds := pemSeeds(f)
+	for _, a := range seeds {
+		for _, b := range seeds {
+			f.Add(a, b)
+		}
+	}
+	ca, err := LoadOrCreateCA(f.TempDir(), testingclock.NewFakePassiveClock(t0))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, certPEM, keyPEM []byte) {
+		if pair, err := ParseServingPair([][]byte{certPEM, keyPEM}); err == nil {
+			if pair.Leaf == nil || pair.PrivateKey == nil {
+				t.Fatal("a pair without its certificate or key")
+			}
+			if anchor, err := TrustAnchorPEM(pair); err == nil && anchor != nil {
+				if _, err := ParseCertPEM(anchor); err != nil {
+					t.Fatalf("trust anchor: %v", err)
+				}
+			}
+		}
+		if pool, err := ParseCABundle(ca.Cert)([][]byte{certPEM}); err == nil && pool == nil {
+			t.Fatal("no pool and no error")
+		}
+	})
+}

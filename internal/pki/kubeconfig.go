@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -19,7 +20,8 @@ type KubeconfigSpec struct {
 	// Server is the server URL, e.g. "https://127.0.0.1:6443".
 	Server string
 	// CAPEM is the CA certificate clients trust, embedded as
-	// certificate-authority-data.
+	// certificate-authority-data; empty, clients verify the server with
+	// their system's roots.
 	CAPEM []byte
 	// User names the user entry; the context is named "USER@leasehold".
 	User string
@@ -58,8 +60,6 @@ func kubeconfig(c KubeconfigSpec) (*clientcmdapi.Config, error) {
 	switch {
 	case c.Server == "":
 		return nil, errors.New("server URL is empty")
-	case len(c.CAPEM) == 0:
-		return nil, errors.New("CA certificate is empty")
 	case c.User == "":
 		return nil, errors.New("user name is empty")
 	case c.Token != "" && hasCert:
@@ -69,8 +69,10 @@ func kubeconfig(c KubeconfigSpec) (*clientcmdapi.Config, error) {
 	case hasCert && (len(c.ClientCertPEM) == 0 || len(c.ClientKeyPEM) == 0):
 		return nil, errors.New("a client certificate needs both the certificate and the key")
 	}
-	if _, err := ParseCertPEM(c.CAPEM); err != nil {
-		return nil, fmt.Errorf("CA certificate: %w", err)
+	if len(c.CAPEM) > 0 {
+		if _, err := ParseCertPEM(c.CAPEM); err != nil {
+			return nil, fmt.Errorf("CA certificate: %w", err)
+		}
 	}
 	context := c.User + "@" + KubeconfigCluster
 	cfg := clientcmdapi.NewConfig()
@@ -89,4 +91,28 @@ func kubeconfig(c KubeconfigSpec) (*clientcmdapi.Config, error) {
 	cfg.Contexts[context] = ctx
 	cfg.CurrentContext = context
 	return cfg, nil
+}
+
+// SetKubeconfigCA makes caPEM what the kubeconfig at path trusts for the
+// "leasehold" cluster (none: the system's roots), leaving the rest of the
+// file as it is; it reports whether the file changed.
+func SetKubeconfigCA(path string, caPEM []byte) (bool, error) {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return false, err
+	}
+	cluster, ok := cfg.Clusters[KubeconfigCluster]
+	if !ok {
+		return false, fmt.Errorf("%s has no cluster %q", path, KubeconfigCluster)
+	}
+	if bytes.Equal(cluster.CertificateAuthorityData, caPEM) && cluster.CertificateAuthority == "" {
+		return false, nil
+	}
+	cluster.CertificateAuthorityData = caPEM
+	cluster.CertificateAuthority = ""
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return false, err
+	}
+	return true, writeFileAtomic(path, data, 0o600)
 }

@@ -34,7 +34,7 @@ func TestWriteKubeconfig(t *testing.T) {
 		{name: "token", spec: KubeconfigSpec{Server: "https://127.0.0.1:6443", CAPEM: ca.CertPEM, User: "admin", Token: "tok"}},
 		{name: "client certificate", spec: KubeconfigSpec{Server: "https://[::1]:6443", CAPEM: ca.CertPEM, User: "alice", ClientCertPEM: certPEM, ClientKeyPEM: keyPEM}},
 		{name: "no server", spec: KubeconfigSpec{CAPEM: ca.CertPEM, User: "admin", Token: "tok"}, wantErr: "server URL is empty"},
-		{name: "no CA", spec: KubeconfigSpec{Server: "https://x", User: "admin", Token: "tok"}, wantErr: "CA certificate is empty"},
+		{name: "no CA: the system's roots", spec: KubeconfigSpec{Server: "https://x", User: "admin", Token: "tok"}},
 		{name: "bad CA", spec: KubeconfigSpec{Server: "https://x", CAPEM: []byte("junk"), User: "admin", Token: "tok"}, wantErr: "no CERTIFICATE"},
 		{name: "no user", spec: KubeconfigSpec{Server: "https://x", CAPEM: ca.CertPEM, Token: "tok"}, wantErr: "user name is empty"},
 		{name: "no credentials", spec: KubeconfigSpec{Server: "https://x", CAPEM: ca.CertPEM, User: "admin"}, wantErr: "neither"},
@@ -73,7 +73,7 @@ func TestWriteKubeconfig(t *testing.T) {
 				t.Fatalf("context %q: got %+v", wantCtx, ctx)
 			}
 			cl := cfg.Clusters["leasehold"]
-			if cl == nil || cl.Server != tc.spec.Server || string(cl.CertificateAuthorityData) != string(ca.CertPEM) {
+			if cl == nil || cl.Server != tc.spec.Server || string(cl.CertificateAuthorityData) != string(tc.spec.CAPEM) {
 				t.Errorf("cluster: got %+v", cl)
 			}
 			u := cfg.AuthInfos[tc.spec.User]
