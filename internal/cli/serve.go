@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -65,7 +66,7 @@ func init() {
 
 type serveFlags struct {
 	dataDir, listen                     string
-	etcdServers                         string
+	etcdServers, etcdPrefix             string
 	etcdCA, etcdCert, etcdKey           string
 	tlsSANs                             string
 	tlsCertFile, tlsKeyFile             string
@@ -102,6 +103,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.dataDir, "data-dir", "./leasehold-data", "directory for certificates, credentials, the admin kubeconfig and the embedded etcd")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:6443", "HOST:PORT to serve the Kubernetes API on (HTTPS)")
 	fs.StringVar(&f.etcdServers, "etcd-servers", "", "comma-separated etcd client URLs; empty runs etcd embedded in the data directory")
+	fs.StringVar(&f.etcdPrefix, "etcd-prefix", "/registry", "the root of every key the server keeps in etcd, as kube-apiserver's flag: servers of one cluster share it, and clusters that share an etcd (or a Kubernetes cluster's etcd, whose keys are under /registry) each need one of their own")
 	fs.StringVar(&f.etcdCA, "etcd-cafile", "", "CA bundle to verify the external etcd with")
 	fs.StringVar(&f.etcdCert, "etcd-certfile", "", "client certificate for the external etcd")
 	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for the external etcd")
@@ -162,6 +164,11 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if f.tlsCertFile != "" && f.tlsSANs != "" {
 		return errors.New("--tls-san names hosts for the certificate the server's CA issues; with --tls-cert-file the certificate's own names are served")
+	}
+	if p := path.Clean(f.etcdPrefix); path.IsAbs(p) && p != "/" {
+		f.etcdPrefix = p
+	} else {
+		return fmt.Errorf("--etcd-prefix must be an absolute path below /, such as /registry, not %q", f.etcdPrefix)
 	}
 	if f.etcdQuota <= 0 {
 		return fmt.Errorf("--etcd-quota-backend-bytes must be positive, not %d", f.etcdQuota)
@@ -301,7 +308,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if f.etcdServers == "" {
 		maxBatch, commitTimeout = embedded.MaxBatch, 0
 	}
-	st, err := store.New(store.Config{Client: etcdClient, KV: etcdKV, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), CompactionWrites: orDisabled(f.compactionWrites), MaxBatch: maxBatch, CommitDelay: f.commitDelay, CommitTimeout: commitTimeout, Logger: log})
+	st, err := store.New(store.Config{Client: etcdClient, KV: etcdKV, Prefix: f.etcdPrefix, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), CompactionWrites: orDisabled(f.compactionWrites), MaxBatch: maxBatch, CommitDelay: f.commitDelay, CommitTimeout: commitTimeout, Logger: log})
 	if err != nil {
 		return err
 	}

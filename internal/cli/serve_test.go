@@ -126,3 +126,20 @@ func TestServeRejectsBadCertificateFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRejectsBadEtcdPrefix: --etcd-prefix must be a path below the
+// root, refused before anything starts.
+func TestServeRejectsBadEtcdPrefix(t *testing.T) {
+	for _, v := range []string{"registry", "/", "", "//"} {
+		dir := filepath.Join(t.TempDir(), "data")
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		err := runServe(ctx, []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--etcd-prefix", v})
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "--etcd-prefix") {
+			t.Errorf("%q: %v, want an error naming the flag", v, err)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%q: refused after the data directory was made", v)
+		}
+	}
+}

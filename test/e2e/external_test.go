@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -348,5 +349,74 @@ func TestServeThroughAStoppedEtcdMember(t *testing.T) {
 	})
 	if err := stopped.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEtcdPrefix: servers with --etcd-prefix keep their objects under it,
+// so that two clusters share one etcd without seeing each other's: a
+// Lease written through one is not in the other, which may hold one of
+// the same name, and each elects its own controller manager. A replica
+// given the same prefix (with a trailing slash, as written by hand) serves
+// the same objects.
+func TestEtcdPrefix(t *testing.T) {
+	needKubectl(t)
+	dir := t.TempDir()
+	etcdURL := startEtcdMember(t, dir)
+	serve := func(name string, extra ...string) *server {
+		d := filepath.Join(dir, name)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return serveFor(t, filepath.Join(d, "data"), "", d, append([]string{"--etcd-servers", etcdURL}, extra...)...)
+	}
+	a := serve("a", "--etcd-prefix", "/teams/a")
+	a2 := serve("a2", "--etcd-prefix", "/teams/a/")
+	b := serve("b")
+
+	a.kubectlStdin(t, leaseManifest("x", "default", "team-a"), "create", "-f", "-")
+	b.kubectlStdin(t, leaseManifest("x", "default", "team-b"), "create", "-f", "-")
+	for s, want := range map[*server]string{a: "team-a", a2: "team-a", b: "team-b"} {
+		eventually(t, 30*time.Second, func() error {
+			if got := holder(getLease(t, s, "default", "x")); got != want {
+				return fmt.Errorf("through %s: holder %q, want %q", s.listen, got, want)
+			}
+			return nil
+		})
+	}
+
+	// The keys themselves, read from etcd.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for key, want := range map[string]string{"/teams/a/leases/default/x": "team-a", "/registry/leases/default/x": "team-b"} {
+		resp, err := cli.Get(ctx, key)
+		if err != nil || len(resp.Kvs) != 1 || !strings.Contains(string(resp.Kvs[0].Value), want) {
+			t.Errorf("etcd key %s: %v, %v; want the Lease held by %s", key, resp, err, want)
+		}
+	}
+
+	// One controller manager elected in each cluster.
+	for _, s := range []*server{a, b} {
+		eventually(t, 30*time.Second, func() error {
+			out, stderr, err := s.runKubectl(t, "get", "lease", "leasehold-controller-manager", "-n", "kube-system", "-o", "jsonpath={.spec.holderIdentity}")
+			if err != nil || out == "" {
+				return fmt.Errorf("through %s: %q %v %s", s.listen, out, err, stderr)
+			}
+			return nil
+		})
+	}
+	holderA := a.kubectl(t, "get", "lease", "leasehold-controller-manager", "-n", "kube-system", "-o", "jsonpath={.spec.holderIdentity}")
+	holderB := b.kubectl(t, "get", "lease", "leasehold-controller-manager", "-n", "kube-system", "-o", "jsonpath={.spec.holderIdentity}")
+	if holderA == holderB {
+		t.Errorf("one controller manager, %s, leads both clusters", holderA)
+	}
+
+	b.kubectl(t, "delete", "lease", "x", "-n", "default")
+	if got := holder(getLease(t, a2, "default", "x")); got != "team-a" {
+		t.Errorf("team a's Lease after team b's was deleted: holder %q", got)
 	}
 }
