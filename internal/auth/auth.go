@@ -187,14 +187,16 @@ func withAuthenticated(u *User) *User {
 // Anonymous authenticates every request without credentials as
 // system:anonymous in system:unauthenticated. Put it last in a Union and
 // only when anonymous requests are enabled: a request with an
-// Authorization header is never anonymous.
+// Authorization header or a client certificate is never anonymous, so
+// credentials the authenticators before it refused get 401, as
+// kube-apiserver answers them.
 type Anonymous struct{}
 
 var _ Authenticator = Anonymous{}
 
 // Authenticate implements Authenticator.
 func (Anonymous) Authenticate(r *http.Request) (*User, bool, error) {
-	if r.Header.Get("Authorization") != "" {
+	if r.Header.Get("Authorization") != "" || (r.TLS != nil && len(r.TLS.PeerCertificates) > 0) {
 		return nil, false, nil
 	}
 	return &User{Name: UserAnonymous, Groups: []string{GroupUnauthenticated}}, true, nil

@@ -293,6 +293,12 @@ func TestClientCerts(t *testing.T) {
 	if _, ok, err := cc.Authenticate(r); ok || err == nil {
 		t.Errorf("a certificate of another CA: got ok %v, err %v", ok, err)
 	}
+	// A refused certificate is credentials refused, never an anonymous
+	// request: 401, as kube-apiserver answers it with anonymous requests
+	// enabled.
+	if u, ok, err := (Union{cc, Anonymous{}}).Authenticate(r); ok || err == nil {
+		t.Errorf("a certificate of another CA, anonymous requests enabled: got %+v, ok %v, err %v; want the error", u, ok, err)
+	}
 	if _, ok, err := cc.Authenticate(httptest.NewRequest("GET", "/", nil)); ok || err != nil {
 		t.Errorf("no certificate: got ok %v, err %v; want neither", ok, err)
 	}

@@ -406,9 +406,13 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	defer func() { stopServing(); certificates.Wait() }()
 	tc := &tls.Config{
 		GetCertificate: servedGet,
-		// Client certificates are optional (tokens also work); those
-		// given must chain to the server's CA, or to --client-ca-file's.
-		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool,
+		// Client certificates are optional (tokens also work). They are
+		// checked by the authenticator, not the handshake, so that one
+		// that chains to no CA the server trusts (the server's, or
+		// --client-ca-file's), or has expired, gets a 401 Status as
+		// kube-apiserver gives it, not a broken connection. ClientCAs
+		// tell clients which certificates to send.
+		ClientAuth: tls.RequestClientCert, ClientCAs: pool,
 	}
 	srv := newHTTPServer(api.Handler(), tc, clk, log)
 	loopTC := tc.Clone()

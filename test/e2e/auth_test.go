@@ -13,6 +13,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leasehold/leasehold/internal/pki/pkitest"
 )
 
 // leasehold runs the leasehold binary with args and returns its stdout.
@@ -229,6 +233,28 @@ func TestAuthClientCertificate(t *testing.T) {
 	out, errOut, err := s.withKubeconfig(t, kc, "", "auth", "whoami")
 	if err != nil || !strings.Contains(out, "carol") || !strings.Contains(out, "devs") {
 		t.Errorf("whoami with a client certificate: %v\n%s%s", err, out, errOut)
+	}
+
+	// A certificate of a CA the server does not trust gets 401, as
+	// kube-apiserver answers it, not a broken handshake.
+	other := pkitest.Issue(t, "mallory", pkitest.Issue(t, "another CA", nil, "ca"), "client")
+	pair, err := tls.X509KeyPair(other.CertPEM(), other.KeyPEM(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: certPool(t, filepath.Join(s.dataDir, "ca.crt")),
+		// As client-go does: its certificate whatever CAs the server names.
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil },
+	}}}
+	resp, err := client.Get(s.url() + "/api/v1/namespaces")
+	if err != nil {
+		t.Fatalf("a certificate of another CA: %v; want a 401 answer", err)
+	}
+	defer resp.Body.Close()
+	var st metav1.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusUnauthorized || st.Kind != "Status" || st.Reason != metav1.StatusReasonUnauthorized || st.Code != http.StatusUnauthorized {
+		t.Errorf("a certificate of another CA: %d %+v, %v; want a 401 Status of reason Unauthorized", resp.StatusCode, st, err)
 	}
 }
 
