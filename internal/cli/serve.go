@@ -17,6 +17,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	kubetransport "k8s.io/client-go/transport"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/connrotation"
 	"k8s.io/utils/clock"
 
@@ -86,6 +88,8 @@ type serveFlags struct {
 	logLevel, logFormat                 string
 
 	tokenAuthFile                   string
+	oidc                            auth.OIDCConfig
+	oidcCAFile, oidcSigningAlgs     string
 	anonymousAuth                   bool
 	authorizationMode               string
 	auditLogPath, auditPolicyFile   string
@@ -130,6 +134,15 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.tokenAuthFile, "token-auth-file", "", "static bearer tokens in Kubernetes' CSV format: token,user,uid,\"group1,group2\"")
+	fs.StringVar(&f.oidc.IssuerURL, "oidc-issuer-url", "", "authenticate users by the ID tokens of this OpenID Connect issuer (an https URL), as kube-apiserver's flag: kubectl --token, or a kubeconfig's exec plugin such as kubelogin")
+	fs.StringVar(&f.oidc.ClientID, "oidc-client-id", "", "the audience (aud) an ID token must carry; required with --oidc-issuer-url")
+	fs.StringVar(&f.oidc.UsernameClaim, "oidc-username-claim", "sub", "the ID token claim that holds the user name; with email, a token whose email_verified is false is refused")
+	fs.StringVar(&f.oidc.UsernamePrefix, "oidc-username-prefix", "", "put before every user name from an ID token (default: the issuer URL and # unless the claim is email; - for nothing)")
+	fs.StringVar(&f.oidc.GroupsClaim, "oidc-groups-claim", "", "the ID token claim that holds the user's groups, a string or a list of strings")
+	fs.StringVar(&f.oidc.GroupsPrefix, "oidc-groups-prefix", "", "put before every group from an ID token")
+	fs.Var((*keyValues)(&f.oidc.RequiredClaims), "oidc-required-claim", "key=value an ID token must hold; repeat, or separate with commas, for several")
+	fs.StringVar(&f.oidcCAFile, "oidc-ca-file", "", "PEM bundle of CAs to verify the OIDC issuer with (default: the system's roots)")
+	fs.StringVar(&f.oidcSigningAlgs, "oidc-signing-algs", "RS256", "comma-separated algorithms an ID token may be signed with: RS256, RS384, RS512, ES256, ES384, ES512, PS256, PS384, PS512")
 	fs.BoolVar(&f.anonymousAuth, "anonymous-auth", false, "serve requests without credentials as system:anonymous (group system:unauthenticated) instead of answering 401")
 	fs.StringVar(&f.authorizationMode, "authorization-mode", strings.Join(apiserver.DefaultAuthorization, ","), "comma-separated authorizers in order: RBAC, Node, AlwaysAllow, AlwaysDeny (system:masters is always allowed)")
 	fs.StringVar(&f.auditLogPath, "audit-log-path", "", "audit log file, one audit.k8s.io/v1 Event per line (default DATA_DIR/audit.log; - for standard output; none to disable)")
@@ -169,6 +182,14 @@ func runServe(ctx context.Context, args []string) error {
 		f.etcdPrefix = p
 	} else {
 		return fmt.Errorf("--etcd-prefix must be an absolute path below /, such as /registry, not %q", f.etcdPrefix)
+	}
+	if f.oidc.IssuerURL != "" {
+		f.oidc.SigningAlgs = splitList(f.oidcSigningAlgs)
+		if err := auth.CheckOIDC(&f.oidc); err != nil {
+			return fmt.Errorf("--oidc-*: %w", err)
+		}
+	} else if f.oidc.ClientID != "" || len(f.oidc.RequiredClaims) > 0 || f.oidc.GroupsClaim != "" || f.oidcCAFile != "" {
+		return errors.New("the --oidc-* flags need --oidc-issuer-url")
 	}
 	if f.etcdQuota <= 0 {
 		return fmt.Errorf("--etcd-quota-backend-bytes must be positive, not %d", f.etcdQuota)
@@ -262,7 +283,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	authn, tokenStore, err := authenticators(f, clientRoots, tokens, log)
+	authn, tokenStore, oidcAuthn, err := authenticators(f, clientRoots, tokens, log)
 	if err != nil {
 		return err
 	}
@@ -342,8 +363,13 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		return err
 	}
 	authCtx, stopAuth := context.WithCancel(context.Background())
-	authDone := make(chan struct{}, 2)
+	authDone := make(chan struct{}, 3)
 	go func() { tokenStore.Run(authCtx); authDone <- struct{}{} }()
+	if oidcAuthn != nil {
+		go func() { oidcAuthn.Run(authCtx); authDone <- struct{}{} }()
+	} else {
+		authDone <- struct{}{}
+	}
 	if auditLog != nil {
 		go func() { auditLog.Run(authCtx); authDone <- struct{}{} }()
 	} else {
@@ -351,7 +377,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	}
 	// Stopped last, after in-flight requests, so their audit events are
 	// written.
-	defer func() { stopAuth(); <-authDone; <-authDone }()
+	defer func() { stopAuth(); <-authDone; <-authDone; <-authDone }()
 
 	storeCtx, stopStore := context.WithCancel(context.Background())
 	storeDone := make(chan error, 1)
@@ -1115,25 +1141,73 @@ func stoppedOr(ctx context.Context, log *slog.Logger, err error) error {
 // authenticators returns the request authenticators in order: client
 // certificates signed by a CA of clientRoots, the built-in tokens (admin and
 // controllers), --token-auth-file, the token store that `leasehold token`
-// maintains, and anonymous requests when enabled.
-func authenticators(f serveFlags, clientRoots func() *x509.CertPool, builtin *auth.Tokens, log *slog.Logger) (auth.Authenticator, *auth.TokenStore, error) {
+// maintains, the OIDC issuer's ID tokens (returned too, for its Run), and
+// anonymous requests when enabled.
+func authenticators(f serveFlags, clientRoots func() *x509.CertPool, builtin *auth.Tokens, log *slog.Logger) (auth.Authenticator, *auth.TokenStore, *auth.OIDC, error) {
 	list := auth.Union{auth.NewClientCerts(clientRoots, nil), builtin}
 	if f.tokenAuthFile != "" {
 		static, err := auth.LoadTokenFile(f.tokenAuthFile)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		list = append(list, static)
 	}
 	ts, err := auth.NewTokenStore(auth.TokenStoreConfig{Path: filepath.Join(f.dataDir, auth.TokenStoreFile), Logger: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	list = append(list, ts)
+	var oidcAuthn *auth.OIDC
+	if f.oidc.IssuerURL != "" {
+		cfg := f.oidc
+		cfg.Logger = log
+		if f.oidcCAFile != "" {
+			pem, err := os.ReadFile(f.oidcCAFile)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("--oidc-ca-file: %w", err)
+			}
+			if cfg.RootCAs, err = certutil.NewPoolFromBytes(pem); err != nil {
+				return nil, nil, nil, fmt.Errorf("--oidc-ca-file: %w", err)
+			}
+		}
+		if oidcAuthn, err = auth.NewOIDC(cfg); err != nil {
+			return nil, nil, nil, fmt.Errorf("--oidc-*: %w", err)
+		}
+		list = append(list, oidcAuthn)
+	}
 	if f.anonymousAuth {
 		list = append(list, auth.Anonymous{})
 	}
-	return list, ts, nil
+	return list, ts, oidcAuthn, nil
+}
+
+// keyValues is a flag of key=value pairs, repeated or separated by commas.
+type keyValues map[string]string
+
+func (kv *keyValues) String() string {
+	if kv == nil {
+		return ""
+	}
+	var out []string
+	for k, v := range *kv {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+func (kv *keyValues) Set(s string) error {
+	if *kv == nil {
+		*kv = map[string]string{}
+	}
+	for _, item := range splitList(s) {
+		k, v, ok := strings.Cut(item, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return fmt.Errorf("%q is not key=value", item)
+		}
+		(*kv)[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return nil
 }
 
 func caPool(ca *pki.CA) *x509.CertPool {

@@ -92,10 +92,10 @@ func TestServeEtcdServersList(t *testing.T) {
 	}
 }
 
-// TestServeRejectsBadCertificateFlags: --tls-cert-file without its key,
-// with --tls-san, or naming files that hold no pair, and a --client-ca-file
-// without a certificate, are each refused with an error naming the flag.
-func TestServeRejectsBadCertificateFlags(t *testing.T) {
+// TestServeRejectsBadFlags: flags that cannot work are refused with an
+// error saying why, before anything starts; certificate files that hold no
+// certificate are read once the data directory is made, and refused then.
+func TestServeRejectsBadFlags(t *testing.T) {
 	files := t.TempDir()
 	junk := filepath.Join(files, "junk.pem")
 	if err := os.WriteFile(junk, []byte("not PEM"), 0o600); err != nil {
@@ -112,6 +112,15 @@ func TestServeRejectsBadCertificateFlags(t *testing.T) {
 		{[]string{"--tls-cert-file", junk, "--tls-private-key-file", junk}, "--tls-cert-file, --tls-private-key-file: tls: failed to find any PEM data", true},
 		{[]string{"--tls-cert-file", filepath.Join(files, "missing.crt"), "--tls-private-key-file", junk}, "no such file", true},
 		{[]string{"--client-ca-file", junk}, "--client-ca-file", true},
+		{[]string{"--etcd-prefix", "registry"}, "--etcd-prefix", false},
+		{[]string{"--etcd-prefix", "/"}, "--etcd-prefix", false},
+		{[]string{"--etcd-prefix", ""}, "--etcd-prefix", false},
+		{[]string{"--etcd-prefix", "//"}, "--etcd-prefix", false},
+		{[]string{"--oidc-client-id", "c"}, "need --oidc-issuer-url", false},
+		{[]string{"--oidc-issuer-url", "http://idp.example", "--oidc-client-id", "c"}, "must be an https URL", false},
+		{[]string{"--oidc-issuer-url", "https://idp.example"}, "client ID is required", false},
+		{[]string{"--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "c", "--oidc-signing-algs", "RS256,none"}, `"none" is not one of`, false},
+		{[]string{"--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "c", "--oidc-required-claim", "hd"}, `"hd" is not key=value`, false},
 	}
 	for _, tc := range tests {
 		dir := filepath.Join(t.TempDir(), "data")
@@ -127,19 +136,15 @@ func TestServeRejectsBadCertificateFlags(t *testing.T) {
 	}
 }
 
-// TestServeRejectsBadEtcdPrefix: --etcd-prefix must be a path below the
-// root, refused before anything starts.
-func TestServeRejectsBadEtcdPrefix(t *testing.T) {
-	for _, v := range []string{"registry", "/", "", "//"} {
-		dir := filepath.Join(t.TempDir(), "data")
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		err := runServe(ctx, []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--etcd-prefix", v})
-		cancel()
-		if err == nil || !strings.Contains(err.Error(), "--etcd-prefix") {
-			t.Errorf("%q: %v, want an error naming the flag", v, err)
+// TestKeyValuesFlag: --oidc-required-claim repeated and comma-separated.
+func TestKeyValuesFlag(t *testing.T) {
+	var kv keyValues
+	for _, s := range []string{"hd=example.com", " tier = gold , team=ops"} {
+		if err := kv.Set(s); err != nil {
+			t.Fatal(err)
 		}
-		if _, err := os.Stat(dir); err == nil {
-			t.Errorf("%q: refused after the data directory was made", v)
-		}
+	}
+	if got := kv.String(); got != "hd=example.com,team=ops,tier=gold" {
+		t.Errorf("got %q", got)
 	}
 }
