@@ -90,6 +90,7 @@ type serveFlags struct {
 	tokenAuthFile                   string
 	oidc                            auth.OIDCConfig
 	oidcCAFile, oidcSigningAlgs     string
+	webhook                         auth.WebhookConfig
 	anonymousAuth                   bool
 	authorizationMode               string
 	auditLogPath, auditPolicyFile   string
@@ -143,6 +144,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Var((*keyValues)(&f.oidc.RequiredClaims), "oidc-required-claim", "key=value an ID token must hold; repeat, or separate with commas, for several")
 	fs.StringVar(&f.oidcCAFile, "oidc-ca-file", "", "PEM bundle of CAs to verify the OIDC issuer with (default: the system's roots)")
 	fs.StringVar(&f.oidcSigningAlgs, "oidc-signing-algs", "RS256", "comma-separated algorithms an ID token may be signed with: RS256, RS384, RS512, ES256, ES384, ES512, PS256, PS384, PS512")
+	fs.StringVar(&f.webhook.ConfigFile, "authentication-token-webhook-config-file", "", "kubeconfig of a remote service that authenticates bearer tokens nothing else knows, by TokenReview (authentication.k8s.io/v1), as kube-apiserver's flag: its cluster is the service (https), its user the server's credentials there")
+	fs.DurationVar(&f.webhook.CacheTTL, "authentication-token-webhook-cache-ttl", 2*time.Minute, "how long the webhook's answer that a token is a user's is kept (a refusal: 10s)")
 	fs.BoolVar(&f.anonymousAuth, "anonymous-auth", false, "serve requests without credentials as system:anonymous (group system:unauthenticated) instead of answering 401")
 	fs.StringVar(&f.authorizationMode, "authorization-mode", strings.Join(apiserver.DefaultAuthorization, ","), "comma-separated authorizers in order: RBAC, Node, AlwaysAllow, AlwaysDeny (system:masters is always allowed)")
 	fs.StringVar(&f.auditLogPath, "audit-log-path", "", "audit log file, one audit.k8s.io/v1 Event per line (default DATA_DIR/audit.log; - for standard output; none to disable)")
@@ -190,6 +193,9 @@ func runServe(ctx context.Context, args []string) error {
 		}
 	} else if f.oidc.ClientID != "" || len(f.oidc.RequiredClaims) > 0 || f.oidc.GroupsClaim != "" || f.oidcCAFile != "" {
 		return errors.New("the --oidc-* flags need --oidc-issuer-url")
+	}
+	if f.webhook.CacheTTL < 0 {
+		return fmt.Errorf("--authentication-token-webhook-cache-ttl must not be negative, not %v", f.webhook.CacheTTL)
 	}
 	if f.etcdQuota <= 0 {
 		return fmt.Errorf("--etcd-quota-backend-bytes must be positive, not %d", f.etcdQuota)
@@ -1141,8 +1147,8 @@ func stoppedOr(ctx context.Context, log *slog.Logger, err error) error {
 // authenticators returns the request authenticators in order: client
 // certificates signed by a CA of clientRoots, the built-in tokens (admin and
 // controllers), --token-auth-file, the token store that `leasehold token`
-// maintains, the OIDC issuer's ID tokens (returned too, for its Run), and
-// anonymous requests when enabled.
+// maintains, the OIDC issuer's ID tokens (returned too, for its Run), the
+// token webhook, and anonymous requests when enabled.
 func authenticators(f serveFlags, clientRoots func() *x509.CertPool, builtin *auth.Tokens, log *slog.Logger) (auth.Authenticator, *auth.TokenStore, *auth.OIDC, error) {
 	list := auth.Union{auth.NewClientCerts(clientRoots, nil), builtin}
 	if f.tokenAuthFile != "" {
@@ -1174,6 +1180,13 @@ func authenticators(f serveFlags, clientRoots func() *x509.CertPool, builtin *au
 			return nil, nil, nil, fmt.Errorf("--oidc-*: %w", err)
 		}
 		list = append(list, oidcAuthn)
+	}
+	if f.webhook.ConfigFile != "" {
+		wh, err := auth.NewWebhook(f.webhook)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--authentication-token-webhook-config-file: %w", err)
+		}
+		list = append(list, wh)
 	}
 	if f.anonymousAuth {
 		list = append(list, auth.Anonymous{})

@@ -121,6 +121,8 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--oidc-issuer-url", "https://idp.example"}, "client ID is required", false},
 		{[]string{"--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "c", "--oidc-signing-algs", "RS256,none"}, `"none" is not one of`, false},
 		{[]string{"--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "c", "--oidc-required-claim", "hd"}, `"hd" is not key=value`, false},
+		{[]string{"--authentication-token-webhook-cache-ttl", "-1s"}, "--authentication-token-webhook-cache-ttl", false},
+		{[]string{"--authentication-token-webhook-config-file", junk}, "--authentication-token-webhook-config-file", true},
 	}
 	for _, tc := range tests {
 		dir := filepath.Join(t.TempDir(), "data")

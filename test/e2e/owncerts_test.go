@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/internal/pki/pkitest"
 )
 
@@ -182,12 +182,7 @@ func TestOwnCertificates(t *testing.T) {
 // writeCertKubeconfig writes a kubeconfig for a client certificate.
 func writeCertKubeconfig(t *testing.T, path, server string, caPEM, certPEM, keyPEM []byte) {
 	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
-	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	cfg.CurrentContext = "c"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	if err := pki.WriteKubeconfig(path, pki.KubeconfigSpec{Server: server, CAPEM: caPEM, User: "user", ClientCertPEM: certPEM, ClientKeyPEM: keyPEM}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,175 @@
+package auth
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+)
+
+// WebhookConfig is what kube-apiserver's --authentication-token-webhook-*
+// flags say.
+type WebhookConfig struct {
+	// ConfigFile is a kubeconfig: its cluster is the remote service, its
+	// user the server's credentials there.
+	ConfigFile string
+	// CacheTTL is how long an answer that authenticated a token is kept;
+	// default 2 min.
+	CacheTTL time.Duration
+	// Clock times the cache; default real.
+	Clock clock.Clock
+}
+
+// webhookDeniedTTL is how long a token the webhook refused stays refused
+// without asking again.
+const webhookDeniedTTL = 10 * time.Second
+
+// webhookCacheSize bounds the tokens whose answers are kept.
+const webhookCacheSize = 10000
+
+// webhookBackoff retries a call that failed in transit or got a 5xx or
+// 429, as kube-apiserver's webhooks do.
+var webhookBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+
+// Webhook authenticates bearer tokens by asking a remote service with a
+// TokenReview (authentication.k8s.io/v1), as kube-apiserver's token
+// webhook does. Answers are cached by the token's digest: one that
+// authenticated for CacheTTL, one that refused for 10 s; a failed call is
+// not cached and refuses the request.
+type Webhook struct {
+	url    string
+	client *http.Client
+	ttl    time.Duration
+	cache  *cache.LRUExpireCache
+	// sleep waits between retries; tests make it instant.
+	sleep func(time.Duration)
+}
+
+var _ Authenticator = (*Webhook)(nil)
+
+// webhookAnswer is a cached answer: u, or nil for a refusal.
+type webhookAnswer struct{ u *User }
+
+// NewWebhook reads cfg's kubeconfig and returns the authenticator.
+func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
+	if cfg.CacheTTL == 0 {
+		cfg.CacheTTL = 2 * time.Minute
+	}
+	if cfg.CacheTTL < 0 {
+		return nil, fmt.Errorf("cache TTL %v is negative", cfg.CacheTTL)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.ConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(rc.Host, "https://") {
+		return nil, fmt.Errorf("%s: the webhook's server %q must be an https URL", cfg.ConfigFile, rc.Host)
+	}
+	rc.Timeout = 30 * time.Second
+	client, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &Webhook{url: rc.Host, client: client, ttl: cfg.CacheTTL, cache: cache.NewLRUExpireCacheWithClock(webhookCacheSize, cfg.Clock), sleep: time.Sleep}, nil
+}
+
+// Authenticate implements Authenticator.
+func (w *Webhook) Authenticate(r *http.Request) (*User, bool, error) {
+	token, ok := BearerToken(r)
+	if !ok {
+		return nil, false, nil
+	}
+	key := sha256.Sum256([]byte(token))
+	if a, ok := w.cache.Get(key); ok {
+		if u := a.(webhookAnswer).u; u != nil {
+			return u, true, nil
+		}
+		return nil, false, errors.New("token webhook: token refused")
+	}
+	status, err := w.review(r, token)
+	if err != nil {
+		return nil, false, fmt.Errorf("token webhook: %w", err)
+	}
+	if !status.Authenticated {
+		w.cache.Add(key, webhookAnswer{}, webhookDeniedTTL)
+		return nil, false, fmt.Errorf("token webhook: token refused: %s", status.Error)
+	}
+	if status.User.Username == "" {
+		return nil, false, errors.New("token webhook: an authenticated token without a user name")
+	}
+	u := &User{Name: status.User.Username, UID: status.User.UID, Groups: status.User.Groups}
+	if len(status.User.Extra) > 0 {
+		u.Extra = make(map[string][]string, len(status.User.Extra))
+		for k, v := range status.User.Extra {
+			u.Extra[k] = []string(v)
+		}
+	}
+	w.cache.Add(key, webhookAnswer{u}, w.ttl)
+	return u, true, nil
+}
+
+// review asks the webhook about token, retrying what may pass on a second
+// try.
+func (w *Webhook) review(r *http.Request, token string) (*authenticationv1.TokenReviewStatus, error) {
+	body, err := json.Marshal(&authenticationv1.TokenReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: authenticationv1.SchemeGroupVersion.String(), Kind: "TokenReview"},
+		Spec:     authenticationv1.TokenReviewSpec{Token: token},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var status *authenticationv1.TokenReviewStatus
+	backoff := webhookBackoff
+	for {
+		var retry bool
+		status, retry, err = w.call(r, body)
+		if err == nil || !retry || backoff.Steps <= 1 || r.Context().Err() != nil {
+			return status, err
+		}
+		w.sleep(backoff.Step())
+	}
+}
+
+// call POSTs one TokenReview and reports whether a failure may pass on
+// another try.
+func (w *Webhook) call(r *http.Request, body []byte) (*authenticationv1.TokenReviewStatus, bool, error) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, w.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return nil, true, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, true, err
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+		return nil, resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests, fmt.Errorf("%s answered %s", w.url, resp.Status)
+	}
+	var review authenticationv1.TokenReview
+	if err := json.Unmarshal(data, &review); err != nil {
+		return nil, false, fmt.Errorf("%s answered what is not a TokenReview: %w", w.url, err)
+	}
+	return &review.Status, false, nil
+}

@@ -1,0 +1,123 @@
+package auth
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/leasehold/leasehold/internal/pki"
+)
+
+// writeWebhookKubeconfig writes a kubeconfig for the webhook at url,
+// trusting caPEM, with a token as the server's credentials there.
+func writeWebhookKubeconfig(t *testing.T, url string, caPEM []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "webhook.kubeconfig")
+	if err := pki.WriteKubeconfig(path, pki.KubeconfigSpec{Server: url, CAPEM: caPEM, User: "leasehold", Token: "leasehold-to-webhook"}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestWebhook(t *testing.T) {
+	var calls, failures atomic.Int32
+	var badCredentials atomic.Bool
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.Method != http.MethodPost || r.URL.Path != "/authenticate" || r.Header.Get("Authorization") != "Bearer leasehold-to-webhook" {
+			badCredentials.Store(true)
+		}
+		var review authenticationv1.TokenReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Kind != "TokenReview" || review.APIVersion != "authentication.k8s.io/v1" {
+			http.Error(w, "not a TokenReview", http.StatusBadRequest)
+			return
+		}
+		switch tok := review.Spec.Token; {
+		case tok == "flaky" && failures.Add(1) <= 2:
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		case tok == "forbidden":
+			http.Error(w, "no", http.StatusForbidden)
+			return
+		case tok == "garbage":
+			w.Write([]byte("{"))
+			return
+		case tok == "alice-token" || tok == "flaky":
+			review.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{
+				Username: "alice", UID: "u-1", Groups: []string{"devs"}, Extra: map[string]authenticationv1.ExtraValue{"scopes": {"read"}},
+			}}
+		default:
+			review.Status = authenticationv1.TokenReviewStatus{Error: "unknown token"}
+		}
+		json.NewEncoder(w).Encode(&review)
+	}))
+	defer srv.Close()
+	// The test server's certificate is self-signed: its own anchor.
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	clk := testingclock.NewFakeClock(time.Unix(1_800_000_000, 0))
+	w, err := NewWebhook(WebhookConfig{ConfigFile: writeWebhookKubeconfig(t, srv.URL+"/authenticate", caPEM), CacheTTL: time.Minute, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slept []time.Duration
+	w.sleep = func(d time.Duration) { slept = append(slept, d) }
+
+	check := func(step, token string, wantUser string, wantCalls int32) {
+		t.Helper()
+		before := calls.Load()
+		u, ok, err := w.Authenticate(bearerRequest(token))
+		if wantUser != "" && (!ok || err != nil || u.Name != wantUser) {
+			t.Fatalf("%s: %+v, %v, %v; want %s", step, u, ok, err, wantUser)
+		}
+		if wantUser == "" && (ok || err == nil) {
+			t.Fatalf("%s: %+v, %v, %v; want refused", step, u, ok, err)
+		}
+		if got := calls.Load() - before; got != wantCalls {
+			t.Fatalf("%s: %d calls to the webhook, want %d", step, got, wantCalls)
+		}
+	}
+	check("a token the webhook knows", "alice-token", "alice", 1)
+	u, _, _ := w.Authenticate(bearerRequest("alice-token"))
+	if u.UID != "u-1" || !slices.Equal(u.Groups, []string{"devs"}) || !slices.Equal(u.Extra["scopes"], []string{"read"}) {
+		t.Errorf("alice: %+v", u)
+	}
+	check("the same, from the cache", "alice-token", "alice", 0)
+	clk.Step(61 * time.Second)
+	check("the same, after the cache's TTL", "alice-token", "alice", 1)
+
+	check("a token the webhook refuses", "mallory-token", "", 1)
+	check("the same, refused from the cache", "mallory-token", "", 0)
+	clk.Step(11 * time.Second)
+	check("the same, asked again after 10s", "mallory-token", "", 1)
+
+	check("two 503s, then an answer", "flaky", "alice", 3)
+	if len(slept) != 2 {
+		t.Errorf("waited %v between the tries; want two waits", slept)
+	}
+	check("a 403, not tried again", "forbidden", "", 1)
+	check("nor cached", "forbidden", "", 1)
+	check("an answer that is not JSON", "garbage", "", 1)
+	if u, ok, err := w.Authenticate(httptest.NewRequest("GET", "/", nil)); u != nil || ok || err != nil {
+		t.Errorf("no token: %+v, %v, %v; want none", u, ok, err)
+	}
+	if badCredentials.Load() {
+		t.Error("the webhook was called without the kubeconfig's credentials, or not with a POST to its URL")
+	}
+
+	if _, err := NewWebhook(WebhookConfig{ConfigFile: writeWebhookKubeconfig(t, "http://127.0.0.1:1/authenticate", nil)}); err == nil || !strings.Contains(err.Error(), "https") {
+		t.Errorf("a webhook over http: %v; want refused", err)
+	}
+	if _, err := NewWebhook(WebhookConfig{ConfigFile: filepath.Join(t.TempDir(), "missing")}); err == nil {
+		t.Error("a missing kubeconfig was taken")
+	}
+}

@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+
+	"github.com/leasehold/leasehold/internal/pki"
+)
+
+// TestTokenWebhook: --authentication-token-webhook-config-file sends the
+// bearer tokens nothing else knows to a remote service as TokenReviews, as
+// kube-apiserver does; whom it names, RBAC judges. Its answers are kept for
+// --authentication-token-webhook-cache-ttl, so a service that goes away
+// leaves the users it named signed in until then; a token it refuses, or
+// that it cannot be asked about, gets 401.
+func TestTokenWebhook(t *testing.T) {
+	needKubectl(t)
+	var calls atomic.Int32
+	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.Header.Get("Authorization") != "Bearer server-to-hook" {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		var review authenticationv1.TokenReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if review.Spec.Token == "dana-secret" {
+			review.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "dana", Groups: []string{"ops"}}}
+		} else {
+			review.Status = authenticationv1.TokenReviewStatus{Error: "no such token"}
+		}
+		json.NewEncoder(w).Encode(&review)
+	}))
+	defer hook.Close()
+
+	kc := filepath.Join(t.TempDir(), "hook.kubeconfig")
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw})
+	if err := pki.WriteKubeconfig(kc, pki.KubeconfigSpec{Server: hook.URL + "/authenticate", CAPEM: caPEM, User: "server", Token: "server-to-hook"}); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, "--authentication-token-webhook-config-file", kc, "--authentication-token-webhook-cache-ttl", "1h")
+	s.kubectl(t, "create", "clusterrolebinding", "ops-view", "--clusterrole=view", "--group=ops")
+
+	whoami := func(token string) (string, error) {
+		out, stderr, err := s.asToken(t, token, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}")
+		if err != nil {
+			return "", fmt.Errorf("%v: %s", err, stderr)
+		}
+		return out, nil
+	}
+	if got, err := whoami("dana-secret"); err != nil || got != `dana ["ops","system:authenticated"]` {
+		t.Fatalf("dana: %q, %v", got, err)
+	}
+	if out, stderr, err := s.asToken(t, "dana-secret", "get", "leases", "-A"); err != nil {
+		t.Errorf("dana lists leases, as view lets her: %v\n%s%s", err, out, stderr)
+	}
+	if _, stderr, err := s.asToken(t, "dana-secret", "delete", "namespace", "default", "--dry-run=server"); err == nil || !strings.Contains(stderr, "Forbidden") {
+		t.Errorf("dana deletes a namespace, which view does not let her: %v %s; want 403", err, stderr)
+	}
+	if got, err := whoami("eve-guess"); err == nil || !strings.Contains(err.Error(), "(Unauthorized)") {
+		t.Errorf("a token the webhook refuses: %q, %v; want 401", got, err)
+	}
+	// The server's own tokens never reach the webhook.
+	before := calls.Load()
+	s.kubectl(t, "get", "namespace", "default")
+	if calls.Load() != before {
+		t.Error("the admin's token was sent to the webhook")
+	}
+
+	// The webhook goes away: dana's answer is cached for an hour, a token
+	// it never answered cannot be judged.
+	hook.Close()
+	if got, err := whoami("dana-secret"); err != nil || !strings.HasPrefix(got, "dana ") {
+		t.Errorf("dana with the webhook gone, from the cache: %q, %v", got, err)
+	}
+	start := time.Now()
+	if got, err := whoami("frank-new"); err == nil || !strings.Contains(err.Error(), "(Unauthorized)") {
+		t.Errorf("a token never answered, with the webhook gone: %q, %v; want 401", got, err)
+	}
+	t.Logf("401 for a token the gone webhook could not judge after %v (five tries)", time.Since(start).Round(time.Millisecond))
+}
