@@ -24,14 +24,15 @@ const (
 	ModeNode        = "Node"
 	ModeAlwaysAllow = "AlwaysAllow"
 	ModeAlwaysDeny  = "AlwaysDeny"
+	ModeWebhook     = "Webhook"
 )
 
 // DefaultAuthorization is the default authorizer chain.
 var DefaultAuthorization = []string{ModeRBAC, ModeNode}
 
 // newAuthorizer builds the chain of modes, behind the system:masters
-// shortcut every kube-apiserver has.
-func (s *Server) newAuthorizer(modes []string) (auth.Chain, error) {
+// shortcut every kube-apiserver has; webhook is ModeWebhook's authorizer.
+func (s *Server) newAuthorizer(modes []string, webhook auth.Authorizer) (auth.Chain, error) {
 	chain := auth.Chain{auth.PrivilegedGroups{auth.GroupMasters}}
 	seen := map[string]bool{}
 	for _, m := range modes {
@@ -48,9 +49,17 @@ func (s *Server) newAuthorizer(modes []string) (auth.Chain, error) {
 			chain = append(chain, auth.AlwaysAllow{})
 		case ModeAlwaysDeny:
 			chain = append(chain, auth.AlwaysDeny{})
+		case ModeWebhook:
+			if webhook == nil {
+				return nil, errors.New("authorization mode Webhook needs --authorization-webhook-config-file")
+			}
+			chain = append(chain, webhook)
 		default:
-			return nil, fmt.Errorf("unknown authorization mode %q (want %s, %s, %s or %s)", m, ModeRBAC, ModeNode, ModeAlwaysAllow, ModeAlwaysDeny)
+			return nil, fmt.Errorf("unknown authorization mode %q (want %s, %s, %s, %s or %s)", m, ModeRBAC, ModeNode, ModeWebhook, ModeAlwaysAllow, ModeAlwaysDeny)
 		}
+	}
+	if webhook != nil && !seen[ModeWebhook] {
+		return nil, errors.New("--authorization-webhook-config-file needs Webhook in --authorization-mode")
 	}
 	return chain, nil
 }

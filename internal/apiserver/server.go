@@ -45,9 +45,12 @@ type Config struct {
 	// Authenticator identifies request senders. Required.
 	Authenticator auth.Authenticator
 	// Authorization lists the authorization modes in order (ModeRBAC,
-	// ModeNode, ModeAlwaysAllow, ModeAlwaysDeny); members of system:masters
-	// are always allowed. Default DefaultAuthorization (RBAC, then Node).
+	// ModeNode, ModeWebhook, ModeAlwaysAllow, ModeAlwaysDeny); members of
+	// system:masters are always allowed. Default DefaultAuthorization
+	// (RBAC, then Node).
 	Authorization []string
+	// AuthorizationWebhook is ModeWebhook's authorizer; required with it.
+	AuthorizationWebhook auth.Authorizer
 	// Audit receives the audit events of every request; nil records none.
 	Audit *audit.Logger
 	// MaxRequestsInFlight and MaxRequestsInFlightPerUser bound the
@@ -150,7 +153,7 @@ func New(cfg Config) (*Server, error) {
 		shutdown: make(chan struct{}),
 		inflight: &inflight{max: cfg.MaxRequestsInFlight, maxPerUser: cfg.MaxRequestsInFlightPerUser},
 	}
-	authz, err := s.newAuthorizer(cfg.Authorization)
+	authz, err := s.newAuthorizer(cfg.Authorization, cfg.AuthorizationWebhook)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -44,18 +45,43 @@ const webhookCacheSize = 10000
 // 429, as kube-apiserver's webhooks do.
 var webhookBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 
+// webhookClient calls a remote service that a kubeconfig describes, as
+// kube-apiserver's webhooks do: a JSON review POSTed to the cluster's URL
+// with the user's credentials, the review with its status back.
+type webhookClient struct {
+	url    string
+	client *http.Client
+	// sleep waits between retries; tests make it instant.
+	sleep func(time.Duration)
+}
+
+// newWebhookClient reads the kubeconfig configFile; its server must be an
+// https URL.
+func newWebhookClient(configFile string) (*webhookClient, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", configFile)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(rc.Host, "https://") {
+		return nil, fmt.Errorf("%s: the webhook's server %q must be an https URL", configFile, rc.Host)
+	}
+	rc.Timeout = 30 * time.Second
+	client, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &webhookClient{url: rc.Host, client: client, sleep: time.Sleep}, nil
+}
+
 // Webhook authenticates bearer tokens by asking a remote service with a
 // TokenReview (authentication.k8s.io/v1), as kube-apiserver's token
 // webhook does. Answers are cached by the token's digest: one that
 // authenticated for CacheTTL, one that refused for 10 s; a failed call is
 // not cached and refuses the request.
 type Webhook struct {
-	url    string
-	client *http.Client
-	ttl    time.Duration
-	cache  *cache.LRUExpireCache
-	// sleep waits between retries; tests make it instant.
-	sleep func(time.Duration)
+	*webhookClient
+	ttl   time.Duration
+	cache *cache.LRUExpireCache
 }
 
 var _ Authenticator = (*Webhook)(nil)
@@ -74,19 +100,11 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg.ConfigFile)
+	c, err := newWebhookClient(cfg.ConfigFile)
 	if err != nil {
 		return nil, err
 	}
-	if !strings.HasPrefix(rc.Host, "https://") {
-		return nil, fmt.Errorf("%s: the webhook's server %q must be an https URL", cfg.ConfigFile, rc.Host)
-	}
-	rc.Timeout = 30 * time.Second
-	client, err := rest.HTTPClientFor(rc)
-	if err != nil {
-		return nil, err
-	}
-	return &Webhook{url: rc.Host, client: client, ttl: cfg.CacheTTL, cache: cache.NewLRUExpireCacheWithClock(webhookCacheSize, cfg.Clock), sleep: time.Sleep}, nil
+	return &Webhook{webhookClient: c, ttl: cfg.CacheTTL, cache: cache.NewLRUExpireCacheWithClock(webhookCacheSize, cfg.Clock)}, nil
 }
 
 // Authenticate implements Authenticator.
@@ -102,10 +120,14 @@ func (w *Webhook) Authenticate(r *http.Request) (*User, bool, error) {
 		}
 		return nil, false, errors.New("token webhook: token refused")
 	}
-	status, err := w.review(r, token)
-	if err != nil {
+	review := &authenticationv1.TokenReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: authenticationv1.SchemeGroupVersion.String(), Kind: "TokenReview"},
+		Spec:     authenticationv1.TokenReviewSpec{Token: token},
+	}
+	if err := w.review(r.Context(), review); err != nil {
 		return nil, false, fmt.Errorf("token webhook: %w", err)
 	}
+	status := &review.Status
 	if !status.Authenticated {
 		w.cache.Add(key, webhookAnswer{}, webhookDeniedTTL)
 		return nil, false, fmt.Errorf("token webhook: token refused: %s", status.Error)
@@ -124,52 +146,46 @@ func (w *Webhook) Authenticate(r *http.Request) (*User, bool, error) {
 	return u, true, nil
 }
 
-// review asks the webhook about token, retrying what may pass on a second
-// try.
-func (w *Webhook) review(r *http.Request, token string) (*authenticationv1.TokenReviewStatus, error) {
-	body, err := json.Marshal(&authenticationv1.TokenReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: authenticationv1.SchemeGroupVersion.String(), Kind: "TokenReview"},
-		Spec:     authenticationv1.TokenReviewSpec{Token: token},
-	})
+// review POSTs review (a pointer to a review object) and puts the answer
+// in it, retrying what may pass on another try.
+func (c *webhookClient) review(ctx context.Context, review any) error {
+	body, err := json.Marshal(review)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var status *authenticationv1.TokenReviewStatus
 	backoff := webhookBackoff
 	for {
-		var retry bool
-		status, retry, err = w.call(r, body)
-		if err == nil || !retry || backoff.Steps <= 1 || r.Context().Err() != nil {
-			return status, err
+		retry, err := c.call(ctx, body, review)
+		if err == nil || !retry || backoff.Steps <= 1 || ctx.Err() != nil {
+			return err
 		}
-		w.sleep(backoff.Step())
+		c.sleep(backoff.Step())
 	}
 }
 
-// call POSTs one TokenReview and reports whether a failure may pass on
-// another try.
-func (w *Webhook) call(r *http.Request, body []byte) (*authenticationv1.TokenReviewStatus, bool, error) {
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, w.url, bytes.NewReader(body))
+// call POSTs body once and decodes the answer into out; it reports whether
+// a failure may pass on another try.
+func (c *webhookClient) call(ctx context.Context, body []byte, out any) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	resp, err := w.client.Do(req)
+	resp, err := c.client.Do(req)
 	if err != nil {
-		return nil, true, err
+		return true, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, true, err
+		return true, err
 	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-		return nil, resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests, fmt.Errorf("%s answered %s", w.url, resp.Status)
+		return resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests, fmt.Errorf("%s answered %s", c.url, resp.Status)
 	}
-	var review authenticationv1.TokenReview
-	if err := json.Unmarshal(data, &review); err != nil {
-		return nil, false, fmt.Errorf("%s answered what is not a TokenReview: %w", w.url, err)
+	if err := json.Unmarshal(data, out); err != nil {
+		return false, fmt.Errorf("%s answered what is not a review: %w", c.url, err)
 	}
-	return &review.Status, false, nil
+	return false, nil
 }

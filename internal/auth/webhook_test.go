@@ -13,6 +13,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/pki"
@@ -119,5 +120,79 @@ func TestWebhook(t *testing.T) {
 	}
 	if _, err := NewWebhook(WebhookConfig{ConfigFile: filepath.Join(t.TempDir(), "missing")}); err == nil {
 		t.Error("a missing kubeconfig was taken")
+	}
+}
+
+func TestAuthorizationWebhook(t *testing.T) {
+	var calls atomic.Int32
+	var last atomic.Pointer[authorizationv1.SubjectAccessReviewSpec]
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		var review authorizationv1.SubjectAccessReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Kind != "SubjectAccessReview" || review.APIVersion != "authorization.k8s.io/v1" {
+			http.Error(w, "not a SubjectAccessReview", http.StatusBadRequest)
+			return
+		}
+		last.Store(&review.Spec)
+		switch ra := review.Spec.ResourceAttributes; {
+		case review.Spec.User == "broken":
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		case ra != nil && ra.Namespace == "team-a" && slices.Contains(review.Spec.Groups, "devs"):
+			review.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: "devs own team-a"}
+		case ra != nil && ra.Namespace == "vault":
+			review.Status = authorizationv1.SubjectAccessReviewStatus{Denied: true, Reason: "nobody reads the vault"}
+		case ra != nil && ra.Namespace == "confused":
+			review.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true, Denied: true}
+		default:
+			review.Status = authorizationv1.SubjectAccessReviewStatus{Reason: "not mine to say"}
+		}
+		json.NewEncoder(w).Encode(&review)
+	}))
+	defer srv.Close()
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	clk := testingclock.NewFakeClock(time.Unix(1_800_000_000, 0))
+	w, err := NewAuthorizationWebhook(AuthorizationWebhookConfig{ConfigFile: writeWebhookKubeconfig(t, srv.URL, caPEM), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.sleep = func(time.Duration) {}
+	alice := &User{Name: "alice", UID: "u-1", Groups: []string{"devs"}, Extra: map[string][]string{"scopes": {"read"}}}
+	leases := func(u *User, ns string) Attributes {
+		return Attributes{User: u, Verb: "list", ResourceRequest: true, APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Namespace: ns}
+	}
+	check := func(step string, a Attributes, want Decision, wantReason string, wantErr bool, wantCalls int32) {
+		t.Helper()
+		before := calls.Load()
+		d, reason, err := w.Authorize(t.Context(), a)
+		if d != want || reason != wantReason || (err != nil) != wantErr {
+			t.Fatalf("%s: %v %q %v; want %v %q, error %v", step, d, reason, err, want, wantReason, wantErr)
+		}
+		if got := calls.Load() - before; got != wantCalls {
+			t.Fatalf("%s: %d calls, want %d", step, got, wantCalls)
+		}
+	}
+	check("allowed", leases(alice, "team-a"), DecisionAllow, "devs own team-a", false, 1)
+	spec := last.Load()
+	if spec.User != "alice" || spec.UID != "u-1" || !slices.Equal(spec.Groups, []string{"devs"}) || !slices.Equal(spec.Extra["scopes"], []string{"read"}) ||
+		*spec.ResourceAttributes != (authorizationv1.ResourceAttributes{Namespace: "team-a", Verb: "list", Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}) {
+		t.Errorf("the review sent: %+v %+v", spec, spec.ResourceAttributes)
+	}
+	check("allowed, from the cache", leases(alice, "team-a"), DecisionAllow, "devs own team-a", false, 0)
+	clk.Step(5*time.Minute + time.Second)
+	check("allowed, asked again after 5m", leases(alice, "team-a"), DecisionAllow, "devs own team-a", false, 1)
+
+	check("denied", leases(alice, "vault"), DecisionDeny, "nobody reads the vault", false, 1)
+	check("no opinion", leases(alice, "team-b"), DecisionNoOpinion, "not mine to say", false, 1)
+	check("no opinion, from the cache", leases(alice, "team-b"), DecisionNoOpinion, "not mine to say", false, 0)
+	clk.Step(31 * time.Second)
+	check("no opinion, asked again after 30s", leases(alice, "team-b"), DecisionNoOpinion, "not mine to say", false, 1)
+	check("both at once: denied, with an error", leases(alice, "confused"), DecisionDeny, "", true, 1)
+	check("the webhook failing: no opinion, with the error, tried five times", leases(&User{Name: "broken"}, "team-a"), DecisionNoOpinion, "", true, 5)
+	check("and not cached", leases(&User{Name: "broken"}, "team-a"), DecisionNoOpinion, "", true, 5)
+
+	check("a non-resource request", Attributes{User: alice, Verb: "get", Path: "/healthz"}, DecisionNoOpinion, "not mine to say", false, 1)
+	if nra := last.Load().NonResourceAttributes; nra == nil || *nra != (authorizationv1.NonResourceAttributes{Path: "/healthz", Verb: "get"}) || last.Load().ResourceAttributes != nil {
+		t.Errorf("the non-resource review sent: %+v", last.Load())
 	}
 }

@@ -91,6 +91,7 @@ type serveFlags struct {
 	oidc                            auth.OIDCConfig
 	oidcCAFile, oidcSigningAlgs     string
 	webhook                         auth.WebhookConfig
+	authzWebhook                    auth.AuthorizationWebhookConfig
 	anonymousAuth                   bool
 	authorizationMode               string
 	auditLogPath, auditPolicyFile   string
@@ -147,7 +148,10 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.webhook.ConfigFile, "authentication-token-webhook-config-file", "", "kubeconfig of a remote service that authenticates bearer tokens nothing else knows, by TokenReview (authentication.k8s.io/v1), as kube-apiserver's flag: its cluster is the service (https), its user the server's credentials there")
 	fs.DurationVar(&f.webhook.CacheTTL, "authentication-token-webhook-cache-ttl", 2*time.Minute, "how long the webhook's answer that a token is a user's is kept (a refusal: 10s)")
 	fs.BoolVar(&f.anonymousAuth, "anonymous-auth", false, "serve requests without credentials as system:anonymous (group system:unauthenticated) instead of answering 401")
-	fs.StringVar(&f.authorizationMode, "authorization-mode", strings.Join(apiserver.DefaultAuthorization, ","), "comma-separated authorizers in order: RBAC, Node, AlwaysAllow, AlwaysDeny (system:masters is always allowed)")
+	fs.StringVar(&f.authorizationMode, "authorization-mode", strings.Join(apiserver.DefaultAuthorization, ","), "comma-separated authorizers in order: RBAC, Node, Webhook, AlwaysAllow, AlwaysDeny (system:masters is always allowed)")
+	fs.StringVar(&f.authzWebhook.ConfigFile, "authorization-webhook-config-file", "", "kubeconfig of a remote service that the Webhook authorization mode asks by SubjectAccessReview (authorization.k8s.io/v1), as kube-apiserver's flag: its cluster is the service (https), its user the server's credentials there")
+	fs.DurationVar(&f.authzWebhook.AllowedTTL, "authorization-webhook-cache-authorized-ttl", 5*time.Minute, "how long the authorization webhook's allow is kept")
+	fs.DurationVar(&f.authzWebhook.DeniedTTL, "authorization-webhook-cache-unauthorized-ttl", 30*time.Second, "how long the authorization webhook's deny, or lack of opinion, is kept")
 	fs.StringVar(&f.auditLogPath, "audit-log-path", "", "audit log file, one audit.k8s.io/v1 Event per line (default DATA_DIR/audit.log; - for standard output; none to disable)")
 	fs.StringVar(&f.auditPolicyFile, "audit-policy-file", "", "audit.k8s.io/v1 Policy file (default: every request at Metadata level, without the RequestReceived stage)")
 	fs.IntVar(&f.auditMaxSize, "audit-log-maxsize", 100, "megabytes the audit log may reach before it is rotated (0: never)")
@@ -193,6 +197,12 @@ func runServe(ctx context.Context, args []string) error {
 		}
 	} else if f.oidc.ClientID != "" || len(f.oidc.RequiredClaims) > 0 || f.oidc.GroupsClaim != "" || f.oidcCAFile != "" {
 		return errors.New("the --oidc-* flags need --oidc-issuer-url")
+	}
+	if slices.Contains(splitList(f.authorizationMode), apiserver.ModeWebhook) != (f.authzWebhook.ConfigFile != "") {
+		return errors.New("--authorization-mode Webhook and --authorization-webhook-config-file go together")
+	}
+	if f.authzWebhook.AllowedTTL < 0 || f.authzWebhook.DeniedTTL < 0 {
+		return errors.New("--authorization-webhook-cache-authorized-ttl and --authorization-webhook-cache-unauthorized-ttl must not be negative")
 	}
 	if f.webhook.CacheTTL < 0 {
 		return fmt.Errorf("--authentication-token-webhook-cache-ttl must not be negative, not %v", f.webhook.CacheTTL)
@@ -293,6 +303,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	var authzWebhook auth.Authorizer // a nil interface without the flag
+	if f.authzWebhook.ConfigFile != "" {
+		if authzWebhook, err = auth.NewAuthorizationWebhook(f.authzWebhook); err != nil {
+			return fmt.Errorf("--authorization-webhook-config-file: %w", err)
+		}
+	}
 	auditLog, err := openAudit(f, clk, log)
 	if err != nil {
 		return err
@@ -358,6 +374,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(metricsGatherer(f, reg), promhttp.HandlerOpts{})},
 		Dashboard:                  dashboardFiles(f.dashboard),
 		Authorization:              splitList(f.authorizationMode),
+		AuthorizationWebhook:       authzWebhook,
 		Audit:                      auditLog,
 		MaxRequestsInFlight:        f.maxInFlight,
 		MaxRequestsInFlightPerUser: f.maxInFlightPerUser,

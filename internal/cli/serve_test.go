@@ -122,6 +122,10 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "c", "--oidc-signing-algs", "RS256,none"}, `"none" is not one of`, false},
 		{[]string{"--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "c", "--oidc-required-claim", "hd"}, `"hd" is not key=value`, false},
 		{[]string{"--authentication-token-webhook-cache-ttl", "-1s"}, "--authentication-token-webhook-cache-ttl", false},
+		{[]string{"--authorization-mode", "RBAC,Webhook"}, "--authorization-mode Webhook and --authorization-webhook-config-file go together", false},
+		{[]string{"--authorization-webhook-config-file", junk}, "--authorization-mode Webhook and --authorization-webhook-config-file go together", false},
+		{[]string{"--authorization-mode", "Webhook", "--authorization-webhook-config-file", junk, "--authorization-webhook-cache-unauthorized-ttl", "-1s"}, "must not be negative", false},
+		{[]string{"--authorization-mode", "Webhook", "--authorization-webhook-config-file", junk}, "--authorization-webhook-config-file", true},
 		{[]string{"--authentication-token-webhook-config-file", junk}, "--authentication-token-webhook-config-file", true},
 	}
 	for _, tc := range tests {

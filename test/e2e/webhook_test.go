@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 
 	"github.com/leasehold/leasehold/internal/pki"
 )
@@ -91,4 +93,62 @@ func TestTokenWebhook(t *testing.T) {
 		t.Errorf("a token never answered, with the webhook gone: %q, %v; want 401", got, err)
 	}
 	t.Logf("401 for a token the gone webhook could not judge after %v (five tries)", time.Since(start).Round(time.Millisecond))
+}
+
+// TestAuthorizationWebhook: with --authorization-mode RBAC,Node,Webhook a
+// remote service that --authorization-webhook-config-file names decides,
+// by SubjectAccessReview, what RBAC does not allow, as kube-apiserver's
+// Webhook mode does: its allow lets a request through, its deny refuses it
+// with its reason, and its lack of opinion leaves the request refused.
+func TestAuthorizationWebhook(t *testing.T) {
+	needKubectl(t)
+	var calls atomic.Int32
+	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		var review authorizationv1.SubjectAccessReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || r.Header.Get("Authorization") != "Bearer server-to-hook" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		ra := review.Spec.ResourceAttributes
+		switch {
+		case ra != nil && ra.Namespace == "vault":
+			review.Status.Denied, review.Status.Reason = true, "the vault is sealed"
+		case ra != nil && ra.Namespace == "team-a" && ra.Resource == "leases" && (ra.Verb == "get" || ra.Verb == "list") &&
+			slices.Contains(review.Spec.Groups, "contractors"):
+			review.Status.Allowed, review.Status.Reason = true, "contractors read team-a's leases"
+		}
+		json.NewEncoder(w).Encode(&review)
+	}))
+	defer hook.Close()
+	kc := filepath.Join(t.TempDir(), "hook.kubeconfig")
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw})
+	if err := pki.WriteKubeconfig(kc, pki.KubeconfigSpec{Server: hook.URL + "/authorize", CAPEM: caPEM, User: "server", Token: "server-to-hook"}); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, "--authorization-mode", "RBAC,Node,Webhook", "--authorization-webhook-config-file", kc)
+	s.kubectl(t, "create", "namespace", "team-a")
+	token := strings.TrimSpace(leasehold(t, "token", "create", "--data-dir", s.dataDir, "--user", "carol", "--group", "contractors"))
+
+	eventually(t, 10*time.Second, func() error { // the token store is read again within a second
+		if out, stderr, err := s.asToken(t, token, "get", "leases", "-n", "team-a"); err != nil {
+			return fmt.Errorf("carol lists team-a's leases, as the webhook lets her: %v\n%s%s", err, out, stderr)
+		}
+		return nil
+	})
+	if _, stderr, err := s.asToken(t, token, "get", "leases", "-n", "team-b"); err == nil || !strings.Contains(stderr, "Forbidden") {
+		t.Errorf("carol lists team-b's leases, on which the webhook has no opinion: %v %s; want 403", err, stderr)
+	}
+	if _, stderr, err := s.asToken(t, token, "get", "leases", "-n", "vault"); err == nil || !strings.Contains(stderr, "Forbidden") || !strings.Contains(stderr, "the vault is sealed") {
+		t.Errorf("carol lists the vault's leases, which the webhook denies: %v %s; want 403 with its reason", err, stderr)
+	}
+	if out := s.kubectl(t, "auth", "can-i", "list", "leases", "-n", "team-a", "--as", "carol", "--as-group", "contractors"); strings.TrimSpace(out) != "yes" {
+		t.Errorf("kubectl auth can-i for carol in team-a: %q", out)
+	}
+	// What the admin does is decided before the webhook is asked.
+	before := calls.Load()
+	s.kubectl(t, "get", "leases", "-n", "vault")
+	if calls.Load() != before {
+		t.Error("the admin's request went to the webhook")
+	}
 }
