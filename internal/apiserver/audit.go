@@ -129,6 +129,31 @@ func (rec *auditRecord) annotate(kv ...string) {
 	}
 }
 
+// auditNamed names the object of a request whose URL did not (a create),
+// in the audit event that w's auditWriter records, if any, as
+// kube-apiserver fills objectRef.name from the request's object.
+func auditNamed(w http.ResponseWriter, name string) {
+	for {
+		switch x := w.(type) {
+		case *auditWriter:
+			x.rec.named(name)
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
+func (rec *auditRecord) named(name string) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !rec.done && rec.ev.ObjectRef != nil && rec.ev.ObjectRef.Name == "" {
+		rec.ev.ObjectRef.Name = name
+	}
+}
+
 func (rec *auditRecord) impersonated(u *auth.User) {
 	if rec == nil {
 		return

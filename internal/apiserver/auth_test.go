@@ -383,6 +383,9 @@ rules:
 	if a := created["annotations"].(map[string]any); a[audit.AnnotationDecision] != "allow" {
 		t.Errorf("create annotations: %v", a)
 	}
+	if ref := created["objectRef"].(map[string]any); ref["name"] != "audited" || ref["namespace"] != "default" {
+		t.Errorf("create objectRef %v, want the created Lease's name and namespace", ref)
+	}
 	if find(func(ev map[string]any) bool { return ev["verb"] == "create" && ev["stage"] == "RequestReceived" }) == nil {
 		t.Error("no RequestReceived stage")
 	}

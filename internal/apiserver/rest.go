@@ -429,6 +429,7 @@ func (s *Server) create(req *request) error {
 		m.SetName(m.GetGenerateName() + utilrand.String(5))
 	}
 	req.info.name = m.GetName()
+	auditNamed(req.w, req.info.name)
 	if err := s.namespaceAccepts(req); err != nil {
 		return err
 	}
