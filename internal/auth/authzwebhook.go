@@ -33,7 +33,7 @@ type AuthorizationWebhookConfig struct {
 // no opinion, with its error. Answers are cached by the review they
 // answer.
 type AuthorizationWebhook struct {
-	*webhookClient
+	*WebhookClient
 	allowedTTL, deniedTTL time.Duration
 	cache                 *cache.LRUExpireCache
 }
@@ -61,11 +61,11 @@ func NewAuthorizationWebhook(cfg AuthorizationWebhookConfig) (*AuthorizationWebh
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	c, err := newWebhookClient(cfg.ConfigFile)
+	c, err := NewWebhookClient(cfg.ConfigFile)
 	if err != nil {
 		return nil, err
 	}
-	return &AuthorizationWebhook{webhookClient: c, allowedTTL: cfg.AllowedTTL, deniedTTL: cfg.DeniedTTL, cache: cache.NewLRUExpireCacheWithClock(webhookCacheSize, cfg.Clock)}, nil
+	return &AuthorizationWebhook{WebhookClient: c, allowedTTL: cfg.AllowedTTL, deniedTTL: cfg.DeniedTTL, cache: cache.NewLRUExpireCacheWithClock(webhookCacheSize, cfg.Clock)}, nil
 }
 
 // subjectAccessReviewSpec is the review of a's request, as kube-apiserver

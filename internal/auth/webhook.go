@@ -45,19 +45,19 @@ const webhookCacheSize = 10000
 // 429, as kube-apiserver's webhooks do.
 var webhookBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 
-// webhookClient calls a remote service that a kubeconfig describes, as
-// kube-apiserver's webhooks do: a JSON review POSTed to the cluster's URL
-// with the user's credentials, the review with its status back.
-type webhookClient struct {
+// WebhookClient calls a remote service that a kubeconfig describes, as
+// kube-apiserver's webhooks do: JSON POSTed to the cluster's URL with the
+// user's credentials.
+type WebhookClient struct {
 	url    string
 	client *http.Client
 	// sleep waits between retries; tests make it instant.
 	sleep func(time.Duration)
 }
 
-// newWebhookClient reads the kubeconfig configFile; its server must be an
+// NewWebhookClient reads the kubeconfig configFile; its server must be an
 // https URL.
-func newWebhookClient(configFile string) (*webhookClient, error) {
+func NewWebhookClient(configFile string) (*WebhookClient, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", configFile)
 	if err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func newWebhookClient(configFile string) (*webhookClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &webhookClient{url: rc.Host, client: client, sleep: time.Sleep}, nil
+	return &WebhookClient{url: rc.Host, client: client, sleep: time.Sleep}, nil
 }
 
 // Webhook authenticates bearer tokens by asking a remote service with a
@@ -79,7 +79,7 @@ func newWebhookClient(configFile string) (*webhookClient, error) {
 // authenticated for CacheTTL, one that refused for 10 s; a failed call is
 // not cached and refuses the request.
 type Webhook struct {
-	*webhookClient
+	*WebhookClient
 	ttl   time.Duration
 	cache *cache.LRUExpireCache
 }
@@ -100,11 +100,11 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	c, err := newWebhookClient(cfg.ConfigFile)
+	c, err := NewWebhookClient(cfg.ConfigFile)
 	if err != nil {
 		return nil, err
 	}
-	return &Webhook{webhookClient: c, ttl: cfg.CacheTTL, cache: cache.NewLRUExpireCacheWithClock(webhookCacheSize, cfg.Clock)}, nil
+	return &Webhook{WebhookClient: c, ttl: cfg.CacheTTL, cache: cache.NewLRUExpireCacheWithClock(webhookCacheSize, cfg.Clock)}, nil
 }
 
 // Authenticate implements Authenticator.
@@ -147,45 +147,57 @@ func (w *Webhook) Authenticate(r *http.Request) (*User, bool, error) {
 }
 
 // review POSTs review (a pointer to a review object) and puts the answer
-// in it, retrying what may pass on another try.
-func (c *webhookClient) review(ctx context.Context, review any) error {
+// in it.
+func (c *WebhookClient) review(ctx context.Context, review any) error {
 	body, err := json.Marshal(review)
 	if err != nil {
 		return err
 	}
+	data, err := c.Post(ctx, body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, review); err != nil {
+		return fmt.Errorf("%s answered what is not a review: %w", c.url, err)
+	}
+	return nil
+}
+
+// Post POSTs body, JSON, and returns the answer's body, retrying a call
+// that failed in transit or got a 5xx or 429 up to five times in about
+// 5 s, as kube-apiserver's webhooks do; any other answer than 200 or 201
+// is an error.
+func (c *WebhookClient) Post(ctx context.Context, body []byte) ([]byte, error) {
 	backoff := webhookBackoff
 	for {
-		retry, err := c.call(ctx, body, review)
+		data, retry, err := c.call(ctx, body)
 		if err == nil || !retry || backoff.Steps <= 1 || ctx.Err() != nil {
-			return err
+			return data, err
 		}
 		c.sleep(backoff.Step())
 	}
 }
 
-// call POSTs body once and decodes the answer into out; it reports whether
-// a failure may pass on another try.
-func (c *webhookClient) call(ctx context.Context, body []byte, out any) (bool, error) {
+// call POSTs body once; it reports whether a failure may pass on another
+// try.
+func (c *WebhookClient) call(ctx context.Context, body []byte) ([]byte, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return true, err
+		return nil, true, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return true, err
+		return nil, true, err
 	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-		return resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests, fmt.Errorf("%s answered %s", c.url, resp.Status)
+		return nil, resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests, fmt.Errorf("%s answered %s", c.url, resp.Status)
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return false, fmt.Errorf("%s answered what is not a review: %w", c.url, err)
-	}
-	return false, nil
+	return data, false, nil
 }

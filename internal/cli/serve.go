@@ -87,20 +87,22 @@ type serveFlags struct {
 	shutdownGrace                       time.Duration
 	logLevel, logFormat                 string
 
-	tokenAuthFile                   string
-	oidc                            auth.OIDCConfig
-	oidcCAFile, oidcSigningAlgs     string
-	webhook                         auth.WebhookConfig
-	authzWebhook                    auth.AuthorizationWebhookConfig
-	anonymousAuth                   bool
-	authorizationMode               string
-	auditLogPath, auditPolicyFile   string
-	auditMaxSize, auditMaxAge       int
-	auditMaxBackup, auditBufferSize int
-	auditBatchMaxWait               time.Duration
-	maxInFlight, maxInFlightPerUser int
-	maxConnections                  int
-	requestReadTimeout              time.Duration
+	tokenAuthFile                      string
+	oidc                               auth.OIDCConfig
+	oidcCAFile, oidcSigningAlgs        string
+	webhook                            auth.WebhookConfig
+	authzWebhook                       auth.AuthorizationWebhookConfig
+	anonymousAuth                      bool
+	authorizationMode                  string
+	auditLogPath, auditPolicyFile      string
+	auditMaxSize, auditMaxAge          int
+	auditMaxBackup, auditBufferSize    int
+	auditBatchMaxWait                  time.Duration
+	auditWebhookFile, auditWebhookMode string
+	auditWebhook                       audit.WebhookConfig
+	maxInFlight, maxInFlightPerUser    int
+	maxConnections                     int
+	requestReadTimeout                 time.Duration
 }
 
 func runServe(ctx context.Context, args []string) error {
@@ -159,6 +161,11 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&f.auditMaxBackup, "audit-log-maxbackup", 10, "rotated audit logs to keep (0: no limit)")
 	fs.IntVar(&f.auditBufferSize, "audit-log-buffer-size", 10000, "audit events that may wait to be written; more are dropped and counted in leasehold_audit_events_dropped_total")
 	fs.DurationVar(&f.auditBatchMaxWait, "audit-log-batch-max-wait", 10*time.Millisecond, "how long the audit writer waits for more events before it writes the ones it has, at most 1s (0: write each at once); --audit-log-buffer-size must hold the events of one wait")
+	fs.StringVar(&f.auditWebhookFile, "audit-webhook-config-file", "", "kubeconfig of a remote service that receives the audit events too, as audit.k8s.io/v1 EventLists, as kube-apiserver's flag: its cluster is the service (https), its user the server's credentials there")
+	fs.StringVar(&f.auditWebhookMode, "audit-webhook-mode", "batch", "how events go to the audit webhook; batch, the only mode: in the background, dropped and counted when the webhook cannot take them")
+	fs.IntVar(&f.auditWebhook.BufferSize, "audit-webhook-batch-buffer-size", 10000, "audit events that may wait for the webhook; more are dropped and counted in leasehold_audit_webhook_events_total{result=\"dropped\"}")
+	fs.IntVar(&f.auditWebhook.MaxBatch, "audit-webhook-batch-max-size", 400, "the most audit events in one request to the webhook")
+	fs.DurationVar(&f.auditWebhook.MaxWait, "audit-webhook-batch-max-wait", 30*time.Second, "how long a batch of audit events waits to fill before it is sent")
 	fs.IntVar(&f.maxInFlight, "max-requests-inflight", 1000, "requests served at once, watches not counted (0: no limit); more get 429")
 	fs.IntVar(&f.maxInFlightPerUser, "max-requests-inflight-per-user", 250, "requests one user may have served at once (0: no limit); more get 429")
 	fs.IntVar(&f.maxConnections, "max-connections", 0, "client connections served at once; more wait to be accepted until some close (0: all but a twentieth of the process's open-file limit, leaving at least 1 024 files, or half of a smaller limit, to etcd and the server)")
@@ -203,6 +210,12 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if f.authzWebhook.AllowedTTL < 0 || f.authzWebhook.DeniedTTL < 0 {
 		return errors.New("--authorization-webhook-cache-authorized-ttl and --authorization-webhook-cache-unauthorized-ttl must not be negative")
+	}
+	if f.auditWebhookMode != "batch" {
+		return fmt.Errorf("--audit-webhook-mode %q: leasehold sends audit events to the webhook in batch mode only", f.auditWebhookMode)
+	}
+	if f.auditWebhook.BufferSize < 1 || f.auditWebhook.MaxBatch < 1 || f.auditWebhook.MaxWait <= 0 {
+		return errors.New("--audit-webhook-batch-buffer-size, --audit-webhook-batch-max-size and --audit-webhook-batch-max-wait must be positive")
 	}
 	if f.webhook.CacheTTL < 0 {
 		return fmt.Errorf("--authentication-token-webhook-cache-ttl must not be negative, not %v", f.webhook.CacheTTL)
@@ -1256,10 +1269,24 @@ func openAudit(f serveFlags, clk clock.Clock, log *slog.Logger) (*audit.Logger, 
 		}
 		policy = p
 	}
+	var webhook *audit.WebhookConfig
+	if f.auditWebhookFile != "" {
+		c, err := auth.NewWebhookClient(f.auditWebhookFile)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-webhook-config-file: %w", err)
+		}
+		webhook = &f.auditWebhook
+		webhook.Post = func(ctx context.Context, body []byte) error {
+			_, err := c.Post(ctx, body)
+			return err
+		}
+	}
 	var out io.Writer
 	switch f.auditLogPath {
 	case "none":
-		return nil, nil
+		if webhook == nil {
+			return nil, nil
+		}
 	case "-":
 		out = struct{ io.Writer }{os.Stdout} // not closed at the end
 	default:
@@ -1276,7 +1303,7 @@ func openAudit(f serveFlags, clk clock.Clock, log *slog.Logger) (*audit.Logger, 
 		}
 		out = rf
 	}
-	return audit.New(audit.Config{Out: out, Policy: policy, BufferSize: f.auditBufferSize, BatchMaxWait: f.auditBatchMaxWait, Clock: clk, Logger: log})
+	return audit.New(audit.Config{Out: out, Webhook: webhook, Policy: policy, BufferSize: f.auditBufferSize, BatchMaxWait: f.auditBatchMaxWait, Clock: clk, Logger: log})
 }
 
 // parseWatchCacheSizes reads --watch-cache-sizes: resource[.group]#size,

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -150,5 +152,71 @@ func TestAuthorizationWebhook(t *testing.T) {
 	s.kubectl(t, "get", "leases", "-n", "vault")
 	if calls.Load() != before {
 		t.Error("the admin's request went to the webhook")
+	}
+}
+
+// TestAuditWebhook: --audit-webhook-config-file sends the audit events to a
+// remote service as audit.k8s.io/v1 EventLists, as kube-apiserver does in
+// its batch mode, here without a file (--audit-log-path none). A batch
+// waits --audit-webhook-batch-max-wait (an hour here) unless it fills; what
+// is queued when the server stops is sent before it exits.
+func TestAuditWebhook(t *testing.T) {
+	needKubectl(t)
+	type item struct {
+		Verb      string `json:"verb"`
+		Stage     string `json:"stage"`
+		ObjectRef *struct {
+			Resource, Namespace, Name string
+		} `json:"objectRef"`
+		User struct {
+			Username string `json:"username"`
+		} `json:"user"`
+	}
+	var mu sync.Mutex
+	var lists int
+	var items []item
+	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var list struct {
+			Kind, APIVersion string
+			Items            []item
+		}
+		if err := json.NewDecoder(r.Body).Decode(&list); err != nil || list.Kind != "EventList" || list.APIVersion != "audit.k8s.io/v1" || r.Header.Get("Authorization") != "Bearer server-to-hook" {
+			http.Error(w, "not an EventList", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		lists++
+		items = append(items, list.Items...)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	kc := filepath.Join(t.TempDir(), "hook.kubeconfig")
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw})
+	if err := pki.WriteKubeconfig(kc, pki.KubeconfigSpec{Server: hook.URL + "/audit", CAPEM: caPEM, User: "server", Token: "server-to-hook"}); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, "--audit-log-path", "none", "--audit-webhook-config-file", kc, "--audit-webhook-batch-max-wait", "1h")
+	s.kubectlStdin(t, leaseManifest("audited", "default", "alice"), "create", "-f", "-")
+	mu.Lock()
+	if lists != 0 {
+		t.Errorf("%d EventLists sent before the batch filled or waited an hour", lists)
+	}
+	mu.Unlock()
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	found := false
+	for _, it := range items {
+		if it.Verb == "create" && it.Stage == "ResponseComplete" && it.ObjectRef != nil && it.ObjectRef.Resource == "leases" && it.ObjectRef.Namespace == "default" && it.ObjectRef.Name == "audited" && it.User.Username == "leasehold-admin" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the webhook got %d events in %d EventLists, none the admin's create of lease default/audited", len(items), lists)
+	}
+	if _, err := os.Stat(filepath.Join(s.dataDir, "audit.log")); err == nil {
+		t.Error("an audit log file was written with --audit-log-path none")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -370,5 +371,131 @@ func TestLoggerBatchMaxWait(t *testing.T) {
 func TestLoggerNegativeBatchMaxWait(t *testing.T) {
 	if _, err := New(Config{Out: &bytes.Buffer{}, BatchMaxWait: -time.Second}); err == nil {
 		t.Error("a negative BatchMaxWait was accepted")
+	}
+}
+
+// TestLoggerWebhook: with a webhook, events go out as audit.k8s.io/v1
+// EventLists of at most MaxBatch, a batch once full or MaxWait after its
+// first event; a batch the webhook does not take is dropped and counted;
+// what is queued at a stop is sent. Events go to the file as well.
+func TestLoggerWebhook(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	posts := make(chan []string, 10)
+	var fail sync.Mutex // held: the webhook refuses
+	out := &bytes.Buffer{}
+	var outMu sync.Mutex
+	l, err := New(Config{Out: struct{ io.Writer }{lockedWriter{&outMu, out}}, Clock: clk, Logger: slog.New(slog.DiscardHandler), Webhook: &WebhookConfig{
+		MaxBatch: 3, MaxWait: 30 * time.Second,
+		Post: func(ctx context.Context, body []byte) error {
+			var list struct {
+				Kind, APIVersion string
+				Items            []struct {
+					AuditID string `json:"auditID"`
+				}
+			}
+			if err := json.Unmarshal(body, &list); err != nil || list.Kind != "EventList" || list.APIVersion != "audit.k8s.io/v1" {
+				t.Errorf("not an EventList: %v %s", err, body)
+			}
+			var ids []string
+			for _, it := range list.Items {
+				ids = append(ids, it.AuditID)
+			}
+			if !fail.TryLock() {
+				posts <- append(ids, "refused")
+				return errors.New("refused")
+			}
+			fail.Unlock()
+			posts <- ids
+			return nil
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(id string) *Event {
+		return &Event{Level: LevelMetadata, AuditID: types.UID(id), Stage: StageResponseComplete, Verb: "get"}
+	}
+	dropped := func() float64 {
+		var m dto.Metric
+		if err := webhookEvents.WithLabelValues("dropped").Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	droppedBefore := dropped()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+
+	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		l.Log(ev(id))
+	}
+	for _, want := range []string{"a b c", "d e f"} {
+		if got := strings.Join(<-posts, " "); got != want {
+			t.Fatalf("a full batch: %q, want %q", got, want)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); !clk.HasWaiters(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("g's batch never waited")
+		}
+	}
+	select {
+	case got := <-posts:
+		t.Fatalf("sent %q before MaxWait", got)
+	default:
+	}
+	clk.Step(30 * time.Second)
+	if got := strings.Join(<-posts, " "); got != "g" {
+		t.Fatalf("after MaxWait: %q, want g", got)
+	}
+
+	fail.Lock()
+	l.Log(ev("h"))
+	l.Log(ev("i"))
+	l.Log(ev("j"))
+	if got := strings.Join(<-posts, " "); got != "h i j refused" {
+		t.Fatalf("a refused batch: %q", got)
+	}
+	fail.Unlock()
+	if got := dropped() - droppedBefore; got != 3 {
+		t.Errorf("%v events counted dropped, want 3", got)
+	}
+
+	l.Log(ev("k"))
+	for deadline := time.Now().Add(10 * time.Second); !clk.HasWaiters(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("k's batch never waited")
+		}
+	}
+	cancel()
+	if got := strings.Join(<-posts, " "); got != "k" {
+		t.Fatalf("at the stop: %q, want k", got)
+	}
+	<-done
+	outMu.Lock()
+	defer outMu.Unlock()
+	if n := strings.Count(out.String(), "\n"); n != 11 {
+		t.Errorf("the file holds %d events, want all 11", n)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestLoggerNeedsAnOutput(t *testing.T) {
+	if _, err := New(Config{}); err == nil {
+		t.Error("a Logger with neither Out nor Webhook was made")
+	}
+	if _, err := New(Config{Webhook: &WebhookConfig{}}); err == nil {
+		t.Error("a webhook without Post was taken")
 	}
 }

@@ -24,14 +24,23 @@ var (
 	})
 )
 
+var webhookEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "leasehold_audit_webhook_events_total",
+	Help: "Audit events for the audit webhook: sent, or dropped because its buffer was full or it did not take them.",
+}, []string{"result"})
+
 // Collectors are the audit log's Prometheus metrics.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{eventsTotal, eventsDropped} }
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{eventsTotal, eventsDropped, webhookEvents}
+}
 
 // Config configures a Logger. Zero values mean defaults.
 type Config struct {
-	// Out receives one JSON event per line. Required. If it is an
-	// io.Closer, Run closes it when it ends.
+	// Out receives one JSON event per line. If it is an io.Closer, Run
+	// closes it when it ends. Required unless Webhook is set.
 	Out io.Writer
+	// Webhook, when set, also sends every event to a remote service.
+	Webhook *WebhookConfig
 	// Policy decides what is recorded; default DefaultPolicy().
 	Policy *Policy
 	// BufferSize is how many events may wait to be written; default 10000.
@@ -48,10 +57,30 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// WebhookConfig sends events to a remote service in batches, as
+// kube-apiserver's --audit-webhook-* flags do in their batch mode: an
+// audit.k8s.io/v1 EventList of up to MaxBatch events, sent once it is full
+// or MaxWait after its first event. A batch that cannot be sent is dropped
+// and counted; events that find the buffer full are too.
+type WebhookConfig struct {
+	// Post sends one EventList (JSON). Required.
+	Post func(ctx context.Context, body []byte) error
+	// BufferSize is how many events may wait; default 10000.
+	BufferSize int
+	// MaxBatch is the most events in one batch; default 400.
+	MaxBatch int
+	// MaxWait is how long a batch waits to fill; default 30 s.
+	MaxWait time.Duration
+}
+
+// webhookShutdownTimeout bounds the sending of the last batches at a stop.
+const webhookShutdownTimeout = 10 * time.Second
+
 // Logger accepts events from request handlers and writes them.
 type Logger struct {
 	cfg    Config
 	ch     chan *Event
+	hook   chan *Event // nil without a webhook
 	mu     sync.RWMutex // guards closed against sends
 	closed bool
 	done   chan struct{}
@@ -59,8 +88,8 @@ type Logger struct {
 
 // New validates cfg.
 func New(cfg Config) (*Logger, error) {
-	if cfg.Out == nil {
-		return nil, errors.New("audit: Out is required")
+	if cfg.Out == nil && cfg.Webhook == nil {
+		return nil, errors.New("audit: Out or Webhook is required")
 	}
 	if cfg.Policy == nil {
 		cfg.Policy = DefaultPolicy()
@@ -77,7 +106,26 @@ func New(cfg Config) (*Logger, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Logger{cfg: cfg, ch: make(chan *Event, cfg.BufferSize), done: make(chan struct{})}, nil
+	l := &Logger{cfg: cfg, done: make(chan struct{})}
+	if cfg.Out != nil {
+		l.ch = make(chan *Event, cfg.BufferSize)
+	}
+	if wh := cfg.Webhook; wh != nil {
+		if wh.Post == nil {
+			return nil, errors.New("audit: Webhook.Post is required")
+		}
+		if wh.BufferSize <= 0 {
+			wh.BufferSize = 10000
+		}
+		if wh.MaxBatch <= 0 {
+			wh.MaxBatch = 400
+		}
+		if wh.MaxWait <= 0 {
+			wh.MaxWait = 30 * time.Second
+		}
+		l.hook = make(chan *Event, wh.BufferSize)
+	}
+	return l, nil
 }
 
 // Policy returns the policy in force.
@@ -90,13 +138,27 @@ func (l *Logger) Log(ev *Event) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
-		eventsDropped.Inc()
+		if l.ch != nil {
+			eventsDropped.Inc()
+		}
+		if l.hook != nil {
+			webhookEvents.WithLabelValues("dropped").Inc()
+		}
 		return
 	}
-	select {
-	case l.ch <- ev:
-	default:
-		eventsDropped.Inc()
+	if l.ch != nil {
+		select {
+		case l.ch <- ev:
+		default:
+			eventsDropped.Inc()
+		}
+	}
+	if l.hook != nil {
+		select {
+		case l.hook <- ev:
+		default:
+			webhookEvents.WithLabelValues("dropped").Inc()
+		}
 	}
 }
 
@@ -104,6 +166,17 @@ func (l *Logger) Log(ev *Event) {
 // queued and returns.
 func (l *Logger) Run(ctx context.Context) error {
 	defer close(l.done)
+	var hookDone chan struct{}
+	if l.hook != nil {
+		hookDone = make(chan struct{})
+		go func() { l.runWebhook(ctx); close(hookDone) }()
+		defer func() { <-hookDone }()
+	}
+	if l.ch == nil {
+		<-ctx.Done()
+		l.stop()
+		return nil
+	}
 	w := bufio.NewWriterSize(l.cfg.Out, 64<<10)
 	var line []byte
 	// A bufio.Writer keeps its first write error and fails every write
@@ -162,9 +235,7 @@ func (l *Logger) Run(ctx context.Context) error {
 			}
 			flush()
 		case <-ctx.Done():
-			l.mu.Lock()
-			l.closed = true
-			l.mu.Unlock()
+			l.stop()
 			for {
 				select {
 				case ev := <-l.ch:
@@ -176,4 +247,90 @@ func (l *Logger) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// stop makes Log drop what comes after it.
+func (l *Logger) stop() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+}
+
+// runWebhook sends queued events in batches until ctx ends, then sends
+// what is still queued and returns.
+func (l *Logger) runWebhook(ctx context.Context) {
+	wh := l.cfg.Webhook
+	batch := make([]*Event, 0, wh.MaxBatch)
+	var body []byte
+	send := func(ctx context.Context) {
+		var err error
+		if body, err = appendEventList(body[:0], batch); err == nil {
+			err = wh.Post(ctx, body)
+		}
+		if err != nil {
+			webhookEvents.WithLabelValues("dropped").Add(float64(len(batch)))
+			l.cfg.Logger.Error("sending audit events to the webhook; dropped them", "events", len(batch), "err", err)
+		} else {
+			webhookEvents.WithLabelValues("sent").Add(float64(len(batch)))
+		}
+		clear(batch)
+		batch = batch[:0]
+	}
+	for ctx.Err() == nil {
+		select {
+		case ev := <-l.hook:
+			batch = append(batch, ev)
+			t := l.cfg.Clock.NewTimer(wh.MaxWait)
+		fill:
+			for len(batch) < wh.MaxBatch {
+				select {
+				case ev := <-l.hook:
+					batch = append(batch, ev)
+				case <-t.C():
+					break fill
+				case <-ctx.Done():
+					break fill
+				}
+			}
+			t.Stop()
+			if ctx.Err() == nil {
+				send(ctx)
+			}
+		case <-ctx.Done():
+		}
+	}
+	// Stopping: what is queued goes with a deadline of its own.
+	l.stop()
+	sctx, cancel := context.WithTimeout(context.Background(), webhookShutdownTimeout)
+	defer cancel()
+	for {
+		select {
+		case ev := <-l.hook:
+			batch = append(batch, ev)
+			if len(batch) == wh.MaxBatch {
+				send(sctx)
+			}
+			continue
+		default:
+		}
+		if len(batch) > 0 {
+			send(sctx)
+		}
+		return
+	}
+}
+
+// appendEventList appends events as one audit.k8s.io/v1 EventList.
+func appendEventList(b []byte, events []*Event) ([]byte, error) {
+	b = append(b, `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[`...)
+	for i, ev := range events {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = ev.appendJSON(b); err != nil {
+			return b, err
+		}
+	}
+	return append(b, "]}"...), nil
 }
