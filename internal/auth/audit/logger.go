@@ -80,7 +80,7 @@ const webhookShutdownTimeout = 10 * time.Second
 type Logger struct {
 	cfg    Config
 	ch     chan *Event
-	hook   chan *Event // nil without a webhook
+	hook   chan *Event  // nil without a webhook
 	mu     sync.RWMutex // guards closed against sends
 	closed bool
 	done   chan struct{}
