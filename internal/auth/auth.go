@@ -24,6 +24,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // User is an authenticated identity, as Kubernetes' user.Info.
@@ -81,12 +84,18 @@ type Authenticator interface {
 type Tokens struct {
 	mu    sync.RWMutex
 	users map[[sha256.Size]byte]*User
+	// expires holds the tokens that expire, and when; clock tells the
+	// time for them.
+	expires map[[sha256.Size]byte]time.Time
+	clock   clock.PassiveClock
 }
 
 var _ Authenticator = (*Tokens)(nil)
 
 // NewTokens returns an empty token set.
-func NewTokens() *Tokens { return &Tokens{users: map[[sha256.Size]byte]*User{}} }
+func NewTokens() *Tokens {
+	return &Tokens{users: map[[sha256.Size]byte]*User{}, clock: clock.RealClock{}}
+}
 
 // Add makes token authenticate as u.
 func (t *Tokens) Add(token string, u *User) { t.AddDigest(sha256.Sum256([]byte(token)), u) }
@@ -99,10 +108,11 @@ func (t *Tokens) AddDigest(sum [sha256.Size]byte, u *User) {
 	t.mu.Unlock()
 }
 
-// replace swaps the whole set, for reloads.
-func (t *Tokens) replace(users map[[sha256.Size]byte]*User) {
+// replace swaps the whole set, for reloads; expires says when the tokens
+// that expire do.
+func (t *Tokens) replace(users map[[sha256.Size]byte]*User, expires map[[sha256.Size]byte]time.Time) {
 	t.mu.Lock()
-	t.users = users
+	t.users, t.expires = users, expires
 	t.mu.Unlock()
 }
 
@@ -115,12 +125,16 @@ func (t *Tokens) Authenticate(r *http.Request) (*User, bool, error) {
 	sum := sha256.Sum256([]byte(token))
 	t.mu.RLock()
 	u, found := t.users[sum]
+	expires, expiring := t.expires[sum]
 	t.mu.RUnlock()
 	// Looking up the digest reveals nothing about the token through timing.
-	if found {
-		return u, true, nil
+	switch {
+	case !found:
+		return nil, false, ErrInvalidToken
+	case expiring && !t.clock.Now().Before(expires):
+		return nil, false, ErrTokenExpired
 	}
-	return nil, false, ErrInvalidToken
+	return u, true, nil
 }
 
 // BearerToken returns the token of an "Authorization: Bearer <token>"
@@ -148,6 +162,9 @@ func (e authError) Error() string { return string(e) }
 
 // ErrInvalidToken is the error of a bearer token nobody knows.
 const ErrInvalidToken = authError("invalid bearer token")
+
+// ErrTokenExpired is the error of a bearer token past its expiry.
+const ErrTokenExpired = authError("bearer token has expired")
 
 // Union tries each authenticator in order: the first that recognises the
 // request's credentials decides. A request whose credentials some

@@ -153,7 +153,7 @@ func TestTokenStoreFollowsFile(t *testing.T) {
 		add := func(token string, u *User) {
 			t.Helper()
 			if err := UpdateTokenStore(path, func(cur []StoredToken) ([]StoredToken, error) {
-				return append(cur, NewStoredToken(token, u, time.Now(), "")), nil
+				return append(cur, NewStoredToken(token, u, time.Now(), 0, "")), nil
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -213,7 +213,7 @@ func TestTokenStoreChecksOnMiss(t *testing.T) {
 	}
 	add := func(token, user string) {
 		write(func(cur []StoredToken) []StoredToken {
-			return append(cur, NewStoredToken(token, &User{Name: user}, clk.Now(), ""))
+			return append(cur, NewStoredToken(token, &User{Name: user}, clk.Now(), 0, ""))
 		})
 	}
 	check := func(token string, want bool) {
@@ -355,4 +355,40 @@ func TestImpersonation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTokenStoreExpiry: a token made with a TTL authenticates until its
+// expiry, by the store's clock, and is refused after it as expired; one
+// without keeps working.
+func TestTokenStoreExpiry(t *testing.T) {
+	path := filepath.Join(t.TempDir(), TokenStoreFile)
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
+	if err := UpdateTokenStore(path, func(cur []StoredToken) ([]StoredToken, error) {
+		return append(cur,
+			NewStoredToken("tok-brief", &User{Name: "brief"}, clk.Now(), time.Hour, ""),
+			NewStoredToken("tok-lasting", &User{Name: "lasting"}, clk.Now(), 0, "")), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := ReadTokenStore(path)
+	if err != nil || len(entries) != 2 || entries[0].Expires == nil || !entries[0].Expires.Equal(clk.Now().Add(time.Hour)) || entries[1].Expires != nil {
+		t.Fatalf("stored %+v, %v", entries, err)
+	}
+	ts, err := NewTokenStore(TokenStoreConfig{Path: path, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(token string, want bool, wantErr error) {
+		t.Helper()
+		_, ok, err := ts.Authenticate(bearer(token))
+		if ok != want || !errors.Is(err, wantErr) {
+			t.Fatalf("%s at %v: ok %v, err %v; want %v, %v", token, clk.Now(), ok, err, want, wantErr)
+		}
+	}
+	check("tok-brief", true, nil)
+	clk.Step(time.Hour - time.Nanosecond)
+	check("tok-brief", true, nil)
+	clk.Step(time.Nanosecond)
+	check("tok-brief", false, ErrTokenExpired)
+	check("tok-lasting", true, nil)
 }

@@ -38,6 +38,8 @@ type StoredToken struct {
 	Created time.Time `json:"created"`
 	// Description is free text, e.g. what the token is for.
 	Description string `json:"description,omitempty"`
+	// Expires, when set, is when the token stops authenticating.
+	Expires *time.Time `json:"expires,omitempty"`
 }
 
 type tokenFile struct {
@@ -117,11 +119,17 @@ func UpdateTokenStore(path string, change func([]StoredToken) ([]StoredToken, er
 	return os.Rename(tmp.Name(), path)
 }
 
-// NewStoredToken returns the store entry for token.
-func NewStoredToken(token string, u *User, created time.Time, description string) StoredToken {
+// NewStoredToken returns the store entry for token, which expires ttl
+// after created (0: never).
+func NewStoredToken(token string, u *User, created time.Time, ttl time.Duration, description string) StoredToken {
 	sum := sha256.Sum256([]byte(token))
 	h := hex.EncodeToString(sum[:])
-	return StoredToken{ID: h[:12], SHA256: h, User: u.Name, UID: u.UID, Groups: slices.Clone(u.Groups), Created: created.UTC(), Description: description}
+	e := StoredToken{ID: h[:12], SHA256: h, User: u.Name, UID: u.UID, Groups: slices.Clone(u.Groups), Created: created.UTC(), Description: description}
+	if ttl > 0 {
+		expires := created.Add(ttl).UTC()
+		e.Expires = &expires
+	}
+	return e
 }
 
 // TokenStoreConfig configures a TokenStore.
@@ -176,6 +184,7 @@ func NewTokenStore(cfg TokenStoreConfig) (*TokenStore, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &TokenStore{cfg: cfg, tokens: NewTokens()}
+	s.tokens.clock = cfg.Clock
 	if err := s.Reload(); err != nil {
 		return nil, err
 	}
@@ -241,11 +250,18 @@ func (s *TokenStore) reload() (bool, error) {
 		return false, err
 	}
 	users := make(map[[sha256.Size]byte]*User, len(entries))
+	var expires map[[sha256.Size]byte]time.Time
 	for _, e := range entries {
 		sum, _ := hex.DecodeString(e.SHA256)
 		users[[sha256.Size]byte(sum)] = &User{Name: e.User, UID: e.UID, Groups: e.Groups}
+		if e.Expires != nil {
+			if expires == nil {
+				expires = map[[sha256.Size]byte]time.Time{}
+			}
+			expires[[sha256.Size]byte(sum)] = *e.Expires
+		}
 	}
-	s.tokens.replace(users)
+	s.tokens.replace(users, expires)
 	if s.loaded {
 		s.cfg.Logger.Info("token store reloaded", "path", s.cfg.Path, "tokens", len(users))
 	}

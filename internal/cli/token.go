@@ -97,17 +97,22 @@ func tokenStorePath(dataDir string) string { return filepath.Join(dataDir, auth.
 func tokenCreate(args []string) error {
 	var id identityFlags
 	var dataDir, description, kubeconfigOut, server string
+	var ttl time.Duration
 	fs := newFlagSet("token create")
 	fs.StringVar(&dataDir, "data-dir", "./leasehold-data", "the server's data directory")
 	id.register(fs)
 	fs.StringVar(&description, "description", "", "what the token is for (shown by token list)")
 	fs.StringVar(&kubeconfigOut, "kubeconfig-out", "", "write a kubeconfig with the token to this file instead of printing the token")
 	fs.StringVar(&server, "server", "", "server URL for --kubeconfig-out (default the one in DATA_DIR/admin.kubeconfig)")
+	fs.DurationVar(&ttl, "ttl", 0, "how long the token authenticates, as kubeadm token create's flag (0: until deleted)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if ttl < 0 {
+		return fmt.Errorf("--ttl %v is negative", ttl)
 	}
 	u, err := id.toUser()
 	if err != nil {
@@ -120,7 +125,7 @@ func tokenCreate(args []string) error {
 	if err != nil {
 		return err
 	}
-	entry := auth.NewStoredToken(token, u, time.Now(), description)
+	entry := auth.NewStoredToken(token, u, time.Now(), ttl, description)
 	if err := auth.UpdateTokenStore(tokenStorePath(dataDir), func(cur []auth.StoredToken) ([]auth.StoredToken, error) {
 		return append(cur, entry), nil
 	}); err != nil {
@@ -184,9 +189,17 @@ func tokenList(args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "ID\tUSER\tGROUPS\tCREATED\tDESCRIPTION")
+	fmt.Fprintln(tw, "ID\tUSER\tGROUPS\tCREATED\tEXPIRES\tDESCRIPTION")
+	now := time.Now()
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.User, strings.Join(e.Groups, ","), e.Created.Format(time.RFC3339), e.Description)
+		expires := "<never>"
+		if e.Expires != nil {
+			expires = e.Expires.Format(time.RFC3339)
+			if !now.Before(*e.Expires) {
+				expires += " (expired)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.User, strings.Join(e.Groups, ","), e.Created.Format(time.RFC3339), expires, e.Description)
 	}
 	return tw.Flush()
 }

@@ -297,3 +297,37 @@ func auditEvents(t *testing.T, s *server) []auditEvent {
 	}
 	return out
 }
+
+// TestTokenTTL: `leasehold token create --ttl` makes a token that
+// authenticates until it expires and gets 401 after, and `token list`
+// says when each token expires.
+func TestTokenTTL(t *testing.T) {
+	s := shared(t)
+	token := strings.TrimSpace(leasehold(t, "token", "create", "--data-dir", s.dataDir, "--user", "brief", "--ttl", "4s", "--description", "ttl test"))
+	created := time.Now()
+	whoami := func() (string, error) {
+		out, stderr, err := s.asToken(t, token, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		if err != nil {
+			return "", fmt.Errorf("%v: %s", err, stderr)
+		}
+		return out, nil
+	}
+	if got, err := whoami(); err != nil || got != "brief" {
+		// Only a slow start could take the token past its 4 s.
+		t.Fatalf("brief at once: %q, %v (%v after its creation)", got, err, time.Since(created))
+	}
+	list := leasehold(t, "token", "list", "--data-dir", s.dataDir)
+	line := grepLines(list, "ttl test")
+	if !strings.Contains(line, "brief") || strings.Contains(line, "<never>") || strings.Contains(line, "(expired)") {
+		t.Errorf("token list, the brief token before its expiry: %q", line)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if got, err := whoami(); err == nil || !strings.Contains(err.Error(), "(Unauthorized)") {
+			return fmt.Errorf("brief after the TTL: %q, %v; want 401", got, err)
+		}
+		return nil
+	})
+	if line := grepLines(leasehold(t, "token", "list", "--data-dir", s.dataDir), "ttl test"); !strings.Contains(line, "(expired)") {
+		t.Errorf("token list after the expiry: %q", line)
+	}
+}
