@@ -206,10 +206,12 @@ func tokenList(args []string) error {
 
 func tokenDelete(args []string) error {
 	var dataDir, user, node string
+	var expired bool
 	fs := newFlagSet("token delete")
 	fs.StringVar(&dataDir, "data-dir", "./leasehold-data", "the server's data directory")
 	fs.StringVar(&user, "user", "", "delete every token of this user")
 	fs.StringVar(&node, "node", "", "delete every token of this node")
+	fs.BoolVar(&expired, "expired", false, "delete every token past its expiry (see token create --ttl)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -217,13 +219,14 @@ func tokenDelete(args []string) error {
 	if node != "" {
 		user = auth.NodeUserPrefix + node
 	}
-	if len(ids) == 0 && user == "" {
-		return errors.New("usage: leasehold token delete ID... | --user NAME | --node NAME")
+	if len(ids) == 0 && user == "" && !expired {
+		return errors.New("usage: leasehold token delete ID... | --user NAME | --node NAME | --expired")
 	}
 	removed := 0
+	now := time.Now()
 	err := auth.UpdateTokenStore(tokenStorePath(dataDir), func(cur []auth.StoredToken) ([]auth.StoredToken, error) {
 		out := slices.DeleteFunc(cur, func(e auth.StoredToken) bool {
-			match := (user != "" && e.User == user) || slices.ContainsFunc(ids, func(id string) bool {
+			match := (user != "" && e.User == user) || (expired && e.Expires != nil && !now.Before(*e.Expires)) || slices.ContainsFunc(ids, func(id string) bool {
 				return id != "" && (id == e.ID || (len(id) >= 6 && strings.HasPrefix(e.SHA256, id)))
 			})
 			if match {

@@ -330,4 +330,8 @@ func TestTokenTTL(t *testing.T) {
 	if line := grepLines(leasehold(t, "token", "list", "--data-dir", s.dataDir), "ttl test"); !strings.Contains(line, "(expired)") {
 		t.Errorf("token list after the expiry: %q", line)
 	}
+	leasehold(t, "token", "delete", "--data-dir", s.dataDir, "--expired")
+	if line := grepLines(leasehold(t, "token", "list", "--data-dir", s.dataDir), "ttl test"); line != "" {
+		t.Errorf("token list after token delete --expired: %q", line)
+	}
 }
