@@ -11,6 +11,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -103,6 +104,7 @@ type serveFlags struct {
 	maxInFlight, maxInFlightPerUser    int
 	maxConnections                     int
 	requestReadTimeout                 time.Duration
+	goawayChance                       float64
 }
 
 func runServe(ctx context.Context, args []string) error {
@@ -169,6 +171,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&f.maxInFlight, "max-requests-inflight", 1000, "requests served at once, watches not counted (0: no limit); more get 429")
 	fs.IntVar(&f.maxInFlightPerUser, "max-requests-inflight-per-user", 250, "requests one user may have served at once (0: no limit); more get 429")
 	fs.IntVar(&f.maxConnections, "max-connections", 0, "client connections served at once; more wait to be accepted until some close (0: all but a twentieth of the process's open-file limit, leaving at least 1 024 files, or half of a smaller limit, to etcd and the server)")
+	fs.Float64Var(&f.goawayChance, "goaway-chance", 0, "the chance, up to 0.02, that a request's HTTP/2 connection is closed after its response (GOAWAY; never a watch), as kube-apiserver's flag: clients reconnect, and a load balancer in front of several replicas spreads their connections again after one restarts (0: never)")
 	fs.DurationVar(&f.requestReadTimeout, "request-read-timeout", time.Minute, "how long a request body may take to arrive")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -219,6 +222,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if f.webhook.CacheTTL < 0 {
 		return fmt.Errorf("--authentication-token-webhook-cache-ttl must not be negative, not %v", f.webhook.CacheTTL)
+	}
+	if f.goawayChance < 0 || f.goawayChance > apiserver.MaxGoawayChance {
+		return fmt.Errorf("--goaway-chance must be between 0 and %v, not %v", apiserver.MaxGoawayChance, f.goawayChance)
 	}
 	if f.etcdQuota <= 0 {
 		return fmt.Errorf("--etcd-quota-backend-bytes must be positive, not %d", f.etcdQuota)
@@ -476,7 +482,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		// tell clients which certificates to send.
 		ClientAuth: tls.RequestClientCert, ClientCAs: pool,
 	}
-	srv := newHTTPServer(api.Handler(), tc, clk, log)
+	handler := api.Handler()
+	if f.goawayChance > 0 {
+		handler = apiserver.ProbabilisticGoaway(handler, f.goawayChance, rand.Float64, loopLn.Addr().String())
+	}
+	srv := newHTTPServer(handler, tc, clk, log)
 	loopTC := tc.Clone()
 	loopTC.GetCertificate = serving.GetCertificate
 	if clientCAs != nil {

@@ -122,6 +122,8 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "c", "--oidc-signing-algs", "RS256,none"}, `"none" is not one of`, false},
 		{[]string{"--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "c", "--oidc-required-claim", "hd"}, `"hd" is not key=value`, false},
 		{[]string{"--authentication-token-webhook-cache-ttl", "-1s"}, "--authentication-token-webhook-cache-ttl", false},
+		{[]string{"--goaway-chance", "0.5"}, "--goaway-chance must be between 0 and 0.02", false},
+		{[]string{"--goaway-chance", "-0.01"}, "--goaway-chance must be between 0 and 0.02", false},
 		{[]string{"--audit-webhook-mode", "blocking"}, "batch mode only", false},
 		{[]string{"--audit-webhook-batch-max-size", "0"}, "must be positive", false},
 		{[]string{"--audit-webhook-config-file", junk}, "--audit-webhook-config-file", true},

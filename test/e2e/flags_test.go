@@ -2,11 +2,17 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptrace"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -89,5 +95,83 @@ func TestDashboardFlag(t *testing.T) {
 	s := newServer(t, "--dashboard=false")
 	if _, err := getRaw(t, mustConfig(t, s), "/dashboard/"); !apierrors.IsNotFound(err) {
 		t.Errorf("the dashboard with --dashboard=false: %v; want 404", err)
+	}
+}
+
+// TestGoawayChanceFlag: with --goaway-chance 0.02 a client that keeps
+// sending requests on HTTP/2 is made to open new connections now and then
+// (one request in fifty on average), every request is still answered, and
+// a watch that shares the client's connections keeps its stream through
+// the GOAWAYs. Without the flag one connection serves them all.
+func TestGoawayChanceFlag(t *testing.T) {
+	needKubectl(t)
+	// requests sends n GETs through client and returns how many
+	// connections carried them.
+	requests := func(s *server, client *http.Client, n int) int {
+		t.Helper()
+		var mu sync.Mutex
+		conns := map[string]bool{}
+		trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+			mu.Lock()
+			conns[i.Conn.LocalAddr().String()] = true
+			mu.Unlock()
+		}}
+		for i := range n {
+			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), "GET", s.url()+"/api/v1/namespaces/default", nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
+				t.Fatalf("request %d: %s over HTTP/%d", i, resp.Status, resp.ProtoMajor)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return len(conns)
+	}
+	clientOf := func(s *server) (*http.Client, *kubernetes.Clientset) {
+		t.Helper()
+		cfg := mustConfig(t, s)
+		client, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := kubernetes.NewForConfigAndClient(cfg, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client, cs
+	}
+
+	s := newServer(t, "--goaway-chance", "0.02")
+	client, cs := clientOf(s)
+	w, err := cs.CoreV1().Namespaces().Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=goaway-watched"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// 0.98^600: the chance that none of 600 requests is chosen is 6 in a
+	// million.
+	if n := requests(s, client, 600); n < 2 {
+		t.Errorf("600 requests with --goaway-chance 0.02 went on %d connection(s); want several", n)
+	} else {
+		t.Logf("600 requests with --goaway-chance 0.02 went on %d connections", n)
+	}
+	s.kubectl(t, "create", "namespace", "goaway-watched")
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok || ev.Type != "ADDED" {
+			t.Errorf("the watch opened before the GOAWAYs: %v, %v; want the namespace ADDED", ev.Type, ok)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("no event within 30s on the watch opened before the GOAWAYs")
+	}
+
+	sharedClient, _ := clientOf(shared(t))
+	if n := requests(shared(t), sharedClient, 600); n != 1 {
+		t.Errorf("600 requests without the flag went on %d connections; want 1", n)
 	}
 }
