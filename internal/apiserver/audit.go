@@ -150,7 +150,11 @@ func (rec *auditRecord) named(name string) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if !rec.done && rec.ev.ObjectRef != nil && rec.ev.ObjectRef.Name == "" {
-		rec.ev.ObjectRef.Name = name
+		// The events of earlier stages, copies that the log may be
+		// writing now, share the reference: it is replaced, not changed.
+		ref := *rec.ev.ObjectRef
+		ref.Name = name
+		rec.ev.ObjectRef = &ref
 	}
 }
 
