@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -418,5 +420,125 @@ func TestEtcdPrefix(t *testing.T) {
 	b.kubectl(t, "delete", "lease", "x", "-n", "default")
 	if got := holder(getLease(t, a2, "default", "x")); got != "team-a" {
 		t.Errorf("team a's Lease after team b's was deleted: holder %q", got)
+	}
+}
+
+// roundRobin is a TCP load balancer, as one in front of several replicas
+// would be: each connection goes to the next of its backends, which may
+// change while it runs.
+type roundRobin struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	backends []string
+	next     int
+	conns    map[string]int // connections given to each backend
+}
+
+func newRoundRobin(t *testing.T, backends ...string) *roundRobin {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := &roundRobin{ln: ln, backends: backends, conns: map[string]int{}}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			lb.mu.Lock()
+			to := lb.backends[lb.next%len(lb.backends)]
+			lb.next++
+			lb.conns[to]++
+			lb.mu.Unlock()
+			go func() {
+				defer c.Close()
+				b, err := net.Dial("tcp", to)
+				if err != nil {
+					return
+				}
+				defer b.Close()
+				go func() { io.Copy(b, c); b.(*net.TCPConn).CloseWrite() }()
+				io.Copy(c, b)
+			}()
+		}
+	}()
+	return lb
+}
+
+func (lb *roundRobin) setBackends(backends ...string) {
+	lb.mu.Lock()
+	lb.backends = backends
+	lb.mu.Unlock()
+}
+
+func (lb *roundRobin) connsTo(backend string) int {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	return lb.conns[backend]
+}
+
+// TestGoawaySpreadsConnections: ten clients reach two replicas (one data
+// directory, one external etcd, --goaway-chance 0.02) through a load
+// balancer that knew only the first when they connected. Once it knows
+// both, the GOAWAYs make the clients reconnect now and then, and their new
+// connections go to the second replica too; every request is answered.
+func TestGoawaySpreadsConnections(t *testing.T) {
+	needKubectl(t)
+	dir := t.TempDir()
+	etcdURL := startEtcdMember(t, dir)
+	data := filepath.Join(dir, "data")
+	var servers [2]*server
+	for i := range servers {
+		d := filepath.Join(dir, fmt.Sprintf("server-%d", i))
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		servers[i] = serveFor(t, data, "", d, "--etcd-servers", etcdURL, "--goaway-chance", "0.02")
+	}
+	a, b := servers[0].listen, servers[1].listen
+	lb := newRoundRobin(t, a)
+	token := mustConfig(t, servers[0]).BearerToken
+	roots := certPool(t, filepath.Join(data, "ca.crt"))
+	clients := make([]*http.Client, 10)
+	for i := range clients {
+		clients[i] = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true,
+		}}
+	}
+	get := func(c *http.Client) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "https://"+lb.ln.Addr().String()+"/api/v1/namespaces/default", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
+			t.Fatalf("%s over HTTP/%d", resp.Status, resp.ProtoMajor)
+		}
+	}
+	for _, c := range clients {
+		get(c)
+	}
+	if n := lb.connsTo(b); n != 0 {
+		t.Fatalf("%d connections to the replica the load balancer did not know yet", n)
+	}
+	lb.setBackends(a, b)
+	// No GOAWAY at all in 3 000 requests has a chance of 0.98^3000, about
+	// 10^-26; each GOAWAY's new connection goes to the replicas in turn.
+	for range 300 {
+		for _, c := range clients {
+			get(c)
+		}
+	}
+	if n := lb.connsTo(b); n == 0 {
+		t.Errorf("no connection moved to the second replica in 3 000 requests (%d to the first)", lb.connsTo(a))
+	} else {
+		t.Logf("connections: %d to the first replica, %d to the second", lb.connsTo(a), n)
 	}
 }
