@@ -100,6 +100,7 @@ type serveFlags struct {
 	auditMaxBackup, auditBufferSize    int
 	auditBatchMaxWait                  time.Duration
 	auditWebhookFile, auditWebhookMode string
+	auditCompress                      bool
 	auditWebhook                       audit.WebhookConfig
 	maxInFlight, maxInFlightPerUser    int
 	maxConnections                     int
@@ -160,6 +161,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.auditPolicyFile, "audit-policy-file", "", "audit.k8s.io/v1 Policy file (default: every request at Metadata level, without the RequestReceived stage)")
 	fs.IntVar(&f.auditMaxSize, "audit-log-maxsize", 100, "megabytes the audit log may reach before it is rotated (0: never)")
 	fs.IntVar(&f.auditMaxAge, "audit-log-maxage", 0, "days to keep rotated audit logs (0: no limit)")
+	fs.BoolVar(&f.auditCompress, "audit-log-compress", false, "gzip each rotated audit log, as kube-apiserver's flag (in the background; the file then ends in .gz)")
 	fs.IntVar(&f.auditMaxBackup, "audit-log-maxbackup", 10, "rotated audit logs to keep (0: no limit)")
 	fs.IntVar(&f.auditBufferSize, "audit-log-buffer-size", 10000, "audit events that may wait to be written; more are dropped and counted in leasehold_audit_events_dropped_total")
 	fs.DurationVar(&f.auditBatchMaxWait, "audit-log-batch-max-wait", 10*time.Millisecond, "how long the audit writer waits for more events before it writes the ones it has, at most 1s (0: write each at once); --audit-log-buffer-size must hold the events of one wait")
@@ -1306,7 +1308,7 @@ func openAudit(f serveFlags, clk clock.Clock, log *slog.Logger) (*audit.Logger, 
 		}
 		rf, err := audit.OpenRotating(audit.RotateConfig{
 			Path: path, MaxBytes: int64(f.auditMaxSize) << 20,
-			MaxAge: time.Duration(f.auditMaxAge) * 24 * time.Hour, MaxBackups: f.auditMaxBackup,
+			MaxAge: time.Duration(f.auditMaxAge) * 24 * time.Hour, MaxBackups: f.auditMaxBackup, Compress: f.auditCompress,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("audit log: %w", err)

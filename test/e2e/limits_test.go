@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -245,10 +247,26 @@ func TestShutdownGracePeriodFlag(t *testing.T) {
 // TestAuditLogRotationFlags: --audit-log-maxsize and --audit-log-maxbackup
 // through the real binary: the log is rotated before it passes the size,
 // beside it with a timestamp in the name, the oldest rotated files beyond
-// the count are removed, and every line of every file is a whole event.
+// the count are removed, and every line of every file is a whole event;
+// with --audit-log-compress too, the rotated files gzipped.
 func TestAuditLogRotationFlags(t *testing.T) {
 	needKubectl(t)
-	s := newServer(t, "--audit-log-maxsize", "1", "--audit-log-maxbackup", "2")
+	for _, compress := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compress=%v", compress), func(t *testing.T) {
+			testAuditLogRotation(t, compress)
+		})
+	}
+}
+
+// testAuditLogRotation is TestAuditLogRotationFlags, with
+// --audit-log-compress when compress is set: the rotated files are then
+// audit-*.log.gz, whole gzip streams of whole events.
+func testAuditLogRotation(t *testing.T, compress bool) {
+	args := []string{"--audit-log-maxsize", "1", "--audit-log-maxbackup", "2"}
+	if compress {
+		args = append(args, "--audit-log-compress")
+	}
+	s := newServer(t, args...)
 	cfg := mustConfig(t, s)
 	// Each request's event carries its User-Agent: 64 KiB of it makes 16
 	// events a megabyte, and 80 requests five megabytes.
@@ -270,17 +288,35 @@ func TestAuditLogRotationFlags(t *testing.T) {
 		}
 		return nil
 	})
-	backups, err := filepath.Glob(filepath.Join(s.dataDir, "audit-*.log"))
-	if err != nil {
-		t.Fatal(err)
+	pattern := "audit-*.log"
+	if compress {
+		pattern += ".gz"
 	}
-	if len(backups) != 2 {
-		t.Errorf("rotated files: %q; want 2", backups)
-	}
+	var backups []string
+	eventually(t, 30*time.Second, func() error { // compressions run in the background
+		var err error
+		if backups, err = filepath.Glob(filepath.Join(s.dataDir, pattern)); err != nil {
+			t.Fatal(err)
+		}
+		others, _ := filepath.Glob(filepath.Join(s.dataDir, "audit-*"))
+		if len(backups) != 2 || len(others) != 2 {
+			return fmt.Errorf("rotated files: %q of %q; want 2 %s", backups, others, pattern)
+		}
+		return nil
+	})
 	for _, f := range append(backups, live) {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if strings.HasSuffix(f, ".gz") {
+			zr, err := gzip.NewReader(bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if data, err = io.ReadAll(zr); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
 		}
 		if len(data) > 1<<20 {
 			t.Errorf("%s: %d bytes, over the 1 MiB of --audit-log-maxsize", f, len(data))

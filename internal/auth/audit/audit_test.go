@@ -2,9 +2,11 @@ package audit
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -498,5 +500,54 @@ func TestLoggerNeedsAnOutput(t *testing.T) {
 	}
 	if _, err := New(Config{Webhook: &WebhookConfig{}}); err == nil {
 		t.Error("a webhook without Post was taken")
+	}
+}
+
+// TestRotatingFileCompress: with Compress each rotated file becomes
+// <name>.gz holding what was written to it, and counts as a backup for
+// MaxBackups.
+func TestRotatingFileCompress(t *testing.T) {
+	dir := t.TempDir()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rf, err := OpenRotating(RotateConfig{Path: filepath.Join(dir, "audit.log"), MaxBytes: 100, MaxBackups: 2, Compress: true, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		// 60 bytes: one line per file, so each write after the first
+		// rotates.
+		if _, err := fmt.Fprintf(rf, "%058d\n", i); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(time.Minute)
+	}
+	if err := rf.Close(); err != nil { // waits for the compressions
+		t.Fatal(err)
+	}
+	backups, err := rf.Backups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(backups) != 2 || len(names) != 3 {
+		t.Fatalf("backups %q among %q; want the 2 newest, compressed, and the live file", backups, names)
+	}
+	for i, b := range backups {
+		if !strings.HasSuffix(b, ".log.gz") {
+			t.Fatalf("backup %s is not compressed", b)
+		}
+		f, err := os.Open(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(zr)
+		f.Close()
+		if want := fmt.Sprintf("%058d\n", 2-i); err != nil || string(data) != want {
+			t.Errorf("%s holds %q, %v; want %q", b, data, err, want)
+		}
 	}
 }

@@ -1,12 +1,15 @@
 package audit
 
 import (
+	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -14,16 +17,20 @@ import (
 
 // RotatingFile is an append-only file that is renamed aside and started
 // anew when the next write would make it larger than MaxBytes. Old files
-// are named <base>-<UTC timestamp><ext> beside it, as kube-apiserver's do,
-// and removed when there are more than MaxBackups or they are older than
-// MaxAge. It is not safe for concurrent use: the Logger's writer goroutine
-// owns it.
+// are named <base>-<UTC timestamp><ext> beside it, as kube-apiserver's do
+// (with .gz after them when Compress is set), and removed when there are
+// more than MaxBackups or they are older than MaxAge. It is not safe for
+// concurrent use: the Logger's writer goroutine owns it.
 type RotatingFile struct {
 	path       string
 	maxBytes   int64
 	maxAge     time.Duration
 	maxBackups int
+	compress   bool
 	clock      clock.PassiveClock
+	// compressing counts the rotated files being compressed, in
+	// goroutines of their own so that writes do not wait; Close waits.
+	compressing sync.WaitGroup
 
 	f      *os.File // nil after Close, or after a rotation that failed
 	size   int64
@@ -40,6 +47,9 @@ type RotateConfig struct {
 	MaxAge time.Duration
 	// MaxBackups is how many rotated files to keep; 0 keeps all.
 	MaxBackups int
+	// Compress gzips each rotated file, as kube-apiserver's
+	// --audit-log-compress.
+	Compress bool
 	// Clock for rotation timestamps and ages; default the real clock.
 	Clock clock.PassiveClock
 }
@@ -49,7 +59,7 @@ func OpenRotating(cfg RotateConfig) (*RotatingFile, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	r := &RotatingFile{path: cfg.Path, maxBytes: cfg.MaxBytes, maxAge: cfg.MaxAge, maxBackups: cfg.MaxBackups, clock: cfg.Clock}
+	r := &RotatingFile{path: cfg.Path, maxBytes: cfg.MaxBytes, maxAge: cfg.MaxAge, maxBackups: cfg.MaxBackups, compress: cfg.Compress, clock: cfg.Clock}
 	if err := r.open(); err != nil {
 		return nil, err
 	}
@@ -118,13 +128,56 @@ func (r *RotatingFile) rotate() error {
 	}
 	// A file removed from under the logger (by hand, or by another
 	// rotation) has nothing to keep: a new one is started.
-	if err := os.Rename(r.path, backup); err != nil && !errors.Is(err, os.ErrNotExist) {
+	renamed := true
+	if err := os.Rename(r.path, backup); errors.Is(err, os.ErrNotExist) {
+		renamed = false
+	} else if err != nil {
 		return err
 	}
 	if err := r.open(); err != nil {
 		return err
 	}
+	if r.compress && renamed {
+		r.compressing.Go(func() {
+			gzipFile(backup)
+			// The prune below may have passed over the file while it was
+			// being compressed: this one sees it, compressed.
+			r.prune()
+		})
+	}
 	return r.prune()
+}
+
+// gzipFile replaces path with path.gz, written beside it and renamed in
+// place once whole. On any failure the file stays as it was: a rotated
+// file uncompressed is better than none.
+func gzipFile(path string) {
+	in, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer in.Close()
+	tmp := path + ".gz.tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return
+	}
+	zw := gzip.NewWriter(out)
+	_, err = io.Copy(zw, in)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path+".gz")
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return
+	}
+	os.Remove(path)
 }
 
 // Backups returns the rotated files, newest first.
@@ -135,10 +188,19 @@ func (r *RotatingFile) Backups() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	names := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		names[e.Name()] = true
+	}
 	var out []string
 	for _, e := range entries {
 		n := e.Name()
-		if e.IsDir() || !strings.HasPrefix(n, base+"-") || !strings.HasSuffix(n, ext) {
+		if e.IsDir() || !strings.HasPrefix(n, base+"-") || !(strings.HasSuffix(n, ext) || strings.HasSuffix(n, ext+".gz")) {
+			continue
+		}
+		// A file and its compressed copy, both there for a moment while
+		// the copy replaces it, are one backup: the copy.
+		if names[n+".gz"] {
 			continue
 		}
 		out = append(out, filepath.Join(filepath.Dir(r.path), n))
@@ -148,6 +210,9 @@ func (r *RotatingFile) Backups() ([]string, error) {
 	return out, nil
 }
 
+// prune removes the backups beyond MaxBackups or MaxAge. It only reads
+// what does not change after OpenRotating, so a compression's goroutine
+// may call it beside the writer.
 func (r *RotatingFile) prune() error {
 	backups, err := r.Backups()
 	if err != nil {
@@ -178,8 +243,9 @@ func (r *RotatingFile) Sync() error {
 	return r.f.Sync()
 }
 
-// Close closes the file.
+// Close closes the file, once the rotated files being compressed are.
 func (r *RotatingFile) Close() error {
+	r.compressing.Wait()
 	r.closed = true
 	if r.f == nil {
 		return nil
