@@ -181,6 +181,21 @@ func runServe(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	log, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	return serve(ctx, f, log)
+}
+
+// check validates the flags before anything starts, and puts what several
+// of them say in the form serve takes (lists, the etcd prefix, the
+// watch-cache sizes, the OIDC configuration's defaults).
+func (f *serveFlags) check() error {
 	var err error
 	if f.cacheSizes, err = parseWatchCacheSizes(f.watchCacheSizes); err != nil {
 		return err
@@ -249,12 +264,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err := identity.CheckDurations(f.identityDuration, f.identityRenew); err != nil {
 		return fmt.Errorf("--identity-lease-duration, --identity-lease-renew-interval: %w", err)
 	}
-	log, err := newLogger(f.logFormat, f.logLevel)
-	if err != nil {
-		return err
-	}
-	slog.SetDefault(log)
-	return serve(ctx, f, log)
+	return nil
 }
 
 func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
