@@ -284,37 +284,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	defer etcd.close()
 	go apiserver.Prepare()
 	tokens := auth.NewTokens()
-	// A certificate from another PKI, when given, is served on --listen;
-	// the server's own still serves its loopback port, whose clients
-	// trust the server's CA alone.
-	var servedCert *pki.Reloading[*tls.Certificate]
-	if f.tlsCertFile != "" {
-		if servedCert, err = pki.NewReloading(pki.ParseServingPair, f.tlsCertFile, f.tlsKeyFile); err != nil {
-			return fmt.Errorf("--tls-cert-file, --tls-private-key-file: %w", err)
-		}
-	}
-	ca, serving, adminToken, err := credentials(f, host, servedCert, tokens, clk)
+	certs, adminToken, err := loadCertificates(f, host, tokens, clk, log)
 	if err != nil {
 		return err
 	}
-	var clientCAs *pki.Reloading[*x509.CertPool]
-	if f.clientCAFile != "" {
-		if clientCAs, err = pki.NewReloading(pki.ParseCABundle(ca.Cert), f.clientCAFile); err != nil {
-			return fmt.Errorf("--client-ca-file: %w", err)
-		}
-	}
-	// Client certificates chain to the server's CA, or to a CA of
-	// --client-ca-file as it is at each handshake.
-	pool := caPool(ca)
-	clientRoots := func() *x509.CertPool { return pool }
-	if clientCAs != nil {
-		clientRoots = clientCAs.Get
-	}
-	servedGet := serving.GetCertificate
-	if servedCert != nil {
-		servedGet = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return servedCert.Get(), nil }
-		logServedCertificate(servedCert.Get(), adminServer(f, host), clk, log)
-	}
+	ca := certs.ca
 	// The controllers' informers read the API server's watch cache in
 	// process; api is set before any controller starts.
 	var api *apiserver.Server
@@ -330,7 +304,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	authn, tokenStore, oidcAuthn, err := authenticators(f, clientRoots, tokens, log)
+	authn, tokenStore, oidcAuthn, err := authenticators(f, certs.clientRoots, tokens, log)
 	if err != nil {
 		return err
 	}
@@ -394,7 +368,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(apiserver.GuardCollectors()...)
 	reg.MustRegister(audit.Collectors()...)
 	reg.MustRegister(leaderMetrics)
-	reg.MustRegister(certificateExpiry(ca, servedGet)...)
+	reg.MustRegister(certificateExpiry(ca, certs.served)...)
 	snapshot = etcdClient.Snapshot
 	if member != nil {
 		snapshot = member.Snapshot
@@ -481,18 +455,18 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	loopLn = netutil.LimitListener(loopLn, loopbackConnections)
 	servingCtx, stopServing := context.WithCancel(context.Background())
 	var certificates sync.WaitGroup
-	certificates.Go(func() { serving.Run(servingCtx, clk, pki.ServingCheckInterval, log) })
-	certificates.Go(func() { reloadCertificateFiles(servingCtx, clk, servedCert, clientCAs, log) })
+	certificates.Go(func() { certs.own.Run(servingCtx, clk, pki.ServingCheckInterval, log) })
+	certificates.Go(func() { reloadCertificateFiles(servingCtx, clk, certs.files, certs.clientCAs, log) })
 	defer func() { stopServing(); certificates.Wait() }()
 	tc := &tls.Config{
-		GetCertificate: servedGet,
+		GetCertificate: certs.served,
 		// Client certificates are optional (tokens also work). They are
 		// checked by the authenticator, not the handshake, so that one
 		// that chains to no CA the server trusts (the server's, or
 		// --client-ca-file's), or has expired, gets a 401 Status as
 		// kube-apiserver gives it, not a broken connection. ClientCAs
 		// tell clients which certificates to send.
-		ClientAuth: tls.RequestClientCert, ClientCAs: pool,
+		ClientAuth: tls.RequestClientCert, ClientCAs: certs.clientRoots(),
 	}
 	handler := api.Handler()
 	if f.goawayChance > 0 {
@@ -500,9 +474,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	}
 	srv := newHTTPServer(handler, tc, clk, log)
 	loopTC := tc.Clone()
-	loopTC.GetCertificate = serving.GetCertificate
-	if clientCAs != nil {
-		tc.GetConfigForClient = withClientCAs(tc, clientCAs)
+	loopTC.GetCertificate = certs.own.GetCertificate
+	if certs.clientCAs != nil {
+		tc.GetConfigForClient = withClientCAs(tc, certs.clientCAs)
 	}
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- serveTLS(srv, ln, tc, clk, log) }()
@@ -561,7 +535,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		// A browser trusts the certificate of --tls-cert-file as the
 		// PKI that issued it says; the server's own, through its CA.
 		ca := " (the CA is " + filepath.Join(f.dataDir, pki.CACertFile) + ")"
-		if servedCert != nil {
+		if certs.files != nil {
 			ca = ""
 		}
 		fmt.Fprintf(os.Stderr, "The dashboard is at %s/dashboard/%s; sign in with the admin token:\n\n  kubectl config view --raw -o jsonpath='{.users[0].user.token}'\n\n", url, ca)
@@ -827,6 +801,64 @@ func orDisabled[T ~int64](v T) T {
 		return -1
 	}
 	return v
+}
+
+// serverCerts are the certificates a server serves and trusts: its CA's,
+// and those of --tls-cert-file and --client-ca-file, read again while it
+// runs (pki.Reloading).
+type serverCerts struct {
+	ca *pki.CA
+	// own is the serving certificate the CA issues, renewed while the
+	// server runs. The loopback port always serves it, since the
+	// controllers there trust the CA alone; --listen does too without
+	// files.
+	own *pki.Serving
+	// files is --tls-cert-file's, served on --listen; nil without.
+	files *pki.Reloading[*tls.Certificate]
+	// clientCAs are the CA and --client-ca-file's; nil without, when
+	// pool (the CA alone) is every client certificate's root.
+	clientCAs *pki.Reloading[*x509.CertPool]
+	pool      *x509.CertPool
+}
+
+// loadCertificates loads (or makes) the data directory's credentials, and
+// reads --tls-cert-file and --client-ca-file; adminToken is set when this
+// start made the admin token.
+func loadCertificates(f serveFlags, host string, tokens *auth.Tokens, clk clock.PassiveClock, log *slog.Logger) (c *serverCerts, adminToken string, err error) {
+	c = &serverCerts{}
+	if f.tlsCertFile != "" {
+		if c.files, err = pki.NewReloading(pki.ParseServingPair, f.tlsCertFile, f.tlsKeyFile); err != nil {
+			return nil, "", fmt.Errorf("--tls-cert-file, --tls-private-key-file: %w", err)
+		}
+		logServedCertificate(c.files.Get(), adminServer(f, host), clk, log)
+	}
+	if c.ca, c.own, adminToken, err = credentials(f, host, c.files, tokens, clk); err != nil {
+		return nil, "", err
+	}
+	c.pool = caPool(c.ca)
+	if f.clientCAFile != "" {
+		if c.clientCAs, err = pki.NewReloading(pki.ParseCABundle(c.ca.Cert), f.clientCAFile); err != nil {
+			return nil, "", fmt.Errorf("--client-ca-file: %w", err)
+		}
+	}
+	return c, adminToken, nil
+}
+
+// served is the certificate --listen serves now, for
+// tls.Config.GetCertificate.
+func (c *serverCerts) served(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if c.files != nil {
+		return c.files.Get(), nil
+	}
+	return c.own.GetCertificate(hello)
+}
+
+// clientRoots are the CAs a client certificate may chain to now.
+func (c *serverCerts) clientRoots() *x509.CertPool {
+	if c.clientCAs != nil {
+		return c.clientCAs.Get()
+	}
+	return c.pool
 }
 
 // credentials loads the data directory's CA, serving certificate and admin
