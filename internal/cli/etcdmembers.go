@@ -12,6 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/tick"
 )
 
 // How often each member of an external cluster is asked whether it
@@ -46,14 +48,7 @@ func followAnswering(ctx context.Context, c *clientv3.Client, cfg clientv3.Confi
 		probes[i] = p
 	}
 	current := all
-	t := clk.NewTicker(memberProbeInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
+	tick.Every(ctx, clk, memberProbeInterval, func() {
 		answers := make([]bool, len(all))
 		var wg sync.WaitGroup
 		for i, p := range probes {
@@ -71,7 +66,7 @@ func followAnswering(ctx context.Context, c *clientv3.Client, cfg clientv3.Confi
 		wg.Wait()
 		answering := callable(all, answers)
 		if slices.Equal(answering, current) || ctx.Err() != nil {
-			continue
+			return
 		}
 		for _, ep := range all {
 			was, is := slices.Contains(current, ep), slices.Contains(answering, ep)
@@ -84,7 +79,7 @@ func followAnswering(ctx context.Context, c *clientv3.Client, cfg clientv3.Confi
 		}
 		c.SetEndpoints(answering...)
 		current = answering
-	}
+	})
 }
 
 // callable is the endpoints of all that answered, or all of them if none

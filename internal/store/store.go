@@ -31,6 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/utils/clock"
+
+	"github.com/leasehold/leasehold/internal/tick"
 )
 
 // Errors the store returns, checked with errors.Is. The API server maps them
@@ -242,21 +244,14 @@ func (s *Store) Run(ctx context.Context) error {
 // left behind when their clients stopped reading them: the watch caches'
 // snapshots and the keys read from etcd ahead of a page.
 func (s *Store) expireListState(ctx context.Context) {
-	t := s.cfg.Clock.NewTicker(listSnapshotIdle)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			for _, k := range s.kinds {
-				k.rests.expire()
-				if k.cache != nil {
-					k.cache.snapshots.expire()
-				}
+	tick.Every(ctx, s.cfg.Clock, listSnapshotIdle, func() {
+		for _, k := range s.kinds {
+			k.rests.expire()
+			if k.cache != nil {
+				k.cache.snapshots.expire()
 			}
 		}
-	}
+	})
 }
 
 // WaitReady blocks until every kind's watch cache has its initial state.
