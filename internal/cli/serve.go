@@ -83,6 +83,7 @@ type serveFlags struct {
 	watchCacheSizes                     string
 	cacheSizes                          map[schema.GroupResource]int // watchCacheSizes, parsed
 	nodeMonitorPeriod, nodeMonitorGrace time.Duration
+	zones                               nodelifecycle.Zones
 	identityDuration, identityRenew     time.Duration
 	profiling, dashboard                bool
 	shutdownGrace                       time.Duration
@@ -135,6 +136,10 @@ func runServe(ctx context.Context, args []string) error {
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ (to cluster-admins unless RBAC grants more)")
 	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks node leases")
 	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", 50*time.Second, "how long a node's lease may go unrenewed before the node is marked Ready=Unknown")
+	fs.Float64Var(&f.zones.EvictionRate, "node-eviction-rate", nodelifecycle.DefaultEvictionRate, "nodes a second, in each zone, that get the NoExecute taint when not Ready, while the zone is not partly disrupted")
+	fs.Float64Var(&f.zones.SecondaryEvictionRate, "secondary-node-eviction-rate", nodelifecycle.DefaultSecondaryEvictionRate, "nodes a second that get the NoExecute taint in a partly disrupted zone of more than --large-cluster-size-threshold nodes")
+	fs.IntVar(&f.zones.LargeClusterSizeThreshold, "large-cluster-size-threshold", nodelifecycle.DefaultLargeClusterSizeThreshold, "a partly disrupted zone of this many nodes or fewer gives no NoExecute taints")
+	fs.Float64Var(&f.zones.UnhealthyZoneThreshold, "unhealthy-zone-threshold", nodelifecycle.DefaultUnhealthyZoneThreshold, "share of a zone's nodes not Ready (at least three) from which it is partly disrupted")
 	fs.DurationVar(&f.identityDuration, "identity-lease-duration", identity.DefaultDuration, "leaseDurationSeconds of this replica's identity Lease in kube-system; a Lease unrenewed that long is deleted (whole seconds)")
 	fs.DurationVar(&f.identityRenew, "identity-lease-renew-interval", identity.DefaultRenewInterval, "how often this replica renews its identity Lease")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace-period", 30*time.Second, "how long in-flight requests may take to finish on SIGTERM")
@@ -264,7 +269,10 @@ func (f *serveFlags) check() error {
 	if err := identity.CheckDurations(f.identityDuration, f.identityRenew); err != nil {
 		return fmt.Errorf("--identity-lease-duration, --identity-lease-renew-interval: %w", err)
 	}
-	return nil
+	if f.nodeMonitorPeriod <= 0 || f.nodeMonitorGrace <= f.nodeMonitorPeriod {
+		return fmt.Errorf("--node-monitor-grace-period (%v) must be longer than --node-monitor-period (%v), which must be positive", f.nodeMonitorGrace, f.nodeMonitorPeriod)
+	}
+	return f.zones.Validate()
 }
 
 func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
@@ -608,6 +616,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 			}
 			nc, err := nodelifecycle.New(nodelifecycle.Config{
 				Client: client, Reads: plainReads, MonitorPeriod: f.nodeMonitorPeriod, GracePeriod: f.nodeMonitorGrace,
+				Zones:  f.zones,
 				Logger: slog.Default().With("controller", "node-lifecycle"),
 			})
 			if err != nil {

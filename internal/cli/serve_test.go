@@ -132,6 +132,12 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--authorization-mode", "Webhook", "--authorization-webhook-config-file", junk, "--authorization-webhook-cache-unauthorized-ttl", "-1s"}, "must not be negative", false},
 		{[]string{"--authorization-mode", "Webhook", "--authorization-webhook-config-file", junk}, "--authorization-webhook-config-file", true},
 		{[]string{"--authentication-token-webhook-config-file", junk}, "--authentication-token-webhook-config-file", true},
+		{[]string{"--node-monitor-grace-period", "5s"}, "must be longer than --node-monitor-period", false},
+		{[]string{"--node-monitor-period", "0s"}, "must be longer than --node-monitor-period", false},
+		{[]string{"--node-eviction-rate", "-1"}, "--node-eviction-rate", false},
+		{[]string{"--secondary-node-eviction-rate", "NaN"}, "--secondary-node-eviction-rate", false},
+		{[]string{"--large-cluster-size-threshold", "-1"}, "--large-cluster-size-threshold", false},
+		{[]string{"--unhealthy-zone-threshold", "1.01"}, "--unhealthy-zone-threshold", false},
 	}
 	for _, tc := range tests {
 		dir := filepath.Join(t.TempDir(), "data")

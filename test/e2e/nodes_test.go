@@ -56,6 +56,7 @@ func newNodeServer(t *testing.T, dataDir, listen, logDir string, extra ...string
 type agentProc struct {
 	node       string
 	kubeconfig string
+	extra      []string // flags beyond the kubeconfig, node name and lease
 	logPath    string
 
 	cmd    *exec.Cmd
@@ -64,18 +65,19 @@ type agentProc struct {
 	logs   *os.File
 }
 
-// startAgent starts `leasehold agent` for node with kubeconfig and
-// --lease-duration agentLease, logging to agent-<node>.log in logDir (a
-// restart appends). The test's end stops it if it still runs.
-func startAgent(t *testing.T, kubeconfig, logDir, node string) *agentProc {
+// startAgent starts `leasehold agent` for node with kubeconfig,
+// --lease-duration agentLease and the extra flags, logging to
+// agent-<node>.log in logDir (a restart appends). The test's end stops it
+// if it still runs.
+func startAgent(t *testing.T, kubeconfig, logDir, node string, extra ...string) *agentProc {
 	t.Helper()
-	a := &agentProc{node: node, kubeconfig: kubeconfig, logPath: filepath.Join(logDir, "agent-"+node+".log"), exited: make(chan struct{})}
+	a := &agentProc{node: node, kubeconfig: kubeconfig, extra: extra, logPath: filepath.Join(logDir, "agent-"+node+".log"), exited: make(chan struct{})}
 	logs, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.logs = logs
-	args := []string{"agent", "--kubeconfig", kubeconfig, "--node-name", node, "--lease-duration", agentLease.String()}
+	args := append([]string{"agent", "--kubeconfig", kubeconfig, "--node-name", node, "--lease-duration", agentLease.String()}, extra...)
 	fmt.Fprintf(logs, "\n=== leasehold %s at %s\n", strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
 	a.cmd = exec.Command(leaseholdBin, args...)
 	a.cmd.Stdout, a.cmd.Stderr = logs, logs
@@ -111,7 +113,7 @@ func (a *agentProc) restart(t *testing.T) *agentProc {
 	if a.running() {
 		t.Fatalf("agent %s restarted while it still runs", a.node)
 	}
-	return startAgent(t, a.kubeconfig, filepath.Dir(a.logPath), a.node)
+	return startAgent(t, a.kubeconfig, filepath.Dir(a.logPath), a.node, a.extra...)
 }
 
 func (a *agentProc) running() bool {

@@ -42,8 +42,10 @@
 //     NodeLeaseRenewed): leasehold's agent posts its full status only every
 //     few minutes, so the lease is the liveness signal;
 //   - makes the taints node.kubernetes.io/unreachable (Ready Unknown) and
-//     node.kubernetes.io/not-ready (Ready False), each NoSchedule and
-//     NoExecute, follow the Ready condition, with Update;
+//     node.kubernetes.io/not-ready (Ready False) follow the Ready condition,
+//     with Update: the NoSchedule one at once, the NoExecute one when the
+//     node's zone grants it (zones.go: at a limited rate, and never while
+//     no node is Ready in any zone);
 //   - emits NodeNotReady and NodeReady when Ready leaves or reaches True.
 //
 // Each write starts from the node as last seen, or read again when the
@@ -146,6 +148,9 @@ type Config struct {
 	// objects instead of decoding copies.
 	// Writes and Events always go through Client.
 	Reads func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error)
+	// Zones sets how fast nodes get the NoExecute taints, by the state of
+	// their zone (see zones.go); the zero value is DefaultZones.
+	Zones Zones
 }
 
 // Controller marks nodes whose lease stopped changing unreachable.
@@ -155,6 +160,7 @@ type Controller struct {
 	period  time.Duration
 	grace   time.Duration
 	workers int
+	zoneCfg Zones
 	clock   clock.WithTicker
 	log     *slog.Logger
 	// droppedEvents counts the events dropped by the admission limit or
@@ -181,7 +187,11 @@ type Controller struct {
 	// byState counts the registered nodes by the state (stateOf) of the
 	// Ready status the last visit left them with (countLocked).
 	byState map[string]int
-	passes  int
+	// zones holds each zone of a registered node by its key, and
+	// disrupted is whether the last pass found no node Ready in any.
+	zones     map[string]*zone
+	disrupted bool
+	passes    int
 	// visits is how many nodes the last pass visited.
 	visits int
 	// nodeEvents counts the node feed's notifications: passes read nodes
@@ -219,6 +229,12 @@ type health struct {
 	superseded []string
 	// queued is whether the node is in the due queue.
 	queued bool
+	// zone is the registered node's zone as last seen, and excluded
+	// whether it is left out of the zone's state; inQueue is whether it
+	// waits in the zone's queue for a NoExecute taint, and granted
+	// whether its next visit may add one.
+	zone                       *zone
+	excluded, inQueue, granted bool
 }
 
 // nodeState is what the controller keeps of a node as last seen: nothing
@@ -242,8 +258,13 @@ type nodeSummary struct {
 	ready  corev1.ConditionStatus
 	reason string
 	// unknown: markUnknown would change nothing; taintsMatch:
-	// reconcileTaints would change nothing for ready.
-	unknown, taintsMatch bool
+	// reconcileTaints would change nothing for ready, adding no NoExecute
+	// taint; noExecute: the node has a lifecycle NoExecute taint.
+	unknown, taintsMatch, noExecute bool
+	// zoneKey and zoneName are its zone's (nodeZone), and excluded
+	// whether it is left out of the zone's state.
+	zoneKey, zoneName string
+	excluded          bool
 }
 
 func (st nodeState) seen() bool { return st.obj != nil || st.sum != nil }
@@ -298,7 +319,9 @@ func stateOfNode(n *corev1.Node, keep bool) nodeState {
 	scratch.Status.Conditions = slices.Clone(n.Status.Conditions)
 	scratch.Spec.Taints = n.Spec.Taints
 	sum.unknown = !markUnknown(&scratch, time.Time{})
-	sum.taintsMatch = !reconcileTaints(&scratch, sum.ready, time.Time{})
+	sum.taintsMatch = !reconcileTaints(&scratch, sum.ready, time.Time{}, noExecuteHold)
+	sum.noExecute = hasNoExecute(n)
+	sum.zoneKey, sum.zoneName, sum.excluded = nodeZone(n)
 	return nodeState{sum: sum}
 }
 
@@ -317,6 +340,23 @@ func markOf(l *coordinationv1.Lease) leaseMark {
 }
 
 func (m leaseMark) equal(o leaseMark) bool { return m.uid == o.uid && m.renew.Equal(o.renew) }
+
+// zone is the zone key and name of the node and whether it is excluded
+// from its zone's state.
+func (st nodeState) zone() (key, name string, excluded bool) {
+	if st.sum != nil {
+		return st.sum.zoneKey, st.sum.zoneName, st.sum.excluded
+	}
+	return nodeZone(st.obj)
+}
+
+// noExecute reports whether the node has a lifecycle NoExecute taint.
+func (st nodeState) noExecute() bool {
+	if st.sum != nil {
+		return st.sum.noExecute
+	}
+	return hasNoExecute(st.obj)
+}
 
 // known reports whether m marks a lease: every stored lease has a uid.
 func (m leaseMark) known() bool { return m.uid != "" }
@@ -350,12 +390,19 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Zones == (Zones{}) {
+		cfg.Zones = DefaultZones()
+	}
+	if err := cfg.Zones.Validate(); err != nil {
+		return nil, fmt.Errorf("nodelifecycle: %w", err)
+	}
 	return &Controller{
 		client:  cfg.Client,
 		reads:   cfg.Reads,
 		period:  cfg.MonitorPeriod,
 		grace:   cfg.GracePeriod,
 		workers: cfg.Workers,
+		zoneCfg: cfg.Zones,
 		clock:   cfg.Clock,
 		log:     cfg.Logger,
 		events:  cfg.Recorder,
@@ -363,6 +410,7 @@ func New(cfg Config) (*Controller, error) {
 		health:  map[string]*health{},
 		dirty:   map[string]struct{}{},
 		byState: map[string]int{},
+		zones:   map[string]*zone{},
 		changed: make(chan struct{}),
 	}, nil
 }
@@ -379,9 +427,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.running.Store(false)
 	c.update(func() {
 		c.health, c.dirty, c.due, c.byState = map[string]*health{}, map[string]struct{}{}, nil, map[string]int{}
+		c.zones, c.disrupted = map[string]*zone{}, false
 		for _, st := range []string{stateReady, stateNotReady, stateUnknown} {
 			c.metrics.nodes.WithLabelValues(st).Set(0)
 		}
+		c.metrics.resetZones()
 	})
 	ctx, cancel := context.WithCancel(ctx)
 	nodes, leases, err := c.feeds()
@@ -653,6 +703,8 @@ func (c *Controller) monitor(ctx context.Context) {
 		return
 	}
 	c.update(func() {
+		c.judgeZonesLocked(now)
+		c.grantLocked()
 		c.visits = int(visits.Load())
 		c.passes++
 	})
@@ -674,6 +726,7 @@ func (c *Controller) forgetNode(name string) {
 			return
 		}
 		c.countLocked(h.ready, -1)
+		c.unplaceLocked(h)
 		delete(c.health, name)
 		removed = true
 	})
@@ -760,7 +813,9 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 		before     corev1.ConditionStatus
 		superseded []string
 		written    *corev1.Node
+		ne         noExecute
 	)
+	zoneKey, zoneName, excluded := seen.zone()
 	c.locked(func() {
 		h = c.health[name]
 		if h == nil {
@@ -773,10 +828,18 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 			registered, replaced = true, h.uid
 			if replaced != "" {
 				c.countLocked(h.ready, -1)
+				c.unplaceLocked(h)
 			}
 			*h = health{probe: now, lease: h.lease, uid: seen.uid(), queued: h.queued, node: h.node}
 			c.countLocked(h.ready, 1)
 			c.queueLocked(name, h)
+		}
+		c.placeLocked(h, c.zoneLocked(zoneKey, zoneName), excluded)
+		switch {
+		case c.disrupted:
+			ne = noExecuteDrop
+		case h.granted:
+			ne = noExecuteAdd
 		}
 		if h.written != nil && slices.Contains(h.superseded, seen.resourceVersion()) {
 			written = h.written
@@ -816,7 +879,8 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 	n := seen.obj
 	if sum := seen.sum; sum != nil {
 		after, reason = sum.ready, sum.reason
-		if silent && !sum.unknown || !silent && renewed && sum.ready == corev1.ConditionUnknown || !sum.taintsMatch {
+		if silent && !sum.unknown || !silent && renewed && sum.ready == corev1.ConditionUnknown || !sum.taintsMatch ||
+			ne == noExecuteAdd && !sum.noExecute && needsNoExecute(sum.ready) || ne == noExecuteDrop && sum.noExecute {
 			got, gerr := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			switch {
 			case gerr != nil && !apierrors.IsNotFound(gerr):
@@ -846,10 +910,19 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 		// passes, needs no taint write: skip even write's scratch copy.
 		if ready := readyStatus(cur); err == nil && (ready != corev1.ConditionTrue || hasLifecycleTaint(cur)) {
 			var tainted bool
-			cur, tainted, err = c.write(ctx, cur, false, &superseded, func(n *corev1.Node) bool { return reconcileTaints(n, ready, now) })
+			had := hasNoExecute(cur)
+			cur, tainted, err = c.write(ctx, cur, false, &superseded, func(n *corev1.Node) bool { return reconcileTaints(n, ready, now, ne) })
 			wrote = wrote || tainted
+			if tainted && !had && hasNoExecute(cur) {
+				c.metrics.noExecuteTaints.WithLabelValues(zoneName).Inc()
+				c.log.Info("node tainted NoExecute", "node", name, "zone", zoneName)
+			}
 		}
 		after = readyStatus(cur)
+	}
+	noExec := seen.noExecute()
+	if cur != nil {
+		noExec = hasNoExecute(cur)
 	}
 	if err != nil {
 		c.metrics.writeErrors.Inc()
@@ -857,21 +930,28 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 		c.locked(func() { c.dirty[name] = struct{}{} })
 	}
 
-	if before == after && !wrote {
-		// Nothing to record: most nodes in most passes.
-		return after
-	}
 	c.locked(func() {
 		if c.health[name] != h {
 			return
 		}
-		c.countLocked(h.ready, -1)
-		c.countLocked(after, 1)
-		h.ready = after
+		if before != after {
+			c.setReadyLocked(h, after)
+		}
 		if wrote {
 			h.written, h.superseded = cur, superseded
 		}
+		if noExec || !needsNoExecute(after) {
+			h.granted = false
+			c.dequeueLocked(h)
+		} else if !c.disrupted && !h.granted {
+			// Tainted NoExecute when its zone grants it (zones.go).
+			c.enqueueLocked(name, h)
+		}
 	})
+	if before == after && !wrote {
+		// Nothing more to record: most nodes in most passes.
+		return after
+	}
 	if registered || before == after {
 		return after
 	}

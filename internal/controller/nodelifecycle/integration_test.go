@@ -113,7 +113,9 @@ func nodeState(t *testing.T, client kubernetes.Interface, name string) string {
 
 const (
 	stateUnreachable = "Ready=Unknown/NodeStatusUnknown taints=[NoSchedule NoExecute]"
-	stateRenewed     = "Ready=True/NodeLeaseRenewed taints=[]"
+	// stateAllUnreachable is a node's when no node is Ready: no NoExecute.
+	stateAllUnreachable = "Ready=Unknown/NodeStatusUnknown taints=[NoSchedule]"
+	stateRenewed        = "Ready=True/NodeLeaseRenewed taints=[]"
 )
 
 // eventually polls f until it returns "" or the deadline passes.
@@ -225,23 +227,27 @@ func wantEvents(t *testing.T, client kubernetes.Interface, name string, want ...
 
 // TestServer runs the controller against a real server, its feeds on
 // the watch cache as in leasehold serve: a node whose lease is renewed stays
-// Ready, goes Unknown with the unreachable taints once the renewals stop,
-// and comes back when they resume.
+// Ready, goes Unknown with the unreachable taints once the renewals stop
+// (NoExecute too, as web-2 is still Ready), and comes back when they
+// resume.
 func TestServer(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{})
 	client := s.Client(t, "")
 	ctx := context.Background()
-	createReadyNode(t, client, "web-1")
-	if _, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-1"},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity: ptr.To("web-1"), LeaseDurationSeconds: ptr.To[int32](2),
-			RenewTime: &metav1.MicroTime{Time: time.Now()},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"web-1", "web-2"} {
+		createReadyNode(t, client, name)
+		if _, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](2),
+				RenewTime: &metav1.MicroTime{Time: time.Now()},
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	startController(t, client, s)
+	renewer(t, client, "web-2", testRenew)
 
 	stop := renewer(t, client, "web-1", testRenew)
 	stays(t, testGrace+testGrace/2, wantState(t, client, "web-1", "Ready=True/TestAgentReady taints=[]"))
@@ -306,7 +312,7 @@ func TestKubeletLeaseController(t *testing.T) {
 	stays(t, testGrace+testGrace/2, wantState(t, client, "kubelet-1", "Ready=True/TestAgentReady taints=[]"))
 
 	stopHeartbeat()
-	eventually(t, testGrace+10*time.Second, wantState(t, client, "kubelet-1", stateUnreachable))
+	eventually(t, testGrace+10*time.Second, wantState(t, client, "kubelet-1", stateAllUnreachable))
 }
 
 // TestServerNodesFromEtcd: with Nodes served from etcd, the controller's
@@ -352,5 +358,5 @@ func TestServerNodesFromEtcd(t *testing.T) {
 		return ""
 	})
 	// The last page's node, as a user sees it.
-	eventually(t, 10*time.Second, wantState(t, client, fmt.Sprintf("paged-%04d", nodes-1), stateUnreachable))
+	eventually(t, 10*time.Second, wantState(t, client, fmt.Sprintf("paged-%04d", nodes-1), stateAllUnreachable))
 }

@@ -128,13 +128,35 @@ func hasLifecycleTaint(n *corev1.Node) bool {
 // for one key.
 var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute}
 
+// noExecute says what reconcileTaints does with the NoExecute taint,
+// which goes on at each zone's rate (see zones.go).
+type noExecute uint8
+
+const (
+	// noExecuteHold keeps a lifecycle NoExecute taint the node has,
+	// swapped to the key its Ready status wants, and adds none.
+	noExecuteHold noExecute = iota
+	// noExecuteAdd adds it too: the node's zone granted it.
+	noExecuteAdd
+	// noExecuteDrop removes it: no node is Ready in any zone.
+	noExecuteDrop
+)
+
+// hasNoExecute reports whether n carries a lifecycle NoExecute taint.
+func hasNoExecute(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return isLifecycleTaint(t) && t.Effect == corev1.TaintEffectNoExecute
+	})
+}
+
 // reconcileTaints makes n's taints node.kubernetes.io/unreachable and
-// node.kubernetes.io/not-ready follow its Ready status: unreachable
-// (NoSchedule and NoExecute) while Ready is Unknown, not-ready while it is
-// False, neither while it is True. A NoExecute taint it adds carries
-// timeAdded now. A node without a Ready condition keeps its taints. Other
-// taints are never touched. It reports whether n changed.
-func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time) bool {
+// node.kubernetes.io/not-ready follow its Ready status: unreachable while
+// Ready is Unknown, not-ready while it is False, neither while it is True.
+// The NoSchedule taint follows at once; the NoExecute one as ne says. A
+// NoExecute taint it adds carries timeAdded now. A node without a Ready
+// condition keeps its taints. Other taints are never touched. It reports
+// whether n changed.
+func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time, ne noExecute) bool {
 	var want string
 	switch ready {
 	case corev1.ConditionUnknown:
@@ -145,12 +167,14 @@ func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time
 	default:
 		return false
 	}
-	changed := false
+	changed, hadNoExecute := false, false
 	have := map[corev1.TaintEffect]bool{}
 	taints := make([]corev1.Taint, 0, len(n.Spec.Taints)+len(taintEffects))
 	for _, t := range n.Spec.Taints {
 		if isLifecycleTaint(t) {
-			if t.Key != want || have[t.Effect] {
+			noExec := t.Effect == corev1.TaintEffectNoExecute
+			hadNoExecute = hadNoExecute || noExec
+			if t.Key != want || have[t.Effect] || noExec && ne == noExecuteDrop {
 				changed = true
 				continue
 			}
@@ -165,6 +189,9 @@ func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time
 			}
 			t := corev1.Taint{Key: want, Effect: effect}
 			if effect == corev1.TaintEffectNoExecute {
+				if ne == noExecuteDrop || ne == noExecuteHold && !hadNoExecute {
+					continue
+				}
 				added := metav1.NewTime(now)
 				t.TimeAdded = &added
 			}

@@ -162,34 +162,44 @@ func TestReconcileTaints(t *testing.T) {
 	earlier := metav1.NewTime(t0)
 	user := corev1.Taint{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
 	unreachableNoExec := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &earlier}
+	notReadyNoExec := corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute, TimeAdded: &earlier}
+	const (
+		unreachableNS = "node.kubernetes.io/unreachable:NoSchedule"
+		unreachableNE = "node.kubernetes.io/unreachable:NoExecute"
+		notReadyNS    = "node.kubernetes.io/not-ready:NoSchedule"
+		notReadyNE    = "node.kubernetes.io/not-ready:NoExecute"
+		userNS        = "example.com/dedicated:NoSchedule"
+	)
 	tests := []struct {
 		name        string
 		taints      []corev1.Taint
 		ready       corev1.ConditionStatus
+		ne          noExecute
 		wantChanged bool
 		want        []string // key:effect in order
 	}{
-		{"ready, untainted", []corev1.Taint{user}, corev1.ConditionTrue, false, []string{"example.com/dedicated:NoSchedule"}},
-		{"unknown adds unreachable", []corev1.Taint{user}, corev1.ConditionUnknown, true, []string{
-			"example.com/dedicated:NoSchedule", "node.kubernetes.io/unreachable:NoSchedule", "node.kubernetes.io/unreachable:NoExecute"}},
-		{"unknown completes unreachable", []corev1.Taint{unreachableNoExec}, corev1.ConditionUnknown, true, []string{
-			"node.kubernetes.io/unreachable:NoExecute", "node.kubernetes.io/unreachable:NoSchedule"}},
-		{"unknown, already tainted", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule), unreachableNoExec}, corev1.ConditionUnknown, false, []string{
-			"node.kubernetes.io/unreachable:NoSchedule", "node.kubernetes.io/unreachable:NoExecute"}},
-		{"ready removes unreachable", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule), user, unreachableNoExec}, corev1.ConditionTrue, true, []string{
-			"example.com/dedicated:NoSchedule"}},
-		{"ready removes all", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule), unreachableNoExec}, corev1.ConditionTrue, true, nil},
-		{"false swaps unreachable for not-ready", []corev1.Taint{unreachableNoExec}, corev1.ConditionFalse, true, []string{
-			"node.kubernetes.io/not-ready:NoSchedule", "node.kubernetes.io/not-ready:NoExecute"}},
-		{"duplicates dropped", []corev1.Taint{unreachableNoExec, unreachableNoExec, taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule)}, corev1.ConditionUnknown, true, []string{
-			"node.kubernetes.io/unreachable:NoExecute", "node.kubernetes.io/unreachable:NoSchedule"}},
-		{"no ready condition leaves taints", []corev1.Taint{unreachableNoExec}, "", false, []string{"node.kubernetes.io/unreachable:NoExecute"}},
+		{"ready, untainted", []corev1.Taint{user}, corev1.ConditionTrue, noExecuteHold, false, []string{userNS}},
+		{"unknown adds unreachable NoSchedule alone", []corev1.Taint{user}, corev1.ConditionUnknown, noExecuteHold, true, []string{userNS, unreachableNS}},
+		{"unknown, granted, adds both", []corev1.Taint{user}, corev1.ConditionUnknown, noExecuteAdd, true, []string{userNS, unreachableNS, unreachableNE}},
+		{"unknown, granted, adds NoExecute", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule)}, corev1.ConditionUnknown, noExecuteAdd, true, []string{unreachableNS, unreachableNE}},
+		{"unknown, all zones down, adds NoSchedule alone", nil, corev1.ConditionUnknown, noExecuteDrop, true, []string{unreachableNS}},
+		{"unknown, all zones down, drops NoExecute", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule), unreachableNoExec, user}, corev1.ConditionUnknown, noExecuteDrop, true, []string{unreachableNS, userNS}},
+		{"unknown completes unreachable", []corev1.Taint{unreachableNoExec}, corev1.ConditionUnknown, noExecuteHold, true, []string{unreachableNE, unreachableNS}},
+		{"unknown, already tainted", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule), unreachableNoExec}, corev1.ConditionUnknown, noExecuteHold, false, []string{unreachableNS, unreachableNE}},
+		{"unknown, already tainted, granted", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule), unreachableNoExec}, corev1.ConditionUnknown, noExecuteAdd, false, []string{unreachableNS, unreachableNE}},
+		{"ready removes unreachable", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule), user, unreachableNoExec}, corev1.ConditionTrue, noExecuteHold, true, []string{userNS}},
+		{"ready removes all", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule), unreachableNoExec}, corev1.ConditionTrue, noExecuteHold, true, nil},
+		{"false swaps unreachable for not-ready at once", []corev1.Taint{unreachableNoExec}, corev1.ConditionFalse, noExecuteHold, true, []string{notReadyNS, notReadyNE}},
+		{"unknown swaps not-ready for unreachable at once", []corev1.Taint{taint(corev1.TaintNodeNotReady, corev1.TaintEffectNoSchedule), notReadyNoExec}, corev1.ConditionUnknown, noExecuteHold, true, []string{unreachableNS, unreachableNE}},
+		{"false without NoExecute waits", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule)}, corev1.ConditionFalse, noExecuteHold, true, []string{notReadyNS}},
+		{"duplicates dropped", []corev1.Taint{unreachableNoExec, unreachableNoExec, taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule)}, corev1.ConditionUnknown, noExecuteHold, true, []string{unreachableNE, unreachableNS}},
+		{"no ready condition leaves taints", []corev1.Taint{unreachableNoExec}, "", noExecuteDrop, false, []string{unreachableNE}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &corev1.Node{}
 			n.Spec.Taints = append([]corev1.Taint(nil), tt.taints...)
-			if got := reconcileTaints(n, tt.ready, now); got != tt.wantChanged {
+			if got := reconcileTaints(n, tt.ready, now, tt.ne); got != tt.wantChanged {
 				t.Errorf("changed = %v, want %v", got, tt.wantChanged)
 			}
 			var got []string

@@ -32,13 +32,13 @@ func TestScratchCopyKeepsTheOriginal(t *testing.T) {
 		{"markUnknown without Ready", &corev1.Node{}, func(n *corev1.Node) bool { return markUnknown(n, now) }},
 		{"markRenewed", ready(corev1.ConditionUnknown), func(n *corev1.Node) bool { return markRenewed(n, now) }},
 		{"taints added", ready(corev1.ConditionUnknown), func(n *corev1.Node) bool {
-			return reconcileTaints(n, corev1.ConditionUnknown, now)
+			return reconcileTaints(n, corev1.ConditionUnknown, now, noExecuteAdd)
 		}},
 		{"taints removed", func() *corev1.Node {
 			n := ready(corev1.ConditionTrue)
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule})
 			return n
-		}(), func(n *corev1.Node) bool { return reconcileTaints(n, corev1.ConditionTrue, now) }},
+		}(), func(n *corev1.Node) bool { return reconcileTaints(n, corev1.ConditionTrue, now, noExecuteHold) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

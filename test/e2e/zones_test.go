@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestZoneDisruption runs four agents in two zones and stops them zone by
+// zone, as a rack or a network would, reading everything with kubectl:
+// a zone down while the other is up gets the NoExecute taints; with every
+// node down the server adds none and removes those it added, as
+// Kubernetes' node lifecycle controller does when it is more likely cut
+// off itself; once a node is back, the others get them again after a
+// fresh grace period.
+func TestZoneDisruption(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, "--node-eviction-rate", "10")
+	zones := map[string][]string{"a": {"zone-a-1", "zone-a-2"}, "b": {"zone-b-1", "zone-b-2"}}
+	agents := map[string]*agentProc{}
+	var all []string
+	for _, z := range []string{"a", "b"} {
+		for _, n := range zones[z] {
+			agents[n] = startAgent(t, s.kubeconfig, dir, n, "--label", "topology.kubernetes.io/region=r1", "--label", "topology.kubernetes.io/zone="+z)
+			all = append(all, n)
+		}
+	}
+	// taints returns each node's lifecycle taints, as key:effect sorted.
+	taints := func() map[string][]string {
+		out := s.kubectl(t, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}{"="}{range .spec.taints[*]}{.key}{":"}{.effect}{" "}{end}{"\n"}{end}`)
+		got := map[string][]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			name, list, _ := strings.Cut(line, "=")
+			got[name] = strings.Fields(list)
+			slices.Sort(got[name])
+		}
+		return got
+	}
+	const (
+		noSchedule = "node.kubernetes.io/unreachable:NoSchedule"
+		noExecute  = "node.kubernetes.io/unreachable:NoExecute"
+	)
+	want := func(what string, timeout time.Duration, expect map[string][]string) {
+		t.Helper()
+		eventually(t, timeout, func() error {
+			got := taints()
+			for _, n := range all {
+				if !slices.Equal(got[n], expect[n]) {
+					return fmt.Errorf("%s: node %s taints %q, want %q (all: %q)", what, n, got[n], expect[n], got)
+				}
+			}
+			return nil
+		})
+	}
+	untainted := map[string][]string{}
+	want("all agents running", 30*time.Second, untainted)
+	zoneState := func(zone, state string) error {
+		out := s.kubectl(t, "get", "--raw", "/metrics")
+		re := regexp.MustCompile(`(?m)^leasehold_node_lifecycle_zone_state\{state="` + state + `",zone="r1/` + zone + `"\} 1$`)
+		if !re.MatchString(out) {
+			return fmt.Errorf("zone r1/%s not %s in /metrics:\n%s", zone, state, grepLines(out, "leasehold_node_lifecycle_zone"))
+		}
+		return nil
+	}
+	eventually(t, 10*time.Second, func() error { return zoneState("a", "normal") })
+
+	// Zone a goes down: its nodes get both taints, b's none.
+	for _, n := range zones["a"] {
+		agents[n].kill9(t)
+	}
+	aDown := map[string][]string{}
+	for _, n := range zones["a"] {
+		aDown[n] = []string{noExecute, noSchedule}
+	}
+	want("zone a down", nodeGrace+5*nodePeriod+pollMargin, aDown)
+	eventually(t, 5*time.Second, func() error { return zoneState("a", "full_disruption") })
+	eventually(t, 5*time.Second, func() error { return zoneState("b", "normal") })
+
+	// Zone b too: nothing is Ready anywhere. The NoExecute taints go,
+	// the NoSchedule ones stay, and b's nodes get no NoExecute.
+	for _, n := range zones["b"] {
+		agents[n].kill9(t)
+	}
+	allDown := map[string][]string{}
+	for _, n := range all {
+		allDown[n] = []string{noSchedule}
+	}
+	want("every zone down", nodeGrace+5*nodePeriod+pollMargin, allDown)
+	for range 3 {
+		time.Sleep(nodePeriod)
+		if got := taints(); !slices.Equal(got["zone-b-1"], allDown["zone-b-1"]) || !slices.Equal(got["zone-a-1"], allDown["zone-a-1"]) {
+			t.Fatalf("taints changed with every node down: %q", got)
+		}
+	}
+	if log := s.logTail(); !strings.Contains(log, "no node is Ready in any zone") {
+		t.Errorf("the server's log does not say that no node is Ready in any zone\n%s", log)
+	}
+
+	// zone-b-1 is back: it is Ready and untainted at once, and the three
+	// others get their NoExecute taints only after a fresh grace period.
+	back := time.Now()
+	agents["zone-b-1"] = agents["zone-b-1"].restart(t)
+	partly := map[string][]string{}
+	for _, n := range all {
+		partly[n] = []string{noSchedule}
+	}
+	delete(partly, "zone-b-1")
+	want("zone-b-1 back", 10*time.Second+pollMargin, partly)
+	for n := range partly {
+		partly[n] = []string{noExecute, noSchedule}
+	}
+	want("after a fresh grace period", nodeGrace+10*nodePeriod+pollMargin, partly)
+	if d := time.Since(back); d < nodeGrace {
+		t.Errorf("NoExecute taints back %v after a node came back, within the fresh grace period %v", d, nodeGrace)
+	}
+}
