@@ -119,3 +119,48 @@ func TestZoneDisruption(t *testing.T) {
 		t.Errorf("NoExecute taints back %v after a node came back, within the fresh grace period %v", d, nodeGrace)
 	}
 }
+
+// TestCordonTaint: kubectl cordon gives the node the
+// node.kubernetes.io/unschedulable NoSchedule taint, as Kubernetes' node
+// lifecycle controller does, and uncordon takes it away; the agent's
+// renewals and status posts leave both alone.
+func TestCordonTaint(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
+	const node = "cordon-1"
+	startAgent(t, s.kubeconfig, dir, node)
+	status := func(want string) func() error {
+		return func() error {
+			if r := nodesTable(t, s)[node]; r == nil || r[1] != want {
+				return fmt.Errorf("node %s row %q, want STATUS %s", node, r, want)
+			}
+			return nil
+		}
+	}
+	taints := func(want ...string) func() error {
+		return func() error {
+			out := s.kubectl(t, "describe", "node", node)
+			if got := describeField(out, "Taints"); !slices.Equal(got, want) {
+				return fmt.Errorf("kubectl describe node %s: Taints %q, want %q\n%s", node, got, want, out)
+			}
+			return nil
+		}
+	}
+	eventually(t, 30*time.Second, status("Ready"))
+
+	if out := s.kubectl(t, "cordon", node); !strings.Contains(out, "cordoned") {
+		t.Errorf("kubectl cordon: %q", out)
+	}
+	eventually(t, 3*nodePeriod+pollMargin, taints("node.kubernetes.io/unschedulable:NoSchedule"))
+	eventually(t, 5*time.Second, status("Ready,SchedulingDisabled"))
+	// Through a few renewals and the lifecycle controller's passes.
+	time.Sleep(agentLease)
+	if err := taints("node.kubernetes.io/unschedulable:NoSchedule")(); err != nil {
+		t.Error(err)
+	}
+
+	s.kubectl(t, "uncordon", node)
+	eventually(t, 3*nodePeriod+pollMargin, taints("<none>"))
+	eventually(t, 5*time.Second, status("Ready"))
+}

@@ -45,7 +45,8 @@
 //     node.kubernetes.io/not-ready (Ready False) follow the Ready condition,
 //     with Update: the NoSchedule one at once, the NoExecute one when the
 //     node's zone grants it (zones.go: at a limited rate, and never while
-//     no node is Ready in any zone);
+//     no node is Ready in any zone); and the NoSchedule taints of a
+//     cordoned node and of pressure conditions (reconcileTaints);
 //   - emits NodeNotReady and NodeReady when Ready leaves or reaches True.
 //
 // Each write starts from the node as last seen, or read again when the
@@ -318,6 +319,7 @@ func stateOfNode(n *corev1.Node, keep bool) nodeState {
 	scratch.CreationTimestamp = n.CreationTimestamp
 	scratch.Status.Conditions = slices.Clone(n.Status.Conditions)
 	scratch.Spec.Taints = n.Spec.Taints
+	scratch.Spec.Unschedulable = n.Spec.Unschedulable
 	sum.unknown = !markUnknown(&scratch, time.Time{})
 	sum.taintsMatch = !reconcileTaints(&scratch, sum.ready, time.Time{}, noExecuteHold)
 	sum.noExecute = hasNoExecute(n)
@@ -906,9 +908,9 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 				c.log.Info("node lease renewed again, node marked Ready", "node", name)
 			}
 		}
-		// A Ready node without the lifecycle taints, most nodes in most
+		// A Ready node without the managed taints, most nodes in most
 		// passes, needs no taint write: skip even write's scratch copy.
-		if ready := readyStatus(cur); err == nil && (ready != corev1.ConditionTrue || hasLifecycleTaint(cur)) {
+		if ready := readyStatus(cur); err == nil && mayNeedTaints(cur) {
 			var tainted bool
 			had := hasNoExecute(cur)
 			cur, tainted, err = c.write(ctx, cur, false, &superseded, func(n *corev1.Node) bool { return reconcileTaints(n, ready, now, ne) })

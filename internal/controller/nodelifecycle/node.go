@@ -114,14 +114,49 @@ func markRenewed(n *corev1.Node, now time.Time) bool {
 }
 
 // isLifecycleTaint reports whether t is one of the taints reconcileTaints
-// manages.
+// makes follow the Ready condition.
 func isLifecycleTaint(t corev1.Taint) bool {
 	return t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady
 }
 
-// hasLifecycleTaint reports whether n carries one of them.
-func hasLifecycleTaint(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, isLifecycleTaint)
+// conditionTaints are the NoSchedule taints Kubernetes' node lifecycle
+// controller gives a node while one of its other conditions is True, in
+// the order reconcileTaints adds them.
+var conditionTaints = []conditionTaint{
+	{corev1.NodeMemoryPressure, corev1.TaintNodeMemoryPressure},
+	{corev1.NodeDiskPressure, corev1.TaintNodeDiskPressure},
+	{corev1.NodePIDPressure, corev1.TaintNodePIDPressure},
+	{corev1.NodeNetworkUnavailable, corev1.TaintNodeNetworkUnavailable},
+}
+
+type conditionTaint struct {
+	cond corev1.NodeConditionType
+	key  string
+}
+
+// isScheduleTaint reports whether t is a NoSchedule taint reconcileTaints
+// makes follow a condition other than Ready, or spec.unschedulable.
+func isScheduleTaint(t corev1.Taint) bool {
+	return t.Effect == corev1.TaintEffectNoSchedule && slices.Contains(scheduleTaintKeys, t.Key)
+}
+
+// mayNeedTaints reports whether reconcileTaints could change anything on
+// n: it has a taint the controller manages, or is not Ready, or is
+// cordoned, or has a condition that calls for a taint. Most nodes in most
+// passes are none of these, and skip even write's scratch copy.
+func mayNeedTaints(n *corev1.Node) bool {
+	if n.Spec.Unschedulable || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return isLifecycleTaint(t) || isScheduleTaint(t) }) {
+		return true
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			return true
+		}
+		if c.Status == corev1.ConditionTrue && slices.ContainsFunc(conditionTaints, func(ct conditionTaint) bool { return ct.cond == c.Type }) {
+			return true
+		}
+	}
+	return false
 }
 
 // taintEffects are the effects of the taints the controller manages, each
@@ -149,15 +184,23 @@ func hasNoExecute(n *corev1.Node) bool {
 	})
 }
 
-// reconcileTaints makes n's taints node.kubernetes.io/unreachable and
-// node.kubernetes.io/not-ready follow its Ready status: unreachable while
-// Ready is Unknown, not-ready while it is False, neither while it is True.
-// The NoSchedule taint follows at once; the NoExecute one as ne says. A
-// NoExecute taint it adds carries timeAdded now. A node without a Ready
-// condition keeps its taints. Other taints are never touched. It reports
-// whether n changed.
+// reconcileTaints makes n's taints follow its conditions, as Kubernetes'
+// node lifecycle controller does:
+//
+//   - node.kubernetes.io/unreachable while Ready is Unknown,
+//     node.kubernetes.io/not-ready while it is False, neither while it is
+//     True: the NoSchedule one at once, the NoExecute one as ne says. A
+//     NoExecute taint it adds carries timeAdded now. A node without a
+//     Ready condition keeps these two as they are.
+//   - node.kubernetes.io/memory-pressure, disk-pressure, pid-pressure and
+//     network-unavailable, NoSchedule, while that condition is True, and
+//     node.kubernetes.io/unschedulable while spec.unschedulable is set
+//     (kubectl cordon).
+//
+// Other taints are never touched. It reports whether n changed.
 func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time, ne noExecute) bool {
 	var want string
+	keepLifecycle := false
 	switch ready {
 	case corev1.ConditionUnknown:
 		want = corev1.TaintNodeUnreachable
@@ -165,13 +208,30 @@ func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time
 		want = corev1.TaintNodeNotReady
 	case corev1.ConditionTrue:
 	default:
+		keepLifecycle = true
+	}
+	wantSchedule := func(key string) bool {
+		if key == corev1.TaintNodeUnschedulable {
+			return n.Spec.Unschedulable
+		}
+		for _, c := range conditionTaints {
+			if c.key == key {
+				for _, nc := range n.Status.Conditions {
+					if nc.Type == c.cond {
+						return nc.Status == corev1.ConditionTrue
+					}
+				}
+			}
+		}
 		return false
 	}
 	changed, hadNoExecute := false, false
 	have := map[corev1.TaintEffect]bool{}
+	haveSchedule := map[string]bool{}
 	taints := make([]corev1.Taint, 0, len(n.Spec.Taints)+len(taintEffects))
 	for _, t := range n.Spec.Taints {
-		if isLifecycleTaint(t) {
+		switch {
+		case isLifecycleTaint(t) && !keepLifecycle:
 			noExec := t.Effect == corev1.TaintEffectNoExecute
 			hadNoExecute = hadNoExecute || noExec
 			if t.Key != want || have[t.Effect] || noExec && ne == noExecuteDrop {
@@ -179,6 +239,12 @@ func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time
 				continue
 			}
 			have[t.Effect] = true
+		case isScheduleTaint(t):
+			if haveSchedule[t.Key] || !wantSchedule(t.Key) {
+				changed = true
+				continue
+			}
+			haveSchedule[t.Key] = true
 		}
 		taints = append(taints, t)
 	}
@@ -199,6 +265,12 @@ func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time
 			changed = true
 		}
 	}
+	for _, key := range scheduleTaintKeys {
+		if !haveSchedule[key] && wantSchedule(key) {
+			taints = append(taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+			changed = true
+		}
+	}
 	if changed {
 		if len(taints) == 0 {
 			taints = nil
@@ -207,3 +279,13 @@ func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time
 	}
 	return changed
 }
+
+// scheduleTaintKeys are the keys of conditionTaints and then the
+// unschedulable taint's, in the order reconcileTaints adds them.
+var scheduleTaintKeys = func() []string {
+	var keys []string
+	for _, c := range conditionTaints {
+		keys = append(keys, c.key)
+	}
+	return append(keys, corev1.TaintNodeUnschedulable)
+}()

@@ -2,6 +2,7 @@ package nodelifecycle
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,6 +170,7 @@ func TestReconcileTaints(t *testing.T) {
 		notReadyNS    = "node.kubernetes.io/not-ready:NoSchedule"
 		notReadyNE    = "node.kubernetes.io/not-ready:NoExecute"
 		userNS        = "example.com/dedicated:NoSchedule"
+		unschedNS     = "node.kubernetes.io/unschedulable:NoSchedule"
 	)
 	tests := []struct {
 		name        string
@@ -194,11 +196,18 @@ func TestReconcileTaints(t *testing.T) {
 		{"false without NoExecute waits", []corev1.Taint{taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule)}, corev1.ConditionFalse, noExecuteHold, true, []string{notReadyNS}},
 		{"duplicates dropped", []corev1.Taint{unreachableNoExec, unreachableNoExec, taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule)}, corev1.ConditionUnknown, noExecuteHold, true, []string{unreachableNE, unreachableNS}},
 		{"no ready condition leaves taints", []corev1.Taint{unreachableNoExec}, "", noExecuteDrop, false, []string{unreachableNE}},
+		{"cordoned", nil, corev1.ConditionTrue, noExecuteHold, true, []string{unschedNS}},
+		{"cordoned, already tainted", []corev1.Taint{taint(corev1.TaintNodeUnschedulable, corev1.TaintEffectNoSchedule)}, corev1.ConditionTrue, noExecuteHold, false, []string{unschedNS}},
+		{"cordoned and unknown", []corev1.Taint{user}, corev1.ConditionUnknown, noExecuteHold, true, []string{userNS, unreachableNS, unschedNS}},
+		{"cordoned without a Ready condition", []corev1.Taint{unreachableNoExec}, "", noExecuteHold, true, []string{unreachableNE, unschedNS}},
+		{"uncordoned", []corev1.Taint{taint(corev1.TaintNodeUnschedulable, corev1.TaintEffectNoSchedule), user}, corev1.ConditionTrue, noExecuteHold, true, []string{userNS}},
+		{"an unschedulable taint of another effect is not the controller's", []corev1.Taint{taint(corev1.TaintNodeUnschedulable, corev1.TaintEffectPreferNoSchedule)}, corev1.ConditionTrue, noExecuteHold, false, []string{"node.kubernetes.io/unschedulable:PreferNoSchedule"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &corev1.Node{}
 			n.Spec.Taints = append([]corev1.Taint(nil), tt.taints...)
+			n.Spec.Unschedulable = strings.HasPrefix(tt.name, "cordoned")
 			if got := reconcileTaints(n, tt.ready, now, tt.ne); got != tt.wantChanged {
 				t.Errorf("changed = %v, want %v", got, tt.wantChanged)
 			}
@@ -220,5 +229,44 @@ func TestReconcileTaints(t *testing.T) {
 				t.Errorf("taints %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestConditionTaints: the NoSchedule taints of conditions other than
+// Ready follow them, as Kubernetes' TaintNodesByCondition does; only True
+// calls for one.
+func TestConditionTaints(t *testing.T) {
+	now := t0.Add(time.Minute)
+	n := &corev1.Node{}
+	n.Status.Conditions = []corev1.NodeCondition{
+		cond(corev1.NodeReady, corev1.ConditionTrue, "Fine"),
+		cond(corev1.NodeMemoryPressure, corev1.ConditionTrue, "Low"),
+		cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "Fine"),
+		cond(corev1.NodePIDPressure, corev1.ConditionUnknown, "Unknown"),
+		cond(corev1.NodeNetworkUnavailable, corev1.ConditionTrue, "NoRoute"),
+	}
+	keys := func() []string {
+		var got []string
+		for _, tn := range n.Spec.Taints {
+			got = append(got, tn.Key+":"+string(tn.Effect))
+		}
+		return got
+	}
+	if !mayNeedTaints(n) || !reconcileTaints(n, corev1.ConditionTrue, now, noExecuteHold) {
+		t.Fatal("no taint for MemoryPressure and NetworkUnavailable True")
+	}
+	if want := []string{"node.kubernetes.io/memory-pressure:NoSchedule", "node.kubernetes.io/network-unavailable:NoSchedule"}; !slices.Equal(keys(), want) {
+		t.Errorf("taints %v, want %v", keys(), want)
+	}
+	if reconcileTaints(n, corev1.ConditionTrue, now, noExecuteHold) {
+		t.Error("a second reconcile changed the taints again")
+	}
+	n.Status.Conditions[1].Status = corev1.ConditionFalse
+	n.Status.Conditions[4].Status = corev1.ConditionFalse
+	if !mayNeedTaints(n) || !reconcileTaints(n, corev1.ConditionTrue, now, noExecuteHold) || len(n.Spec.Taints) != 0 {
+		t.Errorf("taints %v once the conditions are False, want none", keys())
+	}
+	if mayNeedTaints(n) {
+		t.Error("a Ready node without conditions calling for taints, or taints, may need taints")
 	}
 }
