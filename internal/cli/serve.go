@@ -68,26 +68,30 @@ func init() {
 }
 
 type serveFlags struct {
-	dataDir, listen                     string
-	etcdServers, etcdPrefix             string
-	etcdCA, etcdCert, etcdKey           string
-	tlsSANs                             string
-	tlsCertFile, tlsKeyFile             string
-	clientCAFile                        string
-	compaction, commitDelay             time.Duration
-	compactionWrites, etcdQuota         int64
-	eventTTL                            time.Duration
-	snapshotInterval                    time.Duration
-	snapshotRetention                   int
-	snapshotDir                         string
-	watchCacheSizes                     string
-	cacheSizes                          map[schema.GroupResource]int // watchCacheSizes, parsed
-	nodeMonitorPeriod, nodeMonitorGrace time.Duration
-	zones                               nodelifecycle.Zones
-	identityDuration, identityRenew     time.Duration
-	profiling, dashboard                bool
-	shutdownGrace                       time.Duration
-	logLevel, logFormat                 string
+	dataDir, listen                        string
+	etcdServers, etcdPrefix                string
+	etcdCA, etcdCert, etcdKey              string
+	tlsSANs                                string
+	tlsCertFile, tlsKeyFile                string
+	clientCAFile                           string
+	compaction, commitDelay                time.Duration
+	compactionWrites, etcdQuota            int64
+	eventTTL                               time.Duration
+	snapshotInterval                       time.Duration
+	snapshotRetention                      int
+	snapshotDir                            string
+	watchCacheSizes                        string
+	cacheSizes                             map[schema.GroupResource]int // watchCacheSizes, parsed
+	nodeMonitorPeriod, nodeMonitorGrace    time.Duration
+	tlsMinVersionName, tlsCipherSuiteNames string
+	tlsMinVersion                          uint16   // tlsMinVersionName, parsed
+	tlsCipherSuites                        []uint16 // tlsCipherSuiteNames, parsed
+	tlsInsecureSuites                      []string // of tlsCipherSuiteNames, to warn of
+	zones                                  nodelifecycle.Zones
+	identityDuration, identityRenew        time.Duration
+	profiling, dashboard                   bool
+	shutdownGrace                          time.Duration
+	logLevel, logFormat                    string
 
 	tokenAuthFile                      string
 	oidc                               auth.OIDCConfig
@@ -120,6 +124,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.etcdCert, "etcd-certfile", "", "client certificate for the external etcd")
 	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for the external etcd")
 	fs.StringVar(&f.tlsSANs, "tls-san", "", "extra comma-separated host names or IPs for the serving certificate")
+	fs.StringVar(&f.tlsMinVersionName, "tls-min-version", "VersionTLS12", "the oldest TLS version served: VersionTLS12 or VersionTLS13")
+	fs.StringVar(&f.tlsCipherSuiteNames, "tls-cipher-suites", "", "comma-separated cipher suites served under TLS 1.2, by their IANA names (default: Go's)")
 	fs.StringVar(&f.tlsCertFile, "tls-cert-file", "", "serve this certificate (PEM, followed by its chain) instead of the one the server's CA issues, as kube-apiserver's flag: one from cert-manager or a company's CA; read again every 10s, so a renewal in place is taken without a restart")
 	fs.StringVar(&f.tlsKeyFile, "tls-private-key-file", "", "the private key of --tls-cert-file (PEM)")
 	fs.StringVar(&f.clientCAFile, "client-ca-file", "", "PEM bundle of CAs whose client certificates authenticate users (CN the user name, O the groups), besides the server's CA, as kube-apiserver's flag; read again every 10s")
@@ -213,6 +219,12 @@ func (f *serveFlags) check() error {
 	}
 	if (f.tlsCertFile == "") != (f.tlsKeyFile == "") {
 		return errors.New("--tls-cert-file and --tls-private-key-file go together")
+	}
+	if f.tlsMinVersion, err = pki.ParseTLSVersion(f.tlsMinVersionName); err != nil {
+		return fmt.Errorf("--tls-min-version %w", err)
+	}
+	if f.tlsCipherSuites, f.tlsInsecureSuites, err = pki.ParseCipherSuites(f.tlsCipherSuiteNames, f.tlsMinVersion); err != nil {
+		return fmt.Errorf("--tls-cipher-suites: %w", err)
 	}
 	if f.tlsCertFile != "" && f.tlsSANs != "" {
 		return errors.New("--tls-san names hosts for the certificate the server's CA issues; with --tls-cert-file the certificate's own names are served")
@@ -481,6 +493,10 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		handler = apiserver.ProbabilisticGoaway(handler, f.goawayChance, rand.Float64, loopLn.Addr().String())
 	}
 	srv := newHTTPServer(handler, tc, clk, log)
+	tc.MinVersion, tc.CipherSuites = f.tlsMinVersion, f.tlsCipherSuites
+	if len(f.tlsInsecureSuites) > 0 {
+		log.Warn("--tls-cipher-suites names suites Go counts insecure", "suites", f.tlsInsecureSuites)
+	}
 	loopTC := tc.Clone()
 	loopTC.GetCertificate = certs.own.GetCertificate
 	if certs.clientCAs != nil {

@@ -138,6 +138,9 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--secondary-node-eviction-rate", "NaN"}, "--secondary-node-eviction-rate", false},
 		{[]string{"--large-cluster-size-threshold", "-1"}, "--large-cluster-size-threshold", false},
 		{[]string{"--unhealthy-zone-threshold", "1.01"}, "--unhealthy-zone-threshold", false},
+		{[]string{"--tls-min-version", "VersionTLS11"}, "--tls-min-version VersionTLS11: leasehold serves TLS 1.2 or later", false},
+		{[]string{"--tls-cipher-suites", "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"}, "--tls-cipher-suites: HTTP/2 over TLS 1.2 needs", false},
+		{[]string{"--tls-cipher-suites", "AES128-SHA"}, `--tls-cipher-suites: "AES128-SHA" is not a cipher suite`, false},
 	}
 	for _, tc := range tests {
 		dir := filepath.Join(t.TempDir(), "data")
