@@ -74,6 +74,8 @@ type serveFlags struct {
 	tlsSANs                                string
 	tlsCertFile, tlsKeyFile                string
 	clientCAFile                           string
+	requestHeader                          auth.RequestHeaderConfig
+	requestHeaderCAFile                    string
 	compaction, commitDelay                time.Duration
 	compactionWrites, etcdQuota            int64
 	eventTTL                               time.Duration
@@ -129,6 +131,17 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.tlsCertFile, "tls-cert-file", "", "serve this certificate (PEM, followed by its chain) instead of the one the server's CA issues, as kube-apiserver's flag: one from cert-manager or a company's CA; read again every 10s, so a renewal in place is taken without a restart")
 	fs.StringVar(&f.tlsKeyFile, "tls-private-key-file", "", "the private key of --tls-cert-file (PEM)")
 	fs.StringVar(&f.clientCAFile, "client-ca-file", "", "PEM bundle of CAs whose client certificates authenticate users (CN the user name, O the groups), besides the server's CA, as kube-apiserver's flag; read again every 10s")
+	fs.StringVar(&f.requestHeaderCAFile, "requestheader-client-ca-file", "", "PEM bundle of the CAs of an authenticating proxy's client certificate: requests it forwards with that certificate are authenticated as the user its --requestheader-*-headers name; read again every 10s")
+	fs.Func("requestheader-allowed-names", "comma-separated common names the proxy's client certificate may have (default: any of its CAs signed)", func(v string) error {
+		f.requestHeader.AllowedNames = append(f.requestHeader.AllowedNames, splitList(v)...)
+		return nil
+	})
+	f.requestHeader.UsernameHeaders = []string{"X-Remote-User"}
+	f.requestHeader.GroupHeaders = []string{"X-Remote-Group"}
+	f.requestHeader.ExtraHeaderPrefixes = []string{"X-Remote-Extra-"}
+	fs.Func("requestheader-username-headers", "comma-separated request headers naming the user, the first one set wins (default X-Remote-User)", headerList(&f.requestHeader.UsernameHeaders))
+	fs.Func("requestheader-group-headers", "comma-separated request headers giving the user's groups (default X-Remote-Group)", headerList(&f.requestHeader.GroupHeaders))
+	fs.Func("requestheader-extra-headers-prefix", "comma-separated prefixes of request headers giving the user's extra information (default X-Remote-Extra-)", headerList(&f.requestHeader.ExtraHeaderPrefixes))
 	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often to compact etcd history (0 disables)")
 	fs.Int64Var(&f.etcdQuota, "etcd-quota-backend-bytes", embedded.DefaultQuotaBackendBytes, "the embedded etcd's database size limit (etcd's --quota-backend-bytes): at it etcd refuses writes, and the server reclaims the space once objects are deleted, or at a start with a larger limit")
 	fs.Int64Var(&f.compactionWrites, "etcd-compaction-writes", store.DefaultCompactionWrites, "compact as soon as this server has made this many writes since the last compaction, without waiting for the interval: etcd's history holds at least an interval or this many writes, whichever is less, and at most about twice that (0: the interval alone)")
@@ -219,6 +232,12 @@ func (f *serveFlags) check() error {
 	}
 	if (f.tlsCertFile == "") != (f.tlsKeyFile == "") {
 		return errors.New("--tls-cert-file and --tls-private-key-file go together")
+	}
+	if f.requestHeaderCAFile == "" && len(f.requestHeader.AllowedNames) > 0 {
+		return errors.New("--requestheader-allowed-names needs --requestheader-client-ca-file")
+	}
+	if f.requestHeaderCAFile != "" && len(f.requestHeader.UsernameHeaders) == 0 {
+		return errors.New("--requestheader-client-ca-file needs a header in --requestheader-username-headers")
 	}
 	if f.tlsMinVersion, err = pki.ParseTLSVersion(f.tlsMinVersionName); err != nil {
 		return fmt.Errorf("--tls-min-version %w", err)
@@ -324,7 +343,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	authn, tokenStore, oidcAuthn, err := authenticators(f, certs.clientRoots, tokens, log)
+	authn, tokenStore, oidcAuthn, err := authenticators(f, certs, tokens, log)
 	if err != nil {
 		return err
 	}
@@ -476,7 +495,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	servingCtx, stopServing := context.WithCancel(context.Background())
 	var certificates sync.WaitGroup
 	certificates.Go(func() { certs.own.Run(servingCtx, clk, pki.ServingCheckInterval, log) })
-	certificates.Go(func() { reloadCertificateFiles(servingCtx, clk, certs.files, certs.clientCAs, log) })
+	certificates.Go(func() { reloadCertificateFiles(servingCtx, clk, certs, log) })
 	defer func() { stopServing(); certificates.Wait() }()
 	tc := &tls.Config{
 		GetCertificate: certs.served,
@@ -487,6 +506,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		// kube-apiserver gives it, not a broken connection. ClientCAs
 		// tell clients which certificates to send.
 		ClientAuth: tls.RequestClientCert, ClientCAs: certs.clientRoots(),
+	}
+	if certs.handshakeCAs != nil {
+		tc.ClientCAs = certs.handshakeCAs.Get()
 	}
 	handler := api.Handler()
 	if f.goawayChance > 0 {
@@ -499,8 +521,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	}
 	loopTC := tc.Clone()
 	loopTC.GetCertificate = certs.own.GetCertificate
-	if certs.clientCAs != nil {
-		tc.GetConfigForClient = withClientCAs(tc, certs.clientCAs)
+	if certs.handshakeCAs != nil {
+		tc.GetConfigForClient = withClientCAs(tc, certs.handshakeCAs)
 	}
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- serveTLS(srv, ln, tc, clk, log) }()
@@ -844,6 +866,10 @@ type serverCerts struct {
 	// pool (the CA alone) is every client certificate's root.
 	clientCAs *pki.Reloading[*x509.CertPool]
 	pool      *x509.CertPool
+	// proxyCAs are --requestheader-client-ca-file's; nil without.
+	// handshakeCAs are what handshakes name: clientCAs and proxyCAs
+	// together; nil when pool is all.
+	proxyCAs, handshakeCAs *pki.Reloading[*x509.CertPool]
 }
 
 // loadCertificates loads (or makes) the data directory's credentials, and
@@ -865,6 +891,23 @@ func loadCertificates(f serveFlags, host string, tokens *auth.Tokens, clk clock.
 		if c.clientCAs, err = pki.NewReloading(pki.ParseCABundle(c.ca.Cert), f.clientCAFile); err != nil {
 			return nil, "", fmt.Errorf("--client-ca-file: %w", err)
 		}
+	}
+	if f.requestHeaderCAFile != "" {
+		if c.proxyCAs, err = pki.NewReloading(pki.ParseCABundle(nil), f.requestHeaderCAFile); err != nil {
+			return nil, "", fmt.Errorf("--requestheader-client-ca-file: %w", err)
+		}
+		// Handshakes name every CA a client certificate may come from,
+		// the proxy's too: Go's TLS client sends none that the server's
+		// list leaves out.
+		files := []string{f.requestHeaderCAFile}
+		if f.clientCAFile != "" {
+			files = append(files, f.clientCAFile)
+		}
+		if c.handshakeCAs, err = pki.NewReloading(pki.ParseCABundle(c.ca.Cert), files...); err != nil {
+			return nil, "", fmt.Errorf("--requestheader-client-ca-file: %w", err)
+		}
+	} else {
+		c.handshakeCAs = c.clientCAs
 	}
 	return c, adminToken, nil
 }
@@ -1028,15 +1071,28 @@ func logServedCertificate(c *tls.Certificate, server string, clk clock.PassiveCl
 	}
 }
 
-// reloadCertificateFiles reads the files of --tls-cert-file and
-// --client-ca-file again every pki.FileCheckInterval until ctx ends (at
-// once when neither is given). New handshakes get what they hold; files
-// that do not parse leave what is in use, and are logged.
-func reloadCertificateFiles(ctx context.Context, clk clock.WithTicker, servedCert *pki.Reloading[*tls.Certificate], clientCAs *pki.Reloading[*x509.CertPool], log *slog.Logger) {
-	if servedCert == nil && clientCAs == nil {
+// reloadCertificateFiles reads the files of --tls-cert-file,
+// --client-ca-file and --requestheader-client-ca-file again every
+// pki.FileCheckInterval until ctx ends (at once when none is given). New
+// handshakes get what they hold; files that do not parse leave what is in
+// use, and are logged.
+func reloadCertificateFiles(ctx context.Context, clk clock.WithTicker, c *serverCerts, log *slog.Logger) {
+	servedCert, clientCAs := c.files, c.clientCAs
+	if servedCert == nil && clientCAs == nil && c.proxyCAs == nil {
 		return
 	}
 	tick.Every(ctx, clk, pki.FileCheckInterval, func() {
+		if c.proxyCAs != nil {
+			switch replaced, err := c.proxyCAs.Reload(); {
+			case err != nil:
+				log.Error("--requestheader-client-ca-file: keeping the CAs in use", "err", err)
+			case replaced:
+				log.Info("the proxy's client certificates are checked against --requestheader-client-ca-file as changed")
+			}
+			if _, err := c.handshakeCAs.Reload(); err != nil {
+				log.Debug("keeping the CAs handshakes name", "err", err)
+			}
+		}
 		if servedCert != nil {
 			switch replaced, err := servedCert.Reload(); {
 			case err != nil:
@@ -1253,13 +1309,20 @@ func stoppedOr(ctx context.Context, log *slog.Logger, err error) error {
 	return nil
 }
 
-// authenticators returns the request authenticators in order: client
-// certificates signed by a CA of clientRoots, the built-in tokens (admin and
-// controllers), --token-auth-file, the token store that `leasehold token`
-// maintains, the OIDC issuer's ID tokens (returned too, for its Run), the
-// token webhook, and anonymous requests when enabled.
-func authenticators(f serveFlags, clientRoots func() *x509.CertPool, builtin *auth.Tokens, log *slog.Logger) (auth.Authenticator, *auth.TokenStore, *auth.OIDC, error) {
-	list := auth.Union{auth.NewClientCerts(clientRoots, nil), builtin}
+// authenticators returns the request authenticators in order, as
+// kube-apiserver tries them: an authenticating proxy's request headers,
+// client certificates signed by a CA of certs.clientRoots, the built-in
+// tokens (admin and controllers), --token-auth-file, the token store that
+// `leasehold token` maintains, the OIDC issuer's ID tokens (returned too,
+// for its Run), the token webhook, and anonymous requests when enabled.
+func authenticators(f serveFlags, certs *serverCerts, builtin *auth.Tokens, log *slog.Logger) (auth.Authenticator, *auth.TokenStore, *auth.OIDC, error) {
+	var list auth.Union
+	if certs.proxyCAs != nil {
+		cfg := f.requestHeader
+		cfg.Roots = certs.proxyCAs.Get
+		list = append(list, auth.NewRequestHeader(cfg))
+	}
+	list = append(list, auth.NewClientCerts(certs.clientRoots, nil), builtin)
 	if f.tokenAuthFile != "" {
 		static, err := auth.LoadTokenFile(f.tokenAuthFile)
 		if err != nil {
@@ -1301,6 +1364,25 @@ func authenticators(f serveFlags, clientRoots func() *x509.CertPool, builtin *au
 		list = append(list, auth.Anonymous{})
 	}
 	return list, ts, oidcAuthn, nil
+}
+
+// headerList is a flag.Func that sets *dst to a comma-separated list of
+// header names, replacing the default at its first use and adding to it
+// after.
+func headerList(dst *[]string) func(string) error {
+	set := false
+	return func(v string) error {
+		if !set {
+			*dst, set = nil, true
+		}
+		for _, h := range splitList(v) {
+			if strings.ContainsAny(h, " \t:") {
+				return fmt.Errorf("%q is not a header name", h)
+			}
+			*dst = append(*dst, h)
+		}
+		return nil
+	}
 }
 
 // keyValues is a flag of key=value pairs, repeated or separated by commas.

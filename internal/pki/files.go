@@ -119,18 +119,23 @@ func ParseServingPair(contents [][]byte) (*tls.Certificate, error) {
 	return &c, nil
 }
 
-// ParseCABundle returns a pool of base's certificates and every certificate
-// in contents[0], a PEM bundle, which must hold at least one.
+// ParseCABundle returns a pool of base's certificate (none when base is
+// nil) and every certificate in contents, PEM bundles, each of which must
+// hold at least one.
 func ParseCABundle(base *x509.Certificate) func(contents [][]byte) (*x509.CertPool, error) {
 	return func(contents [][]byte) (*x509.CertPool, error) {
-		certs, err := certutil.ParseCertsPEM(contents[0])
-		if err != nil {
-			return nil, err
-		}
 		pool := x509.NewCertPool()
-		pool.AddCert(base)
-		for _, c := range certs {
-			pool.AddCert(c)
+		if base != nil {
+			pool.AddCert(base)
+		}
+		for _, bundle := range contents {
+			certs, err := certutil.ParseCertsPEM(bundle)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range certs {
+				pool.AddCert(c)
+			}
 		}
 		return pool, nil
 	}
