@@ -98,3 +98,47 @@ func TestRequestHeader(t *testing.T) {
 		t.Errorf("without allowed names: %+v, %v, %v; want carol", u, ok, err)
 	}
 }
+
+// FuzzRequestHeader: whatever headers come, a request without the proxy's
+// certificate is never authenticated by them, and one with it is the user
+// its first user header names, with no header left behind.
+func FuzzRequestHeader(f *testing.F) {
+	f.Add("alice", "devs", "X-Remote-Extra-Scopes", "read")
+	f.Add(" ", "", "X-Remote-Extra-%zz", "")
+	f.Add("system:admin", "system:masters", "x-remote-extra-", "v")
+	proxyCA := pkitest.Issue(f, "front-proxy-ca", nil, "ca")
+	proxy := pkitest.Issue(f, "front-proxy", proxyCA, "client").Cert
+	pool := x509.NewCertPool()
+	pool.AddCert(proxyCA.Cert)
+	a := auth.NewRequestHeader(auth.RequestHeaderConfig{
+		Roots: func() *x509.CertPool { return pool }, UsernameHeaders: []string{"X-Remote-User"},
+		GroupHeaders: []string{"X-Remote-Group"}, ExtraHeaderPrefixes: []string{"X-Remote-Extra-"},
+	})
+	f.Fuzz(func(t *testing.T, user, group, extraKey, extraValue string) {
+		if k := http.CanonicalHeaderKey(extraKey); k == "X-Remote-User" || k == "X-Remote-Group" {
+			return // would replace the headers above
+		}
+		for _, withCert := range []bool{false, true} {
+			r := httptest.NewRequest("GET", "/api", nil)
+			r.Header["X-Remote-User"] = []string{user}
+			r.Header["X-Remote-Group"] = []string{group}
+			r.Header[extraKey] = []string{extraValue}
+			if withCert {
+				r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{proxy}}
+			}
+			u, ok, err := a.Authenticate(r)
+			switch {
+			case err != nil:
+				t.Fatalf("error %v", err)
+			case ok && !withCert:
+				t.Fatalf("authenticated %+v without the proxy's certificate", u)
+			case ok != (withCert && strings.TrimSpace(user) != ""):
+				t.Fatalf("authenticated %v for user header %q", ok, user)
+			case ok && u.Name != strings.TrimSpace(user):
+				t.Fatalf("user %q for header %q", u.Name, user)
+			case ok && (r.Header.Get("X-Remote-User") != "" || r.Header.Get("X-Remote-Group") != ""):
+				t.Fatalf("headers left: %v", r.Header)
+			}
+		}
+	})
+}
