@@ -68,14 +68,7 @@ func (a *RequestHeader) Authenticate(r *http.Request) (*User, bool, error) {
 		return nil, false, nil
 	}
 	chain := r.TLS.PeerCertificates
-	inter := x509.NewCertPool()
-	for _, c := range chain[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := chain[0].Verify(x509.VerifyOptions{
-		Roots: a.cfg.Roots(), Intermediates: inter, CurrentTime: a.cfg.Clock.Now(),
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}); err != nil {
+	if err := verifyClientChain(chain, a.cfg.Roots(), a.cfg.Clock.Now()); err != nil {
 		return nil, false, fmt.Errorf("request header: verifying the proxy's client certificate: %w", err)
 	}
 	if cn := chain[0].Subject.CommonName; len(a.cfg.AllowedNames) > 0 && !slices.Contains(a.cfg.AllowedNames, cn) {

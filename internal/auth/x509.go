@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"k8s.io/utils/clock"
 )
@@ -44,18 +45,24 @@ func (c *ClientCerts) User(chain []*x509.Certificate) (*User, bool, error) {
 	if len(chain) == 0 {
 		return nil, false, nil
 	}
-	leaf := chain[0]
+	if err := verifyClientChain(chain, c.roots(), c.clock.Now()); err != nil {
+		return nil, false, fmt.Errorf("verifying client certificate: %w", err)
+	}
+	return CertUser(chain[0])
+}
+
+// verifyClientChain checks that the presented chain (leaf first, then
+// intermediates) leads to one of roots at now, for client authentication.
+func verifyClientChain(chain []*x509.Certificate, roots *x509.CertPool, now time.Time) error {
 	inter := x509.NewCertPool()
 	for _, ic := range chain[1:] {
 		inter.AddCert(ic)
 	}
-	if _, err := leaf.Verify(x509.VerifyOptions{
-		Roots: c.roots(), Intermediates: inter, CurrentTime: c.clock.Now(),
+	_, err := chain[0].Verify(x509.VerifyOptions{
+		Roots: roots, Intermediates: inter, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}); err != nil {
-		return nil, false, fmt.Errorf("verifying client certificate: %w", err)
-	}
-	return CertUser(leaf)
+	})
+	return err
 }
 
 // CertUser reads the identity of a client certificate without verifying it.
