@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -96,6 +97,9 @@ func (s *Server) delete(req *request) error {
 // collector for), marks it deleted and leaves it to them. deleted says
 // whether the object is gone.
 func (s *Server) deleteOne(req *request, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	if req.res == registry.Namespaces && slices.Contains(registry.ImmortalNamespaces, name) {
+		return nil, false, apierrors.NewForbidden(req.gr, name, errors.New("this namespace may not be deleted"))
+	}
 	key := req.kind.Key(namespace, name)
 	dryRun := len(opts.DryRun) > 0
 	var addFinalizers []string

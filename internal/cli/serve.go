@@ -469,6 +469,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		}
 		restoreGC()
 	}()
+	go api.KeepNamespaces(storeCtx)
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {

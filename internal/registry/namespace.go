@@ -64,8 +64,13 @@ var Namespaces = &Resource{
 
 func init() { register(Namespaces) }
 
-// InitialNamespaces exist from the first start, as in a new cluster.
+// InitialNamespaces exist from the first start, as in a new cluster, and
+// are made again when deleted (apiserver.Server.KeepNamespaces).
 var InitialNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+
+// ImmortalNamespaces may not be deleted, as Kubernetes' NamespaceLifecycle
+// admission refuses: kube-node-lease may, and is made again.
+var ImmortalNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic}
 
 // setNamespaceNameLabel keeps the immutable kubernetes.io/metadata.name
 // label Kubernetes puts on every namespace.

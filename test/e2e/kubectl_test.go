@@ -1128,3 +1128,15 @@ func TestMoreVerbs(t *testing.T) {
 		}
 	})
 }
+
+// TestImmortalNamespaces: kubectl may not delete default, kube-system or
+// kube-public, with Kubernetes' own answer.
+func TestImmortalNamespaces(t *testing.T) {
+	s := shared(t)
+	for _, ns := range []string{"default", "kube-system", "kube-public"} {
+		_, errOut, err := s.runKubectl(t, "delete", "namespace", ns)
+		if want := `Error from server (Forbidden): namespaces "` + ns + `" is forbidden: this namespace may not be deleted`; err == nil || strings.TrimSpace(errOut) != want {
+			t.Errorf("kubectl delete namespace %s: %v, %q; want %q", ns, err, errOut, want)
+		}
+	}
+}

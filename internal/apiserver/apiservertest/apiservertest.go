@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/leasehold/leasehold/internal/apiserver"
 	"github.com/leasehold/leasehold/internal/auth"
@@ -61,6 +62,8 @@ type Options struct {
 	Extra map[string]http.Handler
 	// WatchCacheSizes sets apiserver.Config.WatchCacheSizes.
 	WatchCacheSizes map[schema.GroupResource]int
+	// Clock sets apiserver.Config.Clock.
+	Clock clock.WithTicker
 }
 
 // Server is a running test server.
@@ -118,7 +121,7 @@ func Start(t testing.TB, opts Options) *Server {
 		Authorization: opts.Authorization, Audit: opts.Audit,
 		MaxRequestsInFlight: opts.MaxRequestsInFlight, MaxRequestsInFlightPerUser: opts.MaxRequestsInFlightPerUser,
 		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard, Extra: opts.Extra,
-		WatchCacheSizes: opts.WatchCacheSizes,
+		WatchCacheSizes: opts.WatchCacheSizes, Clock: opts.Clock,
 	})
 	if err != nil {
 		t.Fatal(err)
