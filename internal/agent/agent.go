@@ -120,6 +120,18 @@ type Config struct {
 	// Version is reported as nodeInfo.kubeletVersion and kubeProxyVersion,
 	// the VERSION column of `kubectl get nodes`. Default: leasehold's version.
 	Version string
+	// EvictionHard are the thresholds below which the node is under
+	// memory, disk or PID pressure, in the kubelet's --eviction-hard form
+	// (ParseThresholds). Default DefaultEvictionHard; "none" sets none,
+	// and the three conditions stay False.
+	EvictionHard string
+	// PressureTransitionPeriod is how long a pressure condition stays True
+	// after its signal was last below its threshold. Default
+	// DefaultPressureTransitionPeriod.
+	PressureTransitionPeriod time.Duration
+	// HostStats measures the host for the pressure conditions. Default:
+	// the machine's own /proc and root file system.
+	HostStats func() (HostStats, error)
 	// Clock is what the agent waits on and reads timestamps from. Default
 	// clock.RealClock{}.
 	Clock clock.Clock
@@ -135,6 +147,9 @@ type Agent struct {
 	addresses func() []corev1.NodeAddress
 	jitter    func(time.Duration) time.Duration
 	metrics   metrics
+	pressure  *pressureTracker
+	// hostErr is the last error measuring the host, logged when it changes.
+	hostErr string
 
 	// The state below belongs to Run's goroutine.
 
@@ -195,6 +210,25 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("agent: invalid value %q of label %s: %s", v, k, strings.Join(errs, "; "))
 		}
 	}
+	if cfg.EvictionHard == "" {
+		cfg.EvictionHard = DefaultEvictionHard
+	}
+	var thresholds []Threshold
+	if cfg.EvictionHard != "none" {
+		var err error
+		if thresholds, err = ParseThresholds(cfg.EvictionHard); err != nil {
+			return nil, fmt.Errorf("agent: eviction thresholds: %w", err)
+		}
+	}
+	if cfg.PressureTransitionPeriod == 0 {
+		cfg.PressureTransitionPeriod = DefaultPressureTransitionPeriod
+	}
+	if cfg.PressureTransitionPeriod < 0 {
+		return nil, fmt.Errorf("agent: pressure transition period %v must be positive", cfg.PressureTransitionPeriod)
+	}
+	if cfg.HostStats == nil {
+		cfg.HostStats = readHostStats
+	}
 	if cfg.Version == "" {
 		cfg.Version = version.Version
 	}
@@ -211,6 +245,7 @@ func New(cfg Config) (*Agent, error) {
 		nodeInfo: hostNodeInfo(cfg.Version),
 		jitter:   jitter,
 		metrics:  newMetrics(),
+		pressure: newPressureTracker(thresholds, cfg.PressureTransitionPeriod),
 	}
 	if cfg.Addresses != nil {
 		a.addresses = func() []corev1.NodeAddress { return cfg.Addresses }

@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,6 +62,24 @@ type harness struct {
 	cancel  context.CancelFunc
 	done    chan error
 	pending time.Duration // the wait the agent is in
+	// host is what the agent measures of its host, under hostMu.
+	hostMu sync.Mutex
+	host   HostStats
+}
+
+// healthyHost has every signal well above the default thresholds.
+var healthyHost = HostStats{
+	MemoryAvailable: 4 << 30, MemoryCapacity: 8 << 30,
+	FsAvailable: 50 << 30, FsCapacity: 100 << 30,
+	InodesFree: 5e6, Inodes: 6e6,
+	PIDsAvailable: 4e6, PIDs: 4194304,
+}
+
+// setHost changes what the agent measures next.
+func (h *harness) setHost(f func(*HostStats)) {
+	h.hostMu.Lock()
+	defer h.hostMu.Unlock()
+	f(&h.host)
 }
 
 // newClient returns a fake clientset that, like a server, gives every object
@@ -93,7 +113,13 @@ func newHarness(t *testing.T, clients ...*fake.Clientset) *harness {
 		clock: &recordingClock{FakeClock: testingclock.NewFakeClock(t0), waits: make(chan time.Duration, 100)},
 		done:  make(chan error, 1),
 	}
-	cfg := Config{NodeName: nodeName, Addresses: addresses, Version: "v9.9.9", Clock: h.clock}
+	h.host = healthyHost
+	cfg := Config{NodeName: nodeName, Addresses: addresses, Version: "v9.9.9", Clock: h.clock,
+		HostStats: func() (HostStats, error) {
+			h.hostMu.Lock()
+			defer h.hostMu.Unlock()
+			return h.host, nil
+		}}
 	for _, c := range clients {
 		cfg.Clients = append(cfg.Clients, c)
 	}
@@ -426,8 +452,8 @@ func TestAdoptsExistingNode(t *testing.T) {
 	if ready := readyCondition(t, n); ready.Status != corev1.ConditionTrue || !ready.LastTransitionTime.Time.Equal(t0) {
 		t.Errorf("got Ready condition %+v, want True since start", ready)
 	}
-	if len(n.Status.Conditions) != 2 {
-		t.Errorf("got conditions %+v, want the custom one kept", n.Status.Conditions)
+	if !slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == "Custom" }) || len(n.Status.Conditions) != 5 {
+		t.Errorf("got conditions %+v, want the custom one kept beside Ready and the three pressures", n.Status.Conditions)
 	}
 	checkLease(t, h.lease(c), "existing", t0)
 }

@@ -19,14 +19,30 @@ import (
 type nodeStatus struct {
 	addresses []corev1.NodeAddress
 	info      corev1.NodeSystemInfo
+	pressure  pressure
 }
 
 func (s nodeStatus) equal(o nodeStatus) bool {
-	return slices.Equal(s.addresses, o.addresses) && equality.Semantic.DeepEqual(s.info, o.info)
+	return slices.Equal(s.addresses, o.addresses) && equality.Semantic.DeepEqual(s.info, o.info) && s.pressure == o.pressure
 }
 
-func (a *Agent) desiredStatus() nodeStatus {
-	return nodeStatus{addresses: a.addresses(), info: a.nodeInfo}
+// desiredStatus measures the host at now for the status to post.
+func (a *Agent) desiredStatus(now time.Time) nodeStatus {
+	h, err := a.cfg.HostStats()
+	if msg := errString(err); msg != a.hostErr {
+		a.hostErr = msg
+		if err != nil {
+			a.log.Warn("the pressure conditions go without what could not be measured", "err", err)
+		}
+	}
+	return nodeStatus{addresses: a.addresses(), info: a.nodeInfo, pressure: a.pressure.observe(h, now)}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // labels returns the labels the agent puts on its Node.
@@ -44,7 +60,7 @@ func (a *Agent) labels() map[string]string {
 func (a *Agent) registerNode(ctx context.Context, c kubernetes.Interface) error {
 	nodes := c.CoreV1().Nodes()
 	now := a.cfg.Clock.Now()
-	st := a.desiredStatus()
+	st := a.desiredStatus(now)
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.labels()}}
 	setStatus(n, st, now)
 	got, err := nodes.Create(ctx, n, metav1.CreateOptions{})
@@ -123,7 +139,7 @@ func (a *Agent) confirmNode(ctx context.Context, c kubernetes.Interface) error {
 // the report period has passed.
 func (a *Agent) reportStatus(ctx context.Context, c kubernetes.Interface) error {
 	now := a.cfg.Clock.Now()
-	st := a.desiredStatus()
+	st := a.desiredStatus(now)
 	if a.posted != nil && now.Sub(a.postedAt) < a.cfg.NodeStatusReportPeriod && a.posted.equal(st) {
 		return nil
 	}
@@ -155,42 +171,56 @@ func (a *Agent) reportStatus(ctx context.Context, c kubernetes.Interface) error 
 	}
 }
 
-// setStatus writes st and a Ready=True condition heartbeating at now into n,
-// keeping the other conditions and the Ready transition time if the node was
-// already Ready.
+// setStatus writes st, its pressure conditions and a Ready=True condition,
+// all heartbeating at now, into n, keeping the other conditions, and the
+// transition time of each condition whose status stays.
 func setStatus(n *corev1.Node, st nodeStatus, now time.Time) {
 	n.Status.Addresses = st.addresses
 	n.Status.NodeInfo = st.info
-	t := metav1.NewTime(now)
 	ready := corev1.NodeCondition{
-		Type:               corev1.NodeReady,
-		Status:             corev1.ConditionTrue,
-		Reason:             ReadyReason,
-		Message:            ReadyMessage,
-		LastHeartbeatTime:  t,
-		LastTransitionTime: t,
+		Type:    corev1.NodeReady,
+		Status:  corev1.ConditionTrue,
+		Reason:  ReadyReason,
+		Message: ReadyMessage,
 	}
-	for i, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			if cond.Status == corev1.ConditionTrue {
-				ready.LastTransitionTime = cond.LastTransitionTime
+	for _, c := range append(st.pressure.conditions(), ready) {
+		setCondition(n, c, now)
+	}
+}
+
+// setCondition puts c into n's conditions, heartbeating at now, and
+// transitioned at now unless n had it in the same status.
+func setCondition(n *corev1.Node, c corev1.NodeCondition, now time.Time) {
+	t := metav1.NewTime(now)
+	c.LastHeartbeatTime, c.LastTransitionTime = t, t
+	for i, cur := range n.Status.Conditions {
+		if cur.Type == c.Type {
+			if cur.Status == c.Status {
+				c.LastTransitionTime = cur.LastTransitionTime
 			}
-			n.Status.Conditions[i] = ready
+			n.Status.Conditions[i] = c
 			return
 		}
 	}
-	n.Status.Conditions = append(n.Status.Conditions, ready)
+	n.Status.Conditions = append(n.Status.Conditions, c)
 }
 
 // hasStatus tells whether n carries st and the agent's Ready condition.
 func hasStatus(n *corev1.Node, st nodeStatus) bool {
-	if !st.equal(nodeStatus{addresses: n.Status.Addresses, info: n.Status.NodeInfo}) {
+	if !slices.Equal(st.addresses, n.Status.Addresses) || !equality.Semantic.DeepEqual(st.info, n.Status.NodeInfo) {
 		return false
 	}
+	want := map[corev1.NodeConditionType]corev1.ConditionStatus{corev1.NodeReady: corev1.ConditionTrue}
+	for _, c := range st.pressure.conditions() {
+		want[c.Type] = c.Status
+	}
 	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue && cond.Reason == ReadyReason
+		if s, ok := want[cond.Type]; ok {
+			if cond.Status != s || cond.Type == corev1.NodeReady && cond.Reason != ReadyReason {
+				return false
+			}
+			delete(want, cond.Type)
 		}
 	}
-	return false
+	return len(want) == 0
 }

@@ -27,6 +27,8 @@ func runAgent(ctx context.Context, args []string) error {
 		nodeName                       string
 		leaseDuration, renew, statusRP time.Duration
 		labels                         []string
+		evictionHard                   string
+		pressurePeriod                 time.Duration
 		metricsAddr                    string
 		logLevel, logFormat            string
 	)
@@ -43,6 +45,8 @@ func runAgent(ctx context.Context, args []string) error {
 		labels = append(labels, s)
 		return nil
 	})
+	fs.StringVar(&evictionHard, "eviction-hard", agent.DefaultEvictionHard, "comma-separated SIGNAL<QUANTITY or SIGNAL<PERCENT% thresholds (memory.available, nodefs.available, nodefs.inodesFree, pid.available) below which the node reports MemoryPressure, DiskPressure or PIDPressure, as the kubelet's flag; none for none")
+	fs.DurationVar(&pressurePeriod, "eviction-pressure-transition-period", agent.DefaultPressureTransitionPeriod, "how long a pressure condition stays True after its signal was last below its threshold")
 	fs.StringVar(&metricsAddr, "metrics-listen", "", "HOST:PORT to serve /metrics on (off by default)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -73,6 +77,7 @@ func runAgent(ctx context.Context, args []string) error {
 	a, err := agent.New(agent.Config{
 		Clients: clients, NodeName: nodeName, LeaseDuration: leaseDuration, RenewInterval: renew,
 		NodeStatusReportPeriod: statusRP, Labels: extra, Logger: log,
+		EvictionHard: evictionHard, PressureTransitionPeriod: pressurePeriod,
 	})
 	if err != nil {
 		return err

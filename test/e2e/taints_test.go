@@ -164,3 +164,47 @@ func TestCordonTaint(t *testing.T) {
 	eventually(t, 3*nodePeriod+pollMargin, taints("<none>"))
 	eventually(t, 5*time.Second, status("Ready"))
 }
+
+// TestPressureTaint: an agent whose host is under memory pressure by its
+// --eviction-hard reports MemoryPressure True, and the server gives the
+// node the node.kubernetes.io/memory-pressure NoSchedule taint; an agent
+// with the kubelet's default thresholds reports the three pressures False
+// on this machine.
+func TestPressureTaint(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
+	startAgent(t, s.kubeconfig, dir, "pressed", "--eviction-hard", "memory.available<1000Ti")
+	startAgent(t, s.kubeconfig, dir, "roomy")
+	conditions := func(node string) map[string]string {
+		out := s.kubectl(t, "get", "node", node, "-o", `jsonpath={range .status.conditions[*]}{.type}={.status}{" "}{end}`)
+		got := map[string]string{}
+		for _, kv := range strings.Fields(out) {
+			k, v, _ := strings.Cut(kv, "=")
+			got[k] = v
+		}
+		return got
+	}
+	eventually(t, 30*time.Second, func() error {
+		if c := conditions("pressed"); c["Ready"] != "True" || c["MemoryPressure"] != "True" || c["DiskPressure"] != "False" || c["PIDPressure"] != "False" {
+			return fmt.Errorf("node pressed: conditions %v, want Ready and MemoryPressure True, the others False", c)
+		}
+		if c := conditions("roomy"); c["Ready"] != "True" || c["MemoryPressure"] != "False" || c["DiskPressure"] != "False" || c["PIDPressure"] != "False" {
+			return fmt.Errorf("node roomy: conditions %v, want Ready True, the pressures False", c)
+		}
+		return nil
+	})
+	eventually(t, 3*nodePeriod+pollMargin, func() error {
+		out := s.kubectl(t, "describe", "node", "pressed")
+		if got := describeField(out, "Taints"); !slices.Equal(got, []string{"node.kubernetes.io/memory-pressure:NoSchedule"}) {
+			return fmt.Errorf("kubectl describe node pressed: Taints %q, want the memory-pressure taint\n%s", got, out)
+		}
+		if !strings.Contains(out, "LeaseholdAgentHasInsufficientMemory") {
+			return fmt.Errorf("kubectl describe node pressed shows no MemoryPressure reason\n%s", out)
+		}
+		return nil
+	})
+	if got := describeField(s.kubectl(t, "describe", "node", "roomy"), "Taints"); !slices.Equal(got, []string{"<none>"}) {
+		t.Errorf("node roomy: Taints %q, want none", got)
+	}
+}
