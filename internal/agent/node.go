@@ -177,13 +177,24 @@ func (a *Agent) reportStatus(ctx context.Context, c kubernetes.Interface) error 
 func setStatus(n *corev1.Node, st nodeStatus, now time.Time) {
 	n.Status.Addresses = st.addresses
 	n.Status.NodeInfo = st.info
+	setConditions(n, st.pressure, now)
+}
+
+// SetHealthyConditions writes the conditions the agent posts for a host
+// under no pressure into n, heartbeating at now: Ready True and the three
+// pressures False. leasehold bench's virtual agents post these.
+func SetHealthyConditions(n *corev1.Node, now time.Time) { setConditions(n, pressure{}, now) }
+
+// setConditions writes the pressure conditions of p and Ready True into n,
+// heartbeating at now.
+func setConditions(n *corev1.Node, p pressure, now time.Time) {
 	ready := corev1.NodeCondition{
 		Type:    corev1.NodeReady,
 		Status:  corev1.ConditionTrue,
 		Reason:  ReadyReason,
 		Message: ReadyMessage,
 	}
-	for _, c := range append(st.pressure.conditions(), ready) {
+	for _, c := range append(p.conditions(), ready) {
 		setCondition(n, c, now)
 	}
 }

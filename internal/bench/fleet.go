@@ -517,26 +517,8 @@ func (a *vagent) newNode(now time.Time) *corev1.Node {
 		KubeletVersion: "leasehold-bench/" + version.Version, KubeProxyVersion: "leasehold-bench/" + version.Version,
 		OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH,
 	}
-	setReady(n, now)
+	agent.SetHealthyConditions(n, now)
 	return n
-}
-
-// setReady writes the agent's Ready=True condition heartbeating at now,
-// keeping the transition time if the node was Ready.
-func setReady(n *corev1.Node, now time.Time) {
-	t := metav1.NewTime(now)
-	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: agent.ReadyReason,
-		Message: agent.ReadyMessage, LastHeartbeatTime: t, LastTransitionTime: t}
-	for i, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			if c.Status == corev1.ConditionTrue {
-				ready.LastTransitionTime = c.LastTransitionTime
-			}
-			n.Status.Conditions[i] = ready
-			return
-		}
-	}
-	n.Status.Conditions = append(n.Status.Conditions, ready)
 }
 
 // setNode caches n as the agent's Node.
@@ -686,7 +668,8 @@ func (a *vagent) postLease(ctx context.Context, r *fleetRun, i int, sc *leaseScr
 	return nil
 }
 
-// postStatus posts the node status with a fresh Ready heartbeat.
+// postStatus posts the node status with fresh heartbeats of the agent's
+// conditions.
 func (a *vagent) postStatus(ctx context.Context, r *fleetRun, i int) error {
 	nodes := r.pool.get(i).CoreV1().Nodes()
 	now := r.cfg.Clock.Now()
@@ -696,7 +679,7 @@ func (a *vagent) postStatus(ctx context.Context, r *fleetRun, i int) error {
 			a.node = nil
 			return err
 		}
-		setReady(n, now)
+		agent.SetHealthyConditions(n, now)
 		got, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) && attempt == 0 {
 			if fresh, gerr := nodes.Get(ctx, a.name, metav1.GetOptions{}); gerr == nil {
