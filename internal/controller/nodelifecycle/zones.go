@@ -311,22 +311,27 @@ func (c *Controller) setRateLocked(z *zone, r float64) {
 // grace period. Callers hold c.mu.
 func (c *Controller) judgeZonesLocked(now time.Time) {
 	allFull := true
+	// states holds the new state of each zone judged: not those whose
+	// nodes are all excluded, which Kubernetes leaves out too. Theirs are
+	// tainted at the normal rate, or none while c.disrupted.
 	states := make(map[*zone]zoneState, len(c.zones))
+	var unjudged []*zone
 	for key, z := range c.zones {
 		if z.members == 0 {
 			c.metrics.dropZone(z.name)
 			delete(c.zones, key)
 			continue
 		}
-		s := c.zoneCfg.judge(z.ready, z.notReady)
+		c.metrics.zone(z.name, z.ready+z.notReady, z.notReady)
 		if z.ready+z.notReady == 0 {
-			s = z.state // only excluded nodes, or none left: no judgement
+			unjudged = append(unjudged, z)
+			continue
 		}
+		s := c.zoneCfg.judge(z.ready, z.notReady)
 		states[z] = s
 		if s != zoneFull {
 			allFull = false
 		}
-		c.metrics.zone(z.name, z.ready+z.notReady, z.notReady)
 	}
 	allWereFull := true
 	for z := range states {
@@ -341,11 +346,13 @@ func (c *Controller) judgeZonesLocked(now time.Time) {
 	case allFull:
 		c.log.Warn("no node is Ready in any zone: adding no NoExecute taint and removing the ones added, until a node is Ready again", "zones", len(states))
 		c.disrupted = true
-		for z := range states {
+		for _, z := range c.zones {
 			c.setRateLocked(z, 0)
-			z.state = zoneFull
+			if _, judged := states[z]; judged {
+				z.state = zoneFull
+				c.metrics.zoneState(z.name, zoneFull)
+			}
 			z.queue, z.waiting = nil, 0
-			c.metrics.zoneState(z.name, zoneFull)
 		}
 		for name, h := range c.health {
 			h.inQueue, h.granted = false, false
@@ -374,11 +381,18 @@ func (c *Controller) judgeZonesLocked(now time.Time) {
 			}
 		}
 	}
+	if !c.disrupted {
+		for _, z := range unjudged {
+			if z.state == zoneNew || z.rate != c.zoneCfg.EvictionRate {
+				c.setZoneLocked(z, zoneNormal)
+			}
+		}
+	}
 }
 
 // setZoneLocked moves z to state s and its rate with it.
 func (c *Controller) setZoneLocked(z *zone, s zoneState) {
-	if z.state != zoneNew {
+	if z.state != zoneNew && z.state != s {
 		c.log.Info("zone changed state", "zone", z.name, "from", z.state.String(), "to", s.String(), "ready", z.ready, "notReady", z.notReady)
 	}
 	c.setRateLocked(z, c.zoneCfg.rateOf(s, z.ready+z.notReady))

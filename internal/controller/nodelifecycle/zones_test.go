@@ -280,6 +280,33 @@ func TestZonesExcluded(t *testing.T) {
 	}
 }
 
+// TestZonesExcludedOnly: a zone whose nodes are all excluded is not
+// judged: its nodes get NoExecute at the normal rate, and it does not keep
+// the state where no counted node is Ready anywhere from setting in.
+func TestZonesExcludedOnly(t *testing.T) {
+	names, objs := fleet("web", "a", 2)
+	probe := zonedNode("probe", "x")
+	probe.Labels[LabelExcludeDisruption] = ""
+	e := newStoppedEnv(t, append(objs, probe, nodeLease("probe", t0))...)
+	e.zones = DefaultZones()
+	e.zones.EvictionRate = 10
+	e.start()
+	e.silence(names, []string{"probe"})
+	e.beat(names)
+	if got := e.noExecuteOn([]string{"probe"}); len(got) != 1 {
+		t.Errorf("the excluded node of a zone of its own has no NoExecute taint")
+	}
+	if _, r, nr, _, ok := e.zoneOf("r1/x"); !ok || r+nr != 0 {
+		t.Errorf("zone r1/x counts %d nodes; want it kept, counting none", r+nr)
+	}
+
+	e.silence(nil, names)
+	e.beats(2, nil)
+	if got := e.noExecuteOn(append(names, "probe")); len(got) != 0 {
+		t.Errorf("NoExecute on %v with no counted node Ready", got)
+	}
+}
+
 // TestZonesFollowNodes: counts follow the nodes as they move between
 // zones, go and come; a zone is forgotten with its last node.
 func TestZonesFollowNodes(t *testing.T) {
