@@ -66,7 +66,8 @@ type agentProc struct {
 }
 
 // startAgent starts `leasehold agent` for node with kubeconfig,
-// --lease-duration agentLease and the extra flags, logging to
+// --lease-duration agentLease, no pressure thresholds unless extra gives
+// --eviction-hard, and the extra flags, logging to
 // agent-<node>.log in logDir (a restart appends). The test's end stops it
 // if it still runs.
 func startAgent(t *testing.T, kubeconfig, logDir, node string, extra ...string) *agentProc {
@@ -77,7 +78,13 @@ func startAgent(t *testing.T, kubeconfig, logDir, node string, extra ...string) 
 		t.Fatal(err)
 	}
 	a.logs = logs
-	args := append([]string{"agent", "--kubeconfig", kubeconfig, "--node-name", node, "--lease-duration", agentLease.String()}, extra...)
+	args := []string{"agent", "--kubeconfig", kubeconfig, "--node-name", node, "--lease-duration", agentLease.String()}
+	if !slices.Contains(extra, "--eviction-hard") {
+		// The taints the tests expect do not depend on how full this
+		// machine's disk or memory is.
+		args = append(args, "--eviction-hard", "none")
+	}
+	args = append(args, extra...)
 	fmt.Fprintf(logs, "\n=== leasehold %s at %s\n", strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
 	a.cmd = exec.Command(leaseholdBin, args...)
 	a.cmd.Stdout, a.cmd.Stderr = logs, logs

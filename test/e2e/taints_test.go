@@ -168,14 +168,15 @@ func TestCordonTaint(t *testing.T) {
 // TestPressureTaint: an agent whose host is under memory pressure by its
 // --eviction-hard reports MemoryPressure True, and the server gives the
 // node the node.kubernetes.io/memory-pressure NoSchedule taint; an agent
-// with the kubelet's default thresholds reports the three pressures False
-// on this machine.
+// with thresholds no working machine is below reports the three pressures
+// False.
 func TestPressureTaint(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
 	startAgent(t, s.kubeconfig, dir, "pressed", "--eviction-hard", "memory.available<1000Ti")
-	startAgent(t, s.kubeconfig, dir, "roomy")
+	// Thresholds no working machine is below, measured as the defaults are.
+	startAgent(t, s.kubeconfig, dir, "roomy", "--eviction-hard", "memory.available<1Mi,nodefs.available<1Mi,nodefs.inodesFree<1,pid.available<1")
 	conditions := func(node string) map[string]string {
 		out := s.kubectl(t, "get", "node", node, "-o", `jsonpath={range .status.conditions[*]}{.type}={.status}{" "}{end}`)
 		got := map[string]string{}
