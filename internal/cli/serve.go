@@ -76,6 +76,7 @@ type serveFlags struct {
 	clientCAFile                           string
 	requestHeader                          auth.RequestHeaderConfig
 	requestHeaderCAFile                    string
+	sniCertKeys                            []string
 	compaction, commitDelay                time.Duration
 	compactionWrites, etcdQuota            int64
 	eventTTL                               time.Duration
@@ -126,6 +127,13 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.etcdCert, "etcd-certfile", "", "client certificate for the external etcd")
 	fs.StringVar(&f.etcdKey, "etcd-keyfile", "", "client key for the external etcd")
 	fs.StringVar(&f.tlsSANs, "tls-san", "", "extra comma-separated host names or IPs for the serving certificate")
+	fs.Func("tls-sni-cert-key", "CERT,KEY or CERT,KEY:NAME,NAME: a certificate served to clients asking for its names (its own names without NAMEs; *.example.com matches one label), as kube-apiserver's flag; repeatable, read again every 10s", func(v string) error {
+		if _, _, _, err := pki.ParseSNIFlag(v); err != nil {
+			return err
+		}
+		f.sniCertKeys = append(f.sniCertKeys, v)
+		return nil
+	})
 	fs.StringVar(&f.tlsMinVersionName, "tls-min-version", "VersionTLS12", "the oldest TLS version served: VersionTLS12 or VersionTLS13")
 	fs.StringVar(&f.tlsCipherSuiteNames, "tls-cipher-suites", "", "comma-separated cipher suites served under TLS 1.2, by their IANA names (default: Go's)")
 	fs.StringVar(&f.tlsCertFile, "tls-cert-file", "", "serve this certificate (PEM, followed by its chain) instead of the one the server's CA issues, as kube-apiserver's flag: one from cert-manager or a company's CA; read again every 10s, so a renewal in place is taken without a restart")
@@ -863,6 +871,9 @@ type serverCerts struct {
 	own *pki.Serving
 	// files is --tls-cert-file's, served on --listen; nil without.
 	files *pki.Reloading[*tls.Certificate]
+	// sni are --tls-sni-cert-key's, served on --listen to clients that
+	// ask for their names.
+	sni pki.SNI
 	// clientCAs are the CA and --client-ca-file's; nil without, when
 	// pool (the CA alone) is every client certificate's root.
 	clientCAs *pki.Reloading[*x509.CertPool]
@@ -883,6 +894,14 @@ func loadCertificates(f serveFlags, host string, tokens *auth.Tokens, clk clock.
 			return nil, "", fmt.Errorf("--tls-cert-file, --tls-private-key-file: %w", err)
 		}
 		logServedCertificate(c.files.Get(), adminServer(f, host), clk, log)
+	}
+	for _, v := range f.sniCertKeys {
+		certFile, keyFile, names, _ := pki.ParseSNIFlag(v) // checked as a flag
+		pair, err := pki.NewReloading(pki.ParseServingPair, certFile, keyFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--tls-sni-cert-key %s: %w", v, err)
+		}
+		c.sni = append(c.sni, pki.SNIPair{Pair: pair, Names: names, Flag: v})
 	}
 	if c.ca, c.own, adminToken, err = credentials(f, host, c.files, tokens, clk); err != nil {
 		return nil, "", err
@@ -916,6 +935,9 @@ func loadCertificates(f serveFlags, host string, tokens *auth.Tokens, clk clock.
 // served is the certificate --listen serves now, for
 // tls.Config.GetCertificate.
 func (c *serverCerts) served(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if cert := c.sni.Get(hello.ServerName); cert != nil {
+		return cert, nil
+	}
 	if c.files != nil {
 		return c.files.Get(), nil
 	}
@@ -1072,17 +1094,25 @@ func logServedCertificate(c *tls.Certificate, server string, clk clock.PassiveCl
 	}
 }
 
-// reloadCertificateFiles reads the files of --tls-cert-file,
+// reloadCertificateFiles reads the files of --tls-cert-file, --tls-sni-cert-key,
 // --client-ca-file and --requestheader-client-ca-file again every
 // pki.FileCheckInterval until ctx ends (at once when none is given). New
 // handshakes get what they hold; files that do not parse leave what is in
 // use, and are logged.
 func reloadCertificateFiles(ctx context.Context, clk clock.WithTicker, c *serverCerts, log *slog.Logger) {
 	servedCert, clientCAs := c.files, c.clientCAs
-	if servedCert == nil && clientCAs == nil && c.proxyCAs == nil {
+	if servedCert == nil && clientCAs == nil && c.proxyCAs == nil && len(c.sni) == 0 {
 		return
 	}
 	tick.Every(ctx, clk, pki.FileCheckInterval, func() {
+		for _, p := range c.sni {
+			switch replaced, err := p.Pair.Reload(); {
+			case err != nil:
+				log.Error("--tls-sni-cert-key: keeping the certificate in use", "flag", p.Flag, "err", err)
+			case replaced:
+				log.Info("serving the certificate of --tls-sni-cert-key as changed", "flag", p.Flag, "subject", p.Pair.Get().Leaf.Subject.String(), "notAfter", p.Pair.Get().Leaf.NotAfter)
+			}
+		}
 		if c.proxyCAs != nil {
 			switch replaced, err := c.proxyCAs.Reload(); {
 			case err != nil:

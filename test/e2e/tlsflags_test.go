@@ -2,8 +2,13 @@ package e2e
 
 import (
 	"crypto/tls"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/pki/pkitest"
 )
 
 // handshake connects to addr with a client limited to maxVersion and, when
@@ -59,4 +64,65 @@ func TestTLSCipherSuites(t *testing.T) {
 	if out := s.kubectl(t, "get", "ns", "default", "-o", "name"); strings.TrimSpace(out) != "namespace/default" {
 		t.Errorf("kubectl get ns default: %q", out)
 	}
+}
+
+// servedName is the common name of the certificate the server at addr
+// presents to a client asking for serverName, unverified.
+func servedName(addr, serverName string) (string, error) {
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, ServerName: serverName})
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
+}
+
+// TestSNICertificates: --tls-sni-cert-key serves each certificate to the
+// clients that ask for its names (its own, or those given with it), the
+// server's own certificate to the others, and a certificate renewed in
+// place within seconds; kubectl verifies the one it asks for.
+func TestSNICertificates(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := pkitest.Issue(t, "company-root", nil, "ca")
+	write := func(name string, c *pkitest.Cert) (string, string) {
+		t.Helper()
+		certFile, keyFile := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+		replaceFile(t, keyFile, c.KeyPEM(t))
+		replaceFile(t, certFile, c.CertPEM())
+		return certFile, keyFile
+	}
+	apiCert, apiKey := write("api", pkitest.IssueServer(t, "api", ca, "api.fleet.test"))
+	zoneCert, zoneKey := write("zones", pkitest.IssueServer(t, "zones-1", ca))
+	caFile := writeFile(t, "company-root.crt", string(ca.CertPEM()))
+	s := newServer(t, "--tls-sni-cert-key", apiCert+","+apiKey, "--tls-sni-cert-key", zoneCert+","+zoneKey+":*.zone.test")
+
+	for name, want := range map[string]string{"api.fleet.test": "api", "rack-4.zone.test": "zones-1", "API.FLEET.TEST": "api"} {
+		if got, err := servedName(s.listen, name); err != nil || got != want {
+			t.Errorf("a client asking for %s got certificate %q, %v; want %q", name, got, err, want)
+		}
+	}
+	for _, name := range []string{"", "localhost", "zone.test", "a.rack-4.zone.test"} {
+		conn, err := tls.Dial("tcp", s.listen, &tls.Config{InsecureSkipVerify: true, ServerName: name})
+		if err != nil {
+			t.Fatalf("asking for %q: %v", name, err)
+		}
+		issuer := conn.ConnectionState().PeerCertificates[0].Issuer.CommonName
+		conn.Close()
+		if issuer == "company-root" {
+			t.Errorf("a client asking for %q got a --tls-sni-cert-key certificate; want the server's own", name)
+		}
+	}
+	out, errOut, err := s.runKubectl(t, "--tls-server-name", "api.fleet.test", "--certificate-authority", caFile, "get", "ns", "default", "-o", "name")
+	if err != nil || strings.TrimSpace(out) != "namespace/default" {
+		t.Errorf("kubectl verifying api.fleet.test against the company root: %v, %q, %q", err, out, errOut)
+	}
+
+	write("zones", pkitest.IssueServer(t, "zones-2", ca))
+	eventually(t, 15*time.Second, func() error {
+		if got, err := servedName(s.listen, "rack-4.zone.test"); err != nil || got != "zones-2" {
+			return fmt.Errorf("after the renewal, a client asking for rack-4.zone.test got %q, %v; want zones-2", got, err)
+		}
+		return nil
+	})
 }

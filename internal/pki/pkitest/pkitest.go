@@ -63,6 +63,18 @@ var serial atomic.Int64
 // hour before now to a day after.
 func Issue(t testing.TB, cn string, parent *Cert, kind string, groups ...string) *Cert {
 	t.Helper()
+	return issue(t, cn, parent, kind, groups, nil)
+}
+
+// IssueServer issues a server certificate for 127.0.0.1 and dnsNames, with
+// the common name cn, that parent signs.
+func IssueServer(t testing.TB, cn string, parent *Cert, dnsNames ...string) *Cert {
+	t.Helper()
+	return issue(t, cn, parent, "server", nil, dnsNames)
+}
+
+func issue(t testing.TB, cn string, parent *Cert, kind string, groups, dnsNames []string) *Cert {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +94,7 @@ func Issue(t testing.TB, cn string, parent *Cert, kind string, groups ...string)
 	case "server":
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		tmpl.DNSNames = dnsNames
 	case "client":
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	default:
