@@ -87,3 +87,26 @@ func TestSNI(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseSNIFlag: any value is parsed or refused without a panic, and
+// what is parsed has both files and names that are host names, or
+// wildcards of one, in lower case.
+func FuzzParseSNIFlag(f *testing.F) {
+	f.Add("a.crt,a.key")
+	f.Add("a.crt,a.key:API.example.com,*.x.example.com")
+	f.Add("a,b:*.,")
+	f.Fuzz(func(t *testing.T, v string) {
+		cert, key, names, err := pki.ParseSNIFlag(v)
+		if err != nil {
+			return
+		}
+		if cert == "" || key == "" {
+			t.Fatalf("%q: files %q, %q", v, cert, key)
+		}
+		for _, n := range names {
+			if n != strings.ToLower(n) || strings.Count(n, "*") > 1 || strings.Contains(n, "*") && !strings.HasPrefix(n, "*.") {
+				t.Fatalf("%q: name %q", v, n)
+			}
+		}
+	})
+}
