@@ -117,6 +117,9 @@ type Config struct {
 	// kubernetes.io/hostname, kubernetes.io/os and kubernetes.io/arch; Labels
 	// may not set them.
 	Labels map[string]string
+	// Taints are the node's taints when the agent registers it, as the
+	// kubelet's --register-with-taints: a node that exists keeps its own.
+	Taints []corev1.Taint
 	// Version is reported as nodeInfo.kubeletVersion and kubeProxyVersion,
 	// the VERSION column of `kubectl get nodes`. Default: leasehold's version.
 	Version string
@@ -209,6 +212,17 @@ func New(cfg Config) (*Agent, error) {
 		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
 			return nil, fmt.Errorf("agent: invalid value %q of label %s: %s", v, k, strings.Join(errs, "; "))
 		}
+	}
+	seenTaints := map[string]bool{}
+	for _, t := range cfg.Taints {
+		if err := checkTaint(t); err != nil {
+			return nil, fmt.Errorf("agent: taint %s: %w", t.ToString(), err)
+		}
+		k := t.Key + ":" + string(t.Effect)
+		if seenTaints[k] {
+			return nil, fmt.Errorf("agent: taint %s given twice", k)
+		}
+		seenTaints[k] = true
 	}
 	if cfg.EvictionHard == "" {
 		cfg.EvictionHard = DefaultEvictionHard

@@ -55,13 +55,14 @@ func (a *Agent) labels() map[string]string {
 	return l
 }
 
-// registerNode creates the Node with its status, or adopts the existing Node
-// of that name.
+// registerNode creates the Node with its status and registration taints,
+// or adopts the existing Node of that name.
 func (a *Agent) registerNode(ctx context.Context, c kubernetes.Interface) error {
 	nodes := c.CoreV1().Nodes()
 	now := a.cfg.Clock.Now()
 	st := a.desiredStatus(now)
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.labels()}}
+	n.Spec.Taints = slices.Clone(a.cfg.Taints)
 	setStatus(n, st, now)
 	got, err := nodes.Create(ctx, n, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {

@@ -27,7 +27,7 @@ func runAgent(ctx context.Context, args []string) error {
 		nodeName                       string
 		leaseDuration, renew, statusRP time.Duration
 		labels                         []string
-		evictionHard                   string
+		evictionHard, taints           string
 		pressurePeriod                 time.Duration
 		metricsAddr                    string
 		logLevel, logFormat            string
@@ -45,6 +45,7 @@ func runAgent(ctx context.Context, args []string) error {
 		labels = append(labels, s)
 		return nil
 	})
+	fs.StringVar(&taints, "register-with-taints", "", "comma-separated KEY=VALUE:EFFECT taints the node is registered with, as the kubelet's flag (a node that exists keeps its own)")
 	fs.StringVar(&evictionHard, "eviction-hard", agent.DefaultEvictionHard, "comma-separated SIGNAL<QUANTITY or SIGNAL<PERCENT% thresholds (memory.available, nodefs.available, nodefs.inodesFree, pid.available) below which the node reports MemoryPressure, DiskPressure or PIDPressure, as the kubelet's flag; none for none")
 	fs.DurationVar(&pressurePeriod, "eviction-pressure-transition-period", agent.DefaultPressureTransitionPeriod, "how long a pressure condition stays True after its signal was last below its threshold")
 	fs.StringVar(&metricsAddr, "metrics-listen", "", "HOST:PORT to serve /metrics on (off by default)")
@@ -74,10 +75,14 @@ func runAgent(ctx context.Context, args []string) error {
 		k, v, _ := strings.Cut(l, "=")
 		extra[k] = v
 	}
+	regTaints, err := agent.ParseTaints(taints)
+	if err != nil {
+		return fmt.Errorf("--register-with-taints: %w", err)
+	}
 	a, err := agent.New(agent.Config{
 		Clients: clients, NodeName: nodeName, LeaseDuration: leaseDuration, RenewInterval: renew,
 		NodeStatusReportPeriod: statusRP, Labels: extra, Logger: log,
-		EvictionHard: evictionHard, PressureTransitionPeriod: pressurePeriod,
+		EvictionHard: evictionHard, PressureTransitionPeriod: pressurePeriod, Taints: regTaints,
 	})
 	if err != nil {
 		return err

@@ -120,16 +120,17 @@ func TestZoneDisruption(t *testing.T) {
 	}
 }
 
-// TestCordonTaint: kubectl cordon gives the node the
+// TestCordonTaint: an agent registers its node with the taints of
+// --register-with-taints; kubectl cordon gives the node the
 // node.kubernetes.io/unschedulable NoSchedule taint, as Kubernetes' node
-// lifecycle controller does, and uncordon takes it away; the agent's
-// renewals and status posts leave both alone.
+// lifecycle controller does, and uncordon takes it away, leaving the
+// registration taint; the agent's renewals leave them all alone.
 func TestCordonTaint(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
 	const node = "cordon-1"
-	startAgent(t, s.kubeconfig, dir, node)
+	startAgent(t, s.kubeconfig, dir, node, "--register-with-taints", "dedicated=db:NoSchedule")
 	status := func(want string) func() error {
 		return func() error {
 			if r := nodesTable(t, s)[node]; r == nil || r[1] != want {
@@ -148,20 +149,23 @@ func TestCordonTaint(t *testing.T) {
 		}
 	}
 	eventually(t, 30*time.Second, status("Ready"))
+	if err := taints("dedicated=db:NoSchedule")(); err != nil {
+		t.Errorf("registered with --register-with-taints: %v", err)
+	}
 
 	if out := s.kubectl(t, "cordon", node); !strings.Contains(out, "cordoned") {
 		t.Errorf("kubectl cordon: %q", out)
 	}
-	eventually(t, 3*nodePeriod+pollMargin, taints("node.kubernetes.io/unschedulable:NoSchedule"))
+	eventually(t, 3*nodePeriod+pollMargin, taints("dedicated=db:NoSchedule", "node.kubernetes.io/unschedulable:NoSchedule"))
 	eventually(t, 5*time.Second, status("Ready,SchedulingDisabled"))
 	// Through a few renewals and the lifecycle controller's passes.
 	time.Sleep(agentLease)
-	if err := taints("node.kubernetes.io/unschedulable:NoSchedule")(); err != nil {
+	if err := taints("dedicated=db:NoSchedule", "node.kubernetes.io/unschedulable:NoSchedule")(); err != nil {
 		t.Error(err)
 	}
 
 	s.kubectl(t, "uncordon", node)
-	eventually(t, 3*nodePeriod+pollMargin, taints("<none>"))
+	eventually(t, 3*nodePeriod+pollMargin, taints("dedicated=db:NoSchedule"))
 	eventually(t, 5*time.Second, status("Ready"))
 }
 
