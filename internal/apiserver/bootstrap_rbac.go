@@ -84,7 +84,7 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 		cr("system:aggregate-to-view", map[string]string{aggregateToView: "true"},
 			rule(read, coord, "leases", "leasecandidates"),
 			rule(read, events, "events"),
-			rule(read, core, "namespaces", "namespaces/status")),
+			rule(read, core, "namespaces", "namespaces/status", "resourcequotas", "resourcequotas/status")),
 		cr("system:discovery", nil,
 			urls([]string{"get"}, "/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/readyz", "/openapi", "/openapi/*", "/version", "/version/")),
 		cr("system:public-info-viewer", nil,
@@ -116,6 +116,10 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 			rule([]string{"get", "list", "watch", "create", "update", "patch"}, coord, "leases"),
 			rule([]string{"get", "list", "watch", "update", "patch", "delete"}, coord, "leasecandidates"),
 			rule([]string{"create", "patch", "update"}, events, "events")),
+		cr("system:controller:resourcequota-controller", nil,
+			rule([]string{"get", "list", "watch"}, core, "resourcequotas"),
+			rule([]string{"update"}, core, "resourcequotas/status"),
+			rule([]string{"list", "watch"}, []string{"*"}, "*")),
 		cr("system:controller:clusterrole-aggregation-controller", nil,
 			rule([]string{"escalate", "get", "list", "watch", "update", "patch"}, []string{rbacv1.GroupName}, "clusterroles")),
 	}
@@ -148,6 +152,7 @@ func BootstrapClusterRoleBindings() []*rbacv1.ClusterRoleBinding {
 		crb("system:controller:generic-garbage-collector", "system:controller:generic-garbage-collector", sa("generic-garbage-collector")),
 		crb("system:controller:node-controller", "system:controller:node-controller", sa("node-controller")),
 		crb("system:controller:leader-election-controller", "system:controller:leader-election-controller", sa("leader-election-controller")),
+		crb("system:controller:resourcequota-controller", "system:controller:resourcequota-controller", sa("resourcequota-controller")),
 		crb("system:controller:clusterrole-aggregation-controller", "system:controller:clusterrole-aggregation-controller", sa("clusterrole-aggregation-controller")),
 	}
 }

@@ -90,7 +90,10 @@ func (s *Server) patch(req *request) error {
 			if err != nil {
 				return nil, applyError(err)
 			}
-			return s.prepareCreate(req, obj, wo.fieldManager, false)
+			if obj, err = s.prepareCreate(req, obj, wo.fieldManager, false); err != nil {
+				return nil, err
+			}
+			return obj, s.chargeQuota(req, wo.dryRun)
 		}
 		if pt == types.ApplyYAMLPatchType {
 			obj, err := s.fields[fieldManagerKey{req.res, statusOnly(req.info.subresource)}].Apply(cur.DeepCopyObject(), applied.DeepCopy(), wo.fieldManager, force)

@@ -437,6 +437,9 @@ func (s *Server) create(req *request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.chargeQuota(req, wo.dryRun); err != nil {
+		return err
+	}
 	created, err := req.kind.Create(req.ctx, req.kind.Key(m.GetNamespace(), m.GetName()), obj, wo.dryRun)
 	if err != nil {
 		return err
@@ -680,7 +683,11 @@ func (s *Server) update(req *request) error {
 				return nil, err
 			}
 			meta.NewAccessor().SetResourceVersion(proposed, "")
-			return s.prepareCreate(req, proposed, wo.fieldManager, true)
+			obj, err := s.prepareCreate(req, proposed, wo.fieldManager, true)
+			if err != nil {
+				return nil, err
+			}
+			return obj, s.chargeQuota(req, wo.dryRun)
 		}
 		created = false
 		return s.prepareUpdate(req, proposed, cur, wo.fieldManager, true)

@@ -33,6 +33,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/net/netutil"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -52,6 +53,7 @@ import (
 	"github.com/leasehold/leasehold/internal/controller/manager"
 	"github.com/leasehold/leasehold/internal/controller/namespace"
 	"github.com/leasehold/leasehold/internal/controller/nodelifecycle"
+	"github.com/leasehold/leasehold/internal/controller/resourcequota"
 	"github.com/leasehold/leasehold/internal/controller/snapshots"
 	"github.com/leasehold/leasehold/internal/dashboard"
 	"github.com/leasehold/leasehold/internal/openapi"
@@ -639,11 +641,12 @@ func fleetConfig(cfg *rest.Config) *rest.Config {
 
 // builtinControllers are the controllers leasehold serve runs while it
 // leads, each with the identity Kubernetes gives its counterpart. reads
-// feeds the informers of the three that watch leases (the node lifecycle
-// controller, the garbage collector and the leader election coordinator)
-// from the watch cache; every controller writes through the API. The
-// garbage collector's reads hold back the changes it has no use for,
-// renewals among them. The node lifecycle controller and the garbage
+// feeds the four that watch leases (the node lifecycle controller, the
+// garbage collector, the leader election coordinator and the resource
+// quota controller) from the watch cache; every controller writes through
+// the API. The garbage collector's reads, and the resource quota
+// controller's of what it counts, hold back the changes they have no use
+// for, renewals among them. The node lifecycle controller and the garbage
 // collector export their metrics through metrics while they run.
 func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string, ...apiserver.ReadOption) (cache.ListerWatcher, error),
 	snapshot func(context.Context) (io.ReadCloser, error), metrics *leaderMetrics) []manager.Controller {
@@ -652,6 +655,10 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 	}
 	gcReads := func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
 		return reads(gvr, namespace, apiserver.OnlyChanges(garbagecollector.Changed))
+	}
+	// The resource quota controller follows deletions alone.
+	deletionReads := func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
+		return reads(gvr, namespace, apiserver.OnlyChanges(func(_, _ runtime.Object) bool { return false }))
 	}
 	controllers := []manager.Controller{{
 		Name:     "node-lifecycle",
@@ -716,6 +723,20 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 				return err
 			}
 			c, err := identity.NewCollector(identity.CollectorConfig{Client: client, Logger: slog.Default().With("controller", "identity-lease-gc")})
+			if err != nil {
+				return err
+			}
+			return c.Run(ctx)
+		},
+	}, {
+		Name:     "resource-quota",
+		Identity: resourcequota.UserName,
+		Run: func(ctx context.Context, cfg *rest.Config) error {
+			client, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			c, err := resourcequota.New(resourcequota.Config{Client: client, Reads: plainReads, DeletionReads: deletionReads, Logger: slog.Default().With("controller", "resource-quota")})
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -95,4 +97,33 @@ func errorTexts(errs field.ErrorList) []string {
 		out = append(out, string(e.Type)+" "+e.Error())
 	}
 	return out
+}
+
+// FuzzValidateResourceQuota: any quota is validated without a panic or a
+// change to it, and one accepted limits only object counts, in whole
+// numbers of at least zero, without scopes.
+func FuzzValidateResourceQuota(f *testing.F) {
+	f.Add("count/leases.coordination.k8s.io", "2", false)
+	f.Add("pods", "1", false)
+	f.Add("count/events", "-1", true)
+	f.Add("count/x", "1500m", false)
+	f.Fuzz(func(t *testing.T, name, value string, scoped bool) {
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return
+		}
+		rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "default"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceName(name): q}}}
+		if scoped {
+			rq.Spec.Scopes = []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}
+		}
+		before := rq.DeepCopy()
+		errs := registry.ValidateResourceQuota(rq)
+		if !reflect.DeepEqual(rq, before) {
+			t.Fatalf("ValidateResourceQuota changed its input")
+		}
+		if len(errs) == 0 && (scoped || !strings.HasPrefix(name, "count/") || q.Sign() < 0 || q.MilliValue()%1000 != 0) {
+			t.Fatalf("accepted %q=%s (scoped %v)", name, value, scoped)
+		}
+	})
 }

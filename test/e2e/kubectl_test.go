@@ -1140,3 +1140,42 @@ func TestImmortalNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceQuota: kubectl create quota limits the leases of a
+// namespace; kubectl describe quota shows the count; the next lease is
+// refused with Kubernetes' words, and a deletion frees its place.
+func TestResourceQuota(t *testing.T) {
+	s := shared(t)
+	ns := testNamespace(t, s)
+	s.kubectl(t, "create", "quota", "leases", "-n", ns, "--hard=count/leases.coordination.k8s.io=2")
+	manifest := func(name string) string {
+		return "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: " + name + "\n  namespace: " + ns + "\nspec:\n  holderIdentity: me\n"
+	}
+	eventually(t, 10*time.Second, func() error {
+		if out := s.kubectl(t, "get", "quota", "leases", "-n", ns, "-o", "jsonpath={.status.used}"); !strings.Contains(out, `"count/leases.coordination.k8s.io":"0"`) {
+			return fmt.Errorf("quota status used %q, want 0 leases counted", out)
+		}
+		return nil
+	})
+	for _, name := range []string{"a", "b"} {
+		if _, errOut, err := s.runKubectlEnv(t, nil, manifest(name), "create", "-f", "-"); err != nil {
+			t.Fatalf("kubectl create lease %s: %v\n%s", name, err, errOut)
+		}
+	}
+	_, errOut, err := s.runKubectlEnv(t, nil, manifest("c"), "create", "-f", "-")
+	want := `leases.coordination.k8s.io "c" is forbidden: exceeded quota: leases, requested: count/leases.coordination.k8s.io=1, used: count/leases.coordination.k8s.io=2, limited: count/leases.coordination.k8s.io=2`
+	if err == nil || !strings.Contains(errOut, want) {
+		t.Errorf("the third lease: %v, %q; want %q", err, errOut, want)
+	}
+	if out := s.kubectl(t, "describe", "quota", "leases", "-n", ns); !regexp.MustCompile(`(?m)^count/leases\.coordination\.k8s\.io\s+2\s+2$`).MatchString(out) {
+		t.Errorf("kubectl describe quota shows no count/leases.coordination.k8s.io used 2 of 2:\n%s", out)
+	}
+	s.kubectl(t, "delete", "lease", "a", "-n", ns)
+	eventually(t, 10*time.Second, func() error {
+		_, errOut, err := s.runKubectlEnv(t, nil, manifest("c"), "create", "-f", "-")
+		if err != nil {
+			return fmt.Errorf("the third lease after a deletion: %v\n%s", err, errOut)
+		}
+		return nil
+	})
+}
