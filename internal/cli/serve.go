@@ -954,10 +954,13 @@ func loadCertificates(f serveFlags, host string, tokens *auth.Tokens, clk clock.
 }
 
 // served is the certificate --listen serves now, for
-// tls.Config.GetCertificate.
+// tls.Config.GetCertificate; with a nil hello (the expiry gauge's), the
+// one served to clients that name no --tls-sni-cert-key's name.
 func (c *serverCerts) served(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-	if cert := c.sni.Get(hello.ServerName); cert != nil {
-		return cert, nil
+	if hello != nil {
+		if cert := c.sni.Get(hello.ServerName); cert != nil {
+			return cert, nil
+		}
 	}
 	if c.files != nil {
 		return c.files.Get(), nil

@@ -118,6 +118,12 @@ func TestSNICertificates(t *testing.T) {
 		t.Errorf("kubectl verifying api.fleet.test against the company root: %v, %q, %q", err, out, errOut)
 	}
 
+	// The expiry gauge reads the certificate served to clients that name
+	// none of these (a handshake of no name).
+	if out := s.kubectl(t, "get", "--raw", "/metrics"); !strings.Contains(out, `leasehold_certificate_expiration_timestamp_seconds{certificate="serving"}`) {
+		t.Errorf("/metrics has no serving certificate expiry")
+	}
+
 	write("zones", pkitest.IssueServer(t, "zones-2", ca))
 	eventually(t, 15*time.Second, func() error {
 		if got, err := servedName(s.listen, "rack-4.zone.test"); err != nil || got != "zones-2" {
