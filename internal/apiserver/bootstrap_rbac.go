@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -210,15 +211,20 @@ func (s *Server) bootstrapRBAC(ctx context.Context) error {
 		}
 		lbl["kubernetes.io/bootstrapping"] = "rbac-defaults"
 		m.SetLabels(lbl)
-		m.SetAnnotations(map[string]string{"rbac.authorization.kubernetes.io/autoupdate": "true"})
+		m.SetAnnotations(map[string]string{autoupdateAnnotation: "true"})
 		m.SetUID(uuid.NewUUID())
 		m.SetCreationTimestamp(metav1.NewTime(s.clock.Now()))
 		if res.PrepareForCreate != nil {
 			res.PrepareForCreate(obj)
 		}
+		want := obj
 		obj = s.fields[fieldManagerKey{res, ""}].UpdateNoErrors(res.New(), obj, "leasehold")
 		k := s.kinds[res]
-		if _, err := k.Get(ctx, k.Key(m.GetNamespace(), m.GetName())); err == nil {
+		key := k.Key(m.GetNamespace(), m.GetName())
+		if cur, err := k.Get(ctx, key); err == nil {
+			if err := s.reconcileRBAC(ctx, res, key, cur, want); err != nil {
+				return err
+			}
 			continue
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -228,4 +234,100 @@ func (s *Server) bootstrapRBAC(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// reconcileRBAC brings a bootstrap role or binding that exists up to what
+// this version wants, as kube-apiserver's RBAC reconciliation does at each
+// start, so that an upgrade gives an older cluster the permissions new
+// controllers and resources need: a role gets the rules it lacks (and the
+// labels that aggregate it, and its aggregation rule), a binding the
+// subjects it lacks. Nothing is taken away, and nothing is written when
+// nothing lacks, or when the object's
+// rbac.authorization.kubernetes.io/autoupdate annotation is "false". A
+// binding to another role is left alone.
+func (s *Server) reconcileRBAC(ctx context.Context, res *registry.Resource, key string, cur, want runtime.Object) error {
+	m, _ := meta.Accessor(cur)
+	if m.GetAnnotations()[autoupdateAnnotation] == "false" {
+		return nil
+	}
+	next := cur.DeepCopyObject()
+	changed := false
+	nm, _ := meta.Accessor(next)
+	labels := nm.GetLabels()
+	wm, _ := meta.Accessor(want)
+	for k, v := range wm.GetLabels() {
+		if _, ok := labels[k]; !ok {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[k], changed = v, true
+		}
+	}
+	nm.SetLabels(labels)
+	switch n := next.(type) {
+	case *rbacv1.ClusterRole:
+		w := want.(*rbacv1.ClusterRole)
+		if w.AggregationRule != nil {
+			// Its rules are the aggregation controller's to keep.
+			if n.AggregationRule == nil {
+				n.AggregationRule, changed = w.AggregationRule.DeepCopy(), true
+			}
+			break
+		}
+		// Each rule not wholly held goes in whole: tidier than the pieces
+		// of it that are missing, and the same permissions.
+		held := n.Rules
+		for _, r := range w.Rules {
+			if ok, _ := auth.Covers(held, []rbacv1.PolicyRule{r}); !ok {
+				n.Rules, changed = append(n.Rules, r), true
+			}
+		}
+	case *rbacv1.ClusterRoleBinding:
+		w := want.(*rbacv1.ClusterRoleBinding)
+		if n.RoleRef != w.RoleRef {
+			s.log.Warn("bootstrap binding points at another role; left alone", "binding", n.Name, "role", n.RoleRef.Name, "want", w.RoleRef.Name)
+			return nil
+		}
+		n.Subjects, changed = addSubjects(n.Subjects, w.Subjects, changed)
+	case *rbacv1.RoleBinding:
+		w := want.(*rbacv1.RoleBinding)
+		if n.RoleRef != w.RoleRef {
+			s.log.Warn("bootstrap binding points at another role; left alone", "binding", n.Namespace+"/"+n.Name, "role", n.RoleRef.Name, "want", w.RoleRef.Name)
+			return nil
+		}
+		n.Subjects, changed = addSubjects(n.Subjects, w.Subjects, changed)
+	}
+	if !changed {
+		return nil
+	}
+	k := s.kinds[res]
+	_, err := k.Update(ctx, key, store.UpdateOptions{}, func(latest runtime.Object) (runtime.Object, error) {
+		lm, _ := meta.Accessor(latest)
+		if lm.GetResourceVersion() != m.GetResourceVersion() {
+			return nil, store.ErrConflict // changed meanwhile: the next start reconciles it
+		}
+		return s.fields[fieldManagerKey{res, ""}].UpdateNoErrors(latest, next, "leasehold"), nil
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reconciling bootstrap %s %s: %w", res.Kind, m.GetName(), err)
+	}
+	s.log.Info("bootstrap RBAC object brought up to date", "kind", res.Kind, "name", m.GetName())
+	return nil
+}
+
+// autoupdateAnnotation set to "false" keeps a bootstrap RBAC object as its
+// owner left it.
+const autoupdateAnnotation = "rbac.authorization.kubernetes.io/autoupdate"
+
+// addSubjects adds to have the subjects of want it lacks.
+func addSubjects(have, want []rbacv1.Subject, changed bool) ([]rbacv1.Subject, bool) {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			have, changed = append(have, w), true
+		}
+	}
+	return have, changed
 }
