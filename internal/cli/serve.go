@@ -93,6 +93,7 @@ type serveFlags struct {
 	tlsCipherSuites                        []uint16 // tlsCipherSuiteNames, parsed
 	tlsInsecureSuites                      []string // of tlsCipherSuiteNames, to warn of
 	zones                                  nodelifecycle.Zones
+	quotaSync                              time.Duration
 	identityDuration, identityRenew        time.Duration
 	profiling, dashboard                   bool
 	shutdownGrace                          time.Duration
@@ -165,6 +166,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ (to cluster-admins unless RBAC grants more)")
 	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks node leases")
 	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", 50*time.Second, "how long a node's lease may go unrenewed before the node is marked Ready=Unknown")
+	fs.DurationVar(&f.quotaSync, "resource-quota-sync-period", resourcequota.DefaultResyncPeriod, "how often every quota is counted again (besides after each deletion), as kube-controller-manager's flag")
 	fs.Float64Var(&f.zones.EvictionRate, "node-eviction-rate", nodelifecycle.DefaultEvictionRate, "nodes a second, in each zone, that get the NoExecute taint when not Ready, while the zone is not partly disrupted")
 	fs.Float64Var(&f.zones.SecondaryEvictionRate, "secondary-node-eviction-rate", nodelifecycle.DefaultSecondaryEvictionRate, "nodes a second that get the NoExecute taint in a partly disrupted zone of more than --large-cluster-size-threshold nodes")
 	fs.IntVar(&f.zones.LargeClusterSizeThreshold, "large-cluster-size-threshold", nodelifecycle.DefaultLargeClusterSizeThreshold, "a partly disrupted zone of this many nodes or fewer gives no NoExecute taints")
@@ -312,6 +314,9 @@ func (f *serveFlags) check() error {
 	}
 	if f.nodeMonitorPeriod <= 0 || f.nodeMonitorGrace <= f.nodeMonitorPeriod {
 		return fmt.Errorf("--node-monitor-grace-period (%v) must be longer than --node-monitor-period (%v), which must be positive", f.nodeMonitorGrace, f.nodeMonitorPeriod)
+	}
+	if f.quotaSync <= 0 {
+		return fmt.Errorf("--resource-quota-sync-period must be positive, not %v", f.quotaSync)
 	}
 	return f.zones.Validate()
 }
@@ -736,7 +741,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 			if err != nil {
 				return err
 			}
-			c, err := resourcequota.New(resourcequota.Config{Client: client, Reads: plainReads, DeletionReads: deletionReads, Logger: slog.Default().With("controller", "resource-quota")})
+			c, err := resourcequota.New(resourcequota.Config{Client: client, Reads: plainReads, DeletionReads: deletionReads, ResyncPeriod: f.quotaSync, Logger: slog.Default().With("controller", "resource-quota")})
 			if err != nil {
 				return err
 			}

@@ -142,6 +142,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--requestheader-client-ca-file", junk, "--requestheader-username-headers", ""}, "needs a header in --requestheader-username-headers", false},
 		{[]string{"--requestheader-client-ca-file", junk, "--requestheader-group-headers", "X Group"}, `"X Group" is not a header name`, false},
 		{[]string{"--requestheader-client-ca-file", junk}, "--requestheader-client-ca-file", true},
+		{[]string{"--resource-quota-sync-period", "0s"}, "--resource-quota-sync-period must be positive", false},
 		{[]string{"--tls-sni-cert-key", junk}, "want CERT,KEY", false},
 		{[]string{"--tls-sni-cert-key", junk + "," + junk + ":not_a_name"}, `name "not_a_name"`, false},
 		{[]string{"--tls-sni-cert-key", junk + "," + junk}, "--tls-sni-cert-key", true},

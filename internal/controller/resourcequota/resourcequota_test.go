@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	watchtools "k8s.io/client-go/tools/watch"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 	"github.com/leasehold/leasehold/internal/controller/resourcequota"
@@ -63,10 +65,17 @@ func start(t *testing.T, limit int64) (kubernetes.Interface, context.Context) {
 	return cs, ctx
 }
 
-// waitUsed waits until the quota's status says want leases are used.
+// waitUsed waits until the quota of team says want leases are used.
 func waitUsed(t *testing.T, ctx context.Context, cs kubernetes.Interface, want int64) {
 	t.Helper()
-	quotas := cs.CoreV1().ResourceQuotas("team")
+	waitUsedIn(t, ctx, cs, "team", want)
+}
+
+// waitUsedIn waits until the quota "leases" of ns says want leases are
+// used.
+func waitUsedIn(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, want int64) {
+	t.Helper()
+	quotas := cs.CoreV1().ResourceQuotas(ns)
 	q, err := quotas.Get(ctx, "leases", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -200,4 +209,65 @@ func TestQuotaValidation(t *testing.T) {
 			t.Errorf("quota %+v: %v, want 422 saying %q", tc.spec, err, tc.msg)
 		}
 	}
+}
+
+// TestQuotaResync: a count left wrong (a charge whose create then failed
+// for another reason than 409) is corrected at the next resync.
+func TestQuotaResync(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	cs := kubernetes.NewForConfigOrDie(s.Config)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c, err := resourcequota.New(resourcequota.Config{Client: cs, Reads: s.API.ListerWatcher, Clock: clk, ResyncPeriod: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(logWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	quotas := cs.CoreV1().ResourceQuotas("default")
+	if _, err := quotas.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "leases"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{leaseCount: resource.MustParse("5")}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUsedIn(t, ctx, cs, "default", 0)
+	// A charge nothing was created for, as a failed create leaves.
+	q, err := quotas.Get(ctx, "leases", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Status.Used[leaseCount] = resource.MustParse("3")
+	if _, err := quotas.UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUsedIn(t, ctx, cs, "default", 3)
+	// The resync's ticker may start after the feeds wait on the clock:
+	// step a period at a time until a count corrects it.
+	for i := 1; ; i++ {
+		clk.Step(time.Minute)
+		if correctedWithin(ctx, quotas, 2*time.Second) {
+			return
+		}
+		if i == 5 {
+			t.Fatal("five resync periods passed and the count is still 3")
+		}
+	}
+}
+
+// correctedWithin waits up to d for the quota "leases" to count 0.
+func correctedWithin(ctx context.Context, quotas corev1client.ResourceQuotaInterface, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	w, err := quotas.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "leases").String()})
+	if err != nil {
+		return false
+	}
+	_, err = watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+		q, ok := ev.Object.(*corev1.ResourceQuota)
+		used := q.Status.Used[leaseCount]
+		return ok && used.Value() == 0, nil
+	})
+	return err == nil
 }
