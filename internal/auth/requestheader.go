@@ -22,6 +22,8 @@ type RequestHeaderConfig struct {
 	AllowedNames []string
 	// UsernameHeaders are read in order: the first one set names the user.
 	UsernameHeaders []string
+	// UIDHeaders are read in order: the first one set is the user's uid.
+	UIDHeaders []string
 	// GroupHeaders each give groups, one a value; all of their values are
 	// the user's groups.
 	GroupHeaders []string
@@ -75,6 +77,11 @@ func (a *RequestHeader) Authenticate(r *http.Request) (*User, bool, error) {
 		return nil, false, fmt.Errorf("request header: the client certificate's common name %q is not one of the allowed names", cn)
 	}
 	u := &User{Name: name}
+	for _, h := range a.cfg.UIDHeaders {
+		if u.UID = strings.TrimSpace(r.Header.Get(h)); u.UID != "" {
+			break
+		}
+	}
 	for _, h := range a.cfg.GroupHeaders {
 		for _, g := range r.Header.Values(h) {
 			if g = strings.TrimSpace(g); g != "" {
@@ -105,7 +112,7 @@ func (a *RequestHeader) Authenticate(r *http.Request) (*User, bool, error) {
 
 // clear removes the headers RequestHeader reads, once it has read them.
 func (a *RequestHeader) clear(h http.Header) {
-	for _, name := range slices.Concat(a.cfg.UsernameHeaders, a.cfg.GroupHeaders) {
+	for _, name := range slices.Concat(a.cfg.UsernameHeaders, a.cfg.UIDHeaders, a.cfg.GroupHeaders) {
 		h.Del(name)
 	}
 	for key := range h {

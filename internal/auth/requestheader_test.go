@@ -22,6 +22,7 @@ func TestRequestHeader(t *testing.T) {
 		Roots:               func() *x509.CertPool { return pool },
 		AllowedNames:        []string{"front-proxy", "spare-proxy"},
 		UsernameHeaders:     []string{"X-Remote-User", "X-Other-User"},
+		UIDHeaders:          []string{"X-Remote-Uid"},
 		GroupHeaders:        []string{"X-Remote-Group"},
 		ExtraHeaderPrefixes: []string{"X-Remote-Extra-"},
 	})
@@ -41,6 +42,7 @@ func TestRequestHeader(t *testing.T) {
 
 	r := request(proxy, map[string][]string{
 		"X-Remote-User":                   {"alice"},
+		"X-Remote-Uid":                    {"a-1234"},
 		"X-Remote-Group":                  {"devs", "ops"},
 		"X-Remote-Extra-Scopes":           {"read", "write"},
 		"X-Remote-Extra-Example.com%2fid": {"42"},
@@ -51,7 +53,7 @@ func TestRequestHeader(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("the proxy's request: %v, %v", ok, err)
 	}
-	want := &auth.User{Name: "alice", Groups: []string{"devs", "ops"}, Extra: map[string][]string{"scopes": {"read", "write"}, "example.com/id": {"42"}, "team": {"a"}}}
+	want := &auth.User{Name: "alice", UID: "a-1234", Groups: []string{"devs", "ops"}, Extra: map[string][]string{"scopes": {"read", "write"}, "example.com/id": {"42"}, "team": {"a"}}}
 	if !reflect.DeepEqual(u, want) {
 		t.Errorf("user %+v, want %+v", u, want)
 	}

@@ -151,6 +151,7 @@ func runServe(ctx context.Context, args []string) error {
 	f.requestHeader.GroupHeaders = []string{"X-Remote-Group"}
 	f.requestHeader.ExtraHeaderPrefixes = []string{"X-Remote-Extra-"}
 	fs.Func("requestheader-username-headers", "comma-separated request headers naming the user, the first one set wins (default X-Remote-User)", headerList(&f.requestHeader.UsernameHeaders))
+	fs.Func("requestheader-uid-headers", "comma-separated request headers giving the user's uid, the first one set wins (default none; X-Remote-Uid is Kubernetes' suggestion)", headerList(&f.requestHeader.UIDHeaders))
 	fs.Func("requestheader-group-headers", "comma-separated request headers giving the user's groups (default X-Remote-Group)", headerList(&f.requestHeader.GroupHeaders))
 	fs.Func("requestheader-extra-headers-prefix", "comma-separated prefixes of request headers giving the user's extra information (default X-Remote-Extra-)", headerList(&f.requestHeader.ExtraHeaderPrefixes))
 	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often to compact etcd history (0 disables)")

@@ -52,6 +52,7 @@ func frontProxy(t *testing.T, s *server, proxyCA *pkitest.Cert, cn string) strin
 		forward(r)
 		r.Header.Del("Authorization")
 		r.Header.Set("X-Remote-User", "alice")
+		r.Header.Set("X-Remote-Uid", "alice-0001")
 		r.Header["X-Remote-Group"] = []string{"devs", "oncall"}
 		r.Header.Set("X-Remote-Extra-Example.com%2fReason", "paged at night")
 	}
@@ -80,7 +81,7 @@ func TestRequestHeaderProxy(t *testing.T) {
 	t.Parallel()
 	proxyCA := pkitest.Issue(t, "front-proxy-ca", nil, "ca")
 	caFile := writeFile(t, "front-proxy-ca.crt", string(proxyCA.CertPEM()))
-	s := newServer(t, "--requestheader-client-ca-file", caFile, "--requestheader-allowed-names", "front-proxy,spare-proxy")
+	s := newServer(t, "--requestheader-client-ca-file", caFile, "--requestheader-allowed-names", "front-proxy,spare-proxy", "--requestheader-uid-headers", "X-Remote-Uid")
 	s.kubectl(t, "create", "clusterrolebinding", "devs-view", "--clusterrole", "view", "--group", "devs")
 
 	via := frontProxy(t, s, proxyCA, "front-proxy")
@@ -93,8 +94,8 @@ func TestRequestHeaderProxy(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	u := review.Status.UserInfo
-	if u.Username != "alice" || !slices.Equal(u.Groups, []string{"devs", "oncall", "system:authenticated"}) || !slices.Equal(u.Extra["example.com/reason"], authenticationv1.ExtraValue{"paged at night"}) {
-		t.Errorf("through the proxy: %+v, want alice in devs, oncall and system:authenticated, example.com/reason paged at night", u)
+	if u.Username != "alice" || u.UID != "alice-0001" || !slices.Equal(u.Groups, []string{"devs", "oncall", "system:authenticated"}) || !slices.Equal(u.Extra["example.com/reason"], authenticationv1.ExtraValue{"paged at night"}) {
+		t.Errorf("through the proxy: %+v, want alice (uid alice-0001) in devs, oncall and system:authenticated, example.com/reason paged at night", u)
 	}
 	if _, errOut, err := s.withKubeconfig(t, via, "", "get", "leases", "-A"); err != nil {
 		t.Errorf("kubectl get leases -A through the proxy (devs may view): %v\n%s", err, errOut)
