@@ -85,7 +85,8 @@
 #                              leasehold-etcd kube-apiserver")
 #   BENCH_WATCHERS             watchers of the watch run (default 1000)
 #   BENCH_OUT                  results directory (default bench-results)
-#   BENCH_PLOT                 SVG to draw (default docs/scaling.svg)
+#   BENCH_PLOT                 SVG to draw (default docs/scaling.svg, and
+#                              only for more than one fleet size)
 #   BENCH_TITLE                title of the plot (default: this machine's
 #                              CPU and core count)
 #   BENCH_THROUGHPUT_DURATION  throughput measurement (default 30s)
@@ -113,6 +114,7 @@ BENCH_SCENARIOS=${BENCH_SCENARIOS:-"throughput ceiling fleet watch"}
 BENCH_CEILING_NODES=${BENCH_CEILING_NODES:-100000}
 BENCH_WATCHERS=${BENCH_WATCHERS:-1000}
 BENCH_OUT=${BENCH_OUT:-bench-results}
+plot_given=${BENCH_PLOT+given}
 BENCH_PLOT=${BENCH_PLOT:-docs/scaling.svg}
 BENCH_THROUGHPUT_DURATION=${BENCH_THROUGHPUT_DURATION:-30s}
 BENCH_WATCH_DURATION=${BENCH_WATCH_DURATION:-30s}
@@ -530,7 +532,12 @@ if wanted connections; then
 	echo "results: $BENCH_OUT/connections-$n.json" >&2
 fi
 
-if wanted fleet; then
+# One fleet size is no curve: the committed plot stays, unless
+# BENCH_PLOT names where to draw it.
+sizes=($BENCH_NODES)
+if wanted fleet && { [ ${#sizes[@]} -gt 1 ] || [ -n "$plot_given" ]; }; then
 	log "plot: $BENCH_PLOT"
 	"$LEASEHOLD" bench plot --title "$BENCH_TITLE" --out "$BENCH_PLOT" "$BENCH_OUT"/fleet-*.json
+elif wanted fleet; then
+	log "plot: skipped for one fleet size ($BENCH_NODES); set BENCH_PLOT to draw it"
 fi
