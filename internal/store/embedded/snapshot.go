@@ -48,7 +48,23 @@ func (e *Etcd) Snapshot(ctx context.Context) (io.ReadCloser, error) {
 		}
 		pw.CloseWithError(err)
 	}()
-	return pr, nil
+	return ctxReader{ctx: ctx, PipeReader: pr}, nil
+}
+
+// ctxReader fails every read once its context has ended. The pipe is also
+// closed then, but by a goroutine of context.AfterFunc, which may run
+// only after the writer has sent the rest: a reader that saw its context
+// end must not see the stream end well.
+type ctxReader struct {
+	ctx context.Context
+	*io.PipeReader
+}
+
+func (r ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.PipeReader.Read(p)
 }
 
 // VerifySnapshot checks that the snapshot file at path is whole: its
