@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/component-helpers/auth/rbac/reconciliation"
 
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/registry"
@@ -168,10 +171,16 @@ func BootstrapRoleBindings() []*rbacv1.RoleBinding {
 	}}
 }
 
-// bootstrapRBAC creates each bootstrap role and binding that is missing;
-// existing ones, possibly edited by users, are left alone. Aggregated roles
-// start with their aggregated rules (the aggregation controller keeps them
-// current afterwards).
+// bootstrapRBAC creates each bootstrap role and binding that is missing,
+// and brings those that exist up to what this version wants, at every
+// start, with Kubernetes' own RBAC reconciliation
+// (k8s.io/component-helpers/auth/rbac/reconciliation), as kube-apiserver
+// does: an upgraded cluster gets the rules and subjects new controllers
+// and resources need. Nothing is taken away; an object annotated
+// rbac.authorization.kubernetes.io/autoupdate: "false" is left as it is;
+// a binding to another role is made again. Aggregated roles start with
+// their aggregated rules (the aggregation controller keeps them current
+// afterwards). Nothing is written when nothing lacks.
 func (s *Server) bootstrapRBAC(ctx context.Context) error {
 	roles := BootstrapClusterRoles()
 	// Aggregate to a fixed point: edit feeds admin, view feeds edit.
@@ -184,150 +193,193 @@ func (s *Server) bootstrapRBAC(ctx context.Context) error {
 			r.Rules = rules
 		}
 	}
-	var objs []runtime.Object
+	st := rbacStore{s: s, ctx: ctx}
 	for _, r := range roles {
-		objs = append(objs, r)
+		bootstrapMeta(&r.ObjectMeta)
+		o := reconciliation.ReconcileRoleOptions{Role: reconciliation.ClusterRoleRuleOwner{ClusterRole: r}, Confirm: true, Client: clusterRoleStore{st}}
+		if err := runReconcile(o.Run); err != nil {
+			return fmt.Errorf("bootstrap ClusterRole %s: %w", r.Name, err)
+		}
 	}
 	for _, b := range BootstrapClusterRoleBindings() {
-		objs = append(objs, b)
+		bootstrapMeta(&b.ObjectMeta)
+		o := reconciliation.ReconcileRoleBindingOptions{RoleBinding: reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: b}, Confirm: true, Client: clusterRoleBindingStore{st}}
+		if err := runReconcile(o.Run); err != nil {
+			return fmt.Errorf("bootstrap ClusterRoleBinding %s: %w", b.Name, err)
+		}
 	}
 	for _, b := range BootstrapRoleBindings() {
-		objs = append(objs, b)
-	}
-	for _, obj := range objs {
-		var res *registry.Resource
-		switch obj.(type) {
-		case *rbacv1.ClusterRole:
-			res = registry.ClusterRoles
-		case *rbacv1.ClusterRoleBinding:
-			res = registry.ClusterRoleBindings
-		case *rbacv1.RoleBinding:
-			res = registry.RoleBindings
-		}
-		m, _ := meta.Accessor(obj)
-		lbl := m.GetLabels()
-		if lbl == nil {
-			lbl = map[string]string{}
-		}
-		lbl["kubernetes.io/bootstrapping"] = "rbac-defaults"
-		m.SetLabels(lbl)
-		m.SetAnnotations(map[string]string{autoupdateAnnotation: "true"})
-		m.SetUID(uuid.NewUUID())
-		m.SetCreationTimestamp(metav1.NewTime(s.clock.Now()))
-		if res.PrepareForCreate != nil {
-			res.PrepareForCreate(obj)
-		}
-		want := obj
-		obj = s.fields[fieldManagerKey{res, ""}].UpdateNoErrors(res.New(), obj, "leasehold")
-		k := s.kinds[res]
-		key := k.Key(m.GetNamespace(), m.GetName())
-		if cur, err := k.Get(ctx, key); err == nil {
-			if err := s.reconcileRBAC(ctx, res, key, cur, want); err != nil {
-				return err
-			}
-			continue
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		if _, err := k.Create(ctx, k.Key(m.GetNamespace(), m.GetName()), obj, false); err != nil && !errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("bootstrap %s %s: %w", res.Kind, m.GetName(), err)
+		bootstrapMeta(&b.ObjectMeta)
+		o := reconciliation.ReconcileRoleBindingOptions{RoleBinding: reconciliation.RoleBindingAdapter{RoleBinding: b}, Confirm: true, Client: roleBindingStore{st}}
+		if err := runReconcile(o.Run); err != nil {
+			return fmt.Errorf("bootstrap RoleBinding %s/%s: %w", b.Namespace, b.Name, err)
 		}
 	}
 	return nil
 }
 
-// reconcileRBAC brings a bootstrap role or binding that exists up to what
-// this version wants, as kube-apiserver's RBAC reconciliation does at each
-// start, so that an upgrade gives an older cluster the permissions new
-// controllers and resources need: a role gets the rules it lacks (and the
-// labels that aggregate it, and its aggregation rule), a binding the
-// subjects it lacks. Nothing is taken away, and nothing is written when
-// nothing lacks, or when the object's
-// rbac.authorization.kubernetes.io/autoupdate annotation is "false". A
-// binding to another role is left alone.
-func (s *Server) reconcileRBAC(ctx context.Context, res *registry.Resource, key string, cur, want runtime.Object) error {
-	m, _ := meta.Accessor(cur)
-	if m.GetAnnotations()[autoupdateAnnotation] == "false" {
-		return nil
-	}
-	next := cur.DeepCopyObject()
-	changed := false
-	nm, _ := meta.Accessor(next)
-	labels := nm.GetLabels()
-	wm, _ := meta.Accessor(want)
-	for k, v := range wm.GetLabels() {
-		if _, ok := labels[k]; !ok {
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			labels[k], changed = v, true
-		}
-	}
-	nm.SetLabels(labels)
-	switch n := next.(type) {
-	case *rbacv1.ClusterRole:
-		w := want.(*rbacv1.ClusterRole)
-		if w.AggregationRule != nil {
-			// Its rules are the aggregation controller's to keep.
-			if n.AggregationRule == nil {
-				n.AggregationRule, changed = w.AggregationRule.DeepCopy(), true
-			}
-			break
-		}
-		// Each rule not wholly held goes in whole: tidier than the pieces
-		// of it that are missing, and the same permissions.
-		held := n.Rules
-		for _, r := range w.Rules {
-			if ok, _ := auth.Covers(held, []rbacv1.PolicyRule{r}); !ok {
-				n.Rules, changed = append(n.Rules, r), true
-			}
-		}
-	case *rbacv1.ClusterRoleBinding:
-		w := want.(*rbacv1.ClusterRoleBinding)
-		if n.RoleRef != w.RoleRef {
-			s.log.Warn("bootstrap binding points at another role; left alone", "binding", n.Name, "role", n.RoleRef.Name, "want", w.RoleRef.Name)
-			return nil
-		}
-		n.Subjects, changed = addSubjects(n.Subjects, w.Subjects, changed)
-	case *rbacv1.RoleBinding:
-		w := want.(*rbacv1.RoleBinding)
-		if n.RoleRef != w.RoleRef {
-			s.log.Warn("bootstrap binding points at another role; left alone", "binding", n.Namespace+"/"+n.Name, "role", n.RoleRef.Name, "want", w.RoleRef.Name)
-			return nil
-		}
-		n.Subjects, changed = addSubjects(n.Subjects, w.Subjects, changed)
-	}
-	if !changed {
-		return nil
-	}
-	k := s.kinds[res]
-	_, err := k.Update(ctx, key, store.UpdateOptions{}, func(latest runtime.Object) (runtime.Object, error) {
-		lm, _ := meta.Accessor(latest)
-		if lm.GetResourceVersion() != m.GetResourceVersion() {
-			return nil, store.ErrConflict // changed meanwhile: the next start reconciles it
-		}
-		return s.fields[fieldManagerKey{res, ""}].UpdateNoErrors(latest, next, "leasehold"), nil
+// runReconcile runs a reconciliation again when another replica, starting
+// at the same time, wrote the object between its read and its write.
+func runReconcile[T any](run func() (T, error)) error {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		_, err := run()
+		return err
 	})
-	if errors.Is(err, store.ErrConflict) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reconciling bootstrap %s %s: %w", res.Kind, m.GetName(), err)
-	}
-	s.log.Info("bootstrap RBAC object brought up to date", "kind", res.Kind, "name", m.GetName())
-	return nil
 }
 
-// autoupdateAnnotation set to "false" keeps a bootstrap RBAC object as its
-// owner left it.
-const autoupdateAnnotation = "rbac.authorization.kubernetes.io/autoupdate"
-
-// addSubjects adds to have the subjects of want it lacks.
-func addSubjects(have, want []rbacv1.Subject, changed bool) ([]rbacv1.Subject, bool) {
-	for _, w := range want {
-		if !slices.Contains(have, w) {
-			have, changed = append(have, w), true
-		}
+// bootstrapMeta marks a bootstrap object as kube-apiserver marks its own.
+func bootstrapMeta(m *metav1.ObjectMeta) {
+	if m.Labels == nil {
+		m.Labels = map[string]string{}
 	}
-	return have, changed
+	m.Labels["kubernetes.io/bootstrapping"] = "rbac-defaults"
+	m.Annotations = map[string]string{rbacv1.AutoUpdateAnnotationKey: "true"}
+}
+
+// rbacStore reads and writes RBAC objects straight in the store, before
+// the server serves, for the reconciliation's clients below; it answers
+// with the API errors the reconciliation tells apart.
+type rbacStore struct {
+	s   *Server
+	ctx context.Context
+}
+
+func (st rbacStore) get(res *registry.Resource, namespace, name string) (runtime.Object, error) {
+	k := st.s.kinds[res]
+	obj, err := k.Get(st.ctx, k.Key(namespace, name))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apierrors.NewNotFound(res.GroupResource(), name)
+	}
+	return obj, err
+}
+
+func (st rbacStore) create(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+	m, _ := meta.Accessor(obj)
+	m.SetUID(uuid.NewUUID())
+	m.SetCreationTimestamp(metav1.NewTime(st.s.clock.Now()))
+	if res.PrepareForCreate != nil {
+		res.PrepareForCreate(obj)
+	}
+	obj = st.s.fields[fieldManagerKey{res, ""}].UpdateNoErrors(res.New(), obj, "leasehold")
+	k := st.s.kinds[res]
+	created, err := k.Create(st.ctx, k.Key(m.GetNamespace(), m.GetName()), obj, false)
+	if errors.Is(err, store.ErrExists) {
+		return nil, apierrors.NewAlreadyExists(res.GroupResource(), m.GetName())
+	}
+	return created, err
+}
+
+func (st rbacStore) update(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+	m, _ := meta.Accessor(obj)
+	k := st.s.kinds[res]
+	updated, err := k.Update(st.ctx, k.Key(m.GetNamespace(), m.GetName()), store.UpdateOptions{}, func(cur runtime.Object) (runtime.Object, error) {
+		if cm, _ := meta.Accessor(cur); cm.GetResourceVersion() != m.GetResourceVersion() {
+			return nil, apierrors.NewConflict(res.GroupResource(), m.GetName(), errors.New("changed since it was read"))
+		}
+		return st.s.fields[fieldManagerKey{res, ""}].UpdateNoErrors(cur, obj, "leasehold"), nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apierrors.NewNotFound(res.GroupResource(), m.GetName())
+	}
+	return updated, err
+}
+
+func (st rbacStore) delete(res *registry.Resource, namespace, name string, uid types.UID) error {
+	k := st.s.kinds[res]
+	_, err := k.Delete(st.ctx, k.Key(namespace, name), false, func(cur runtime.Object) error {
+		if cm, _ := meta.Accessor(cur); cm.GetUID() != uid {
+			return apierrors.NewConflict(res.GroupResource(), name, errors.New("replaced since it was read"))
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return apierrors.NewNotFound(res.GroupResource(), name)
+	}
+	return err
+}
+
+type clusterRoleStore struct{ rbacStore }
+
+func (c clusterRoleStore) Get(_, name string) (reconciliation.RuleOwner, error) {
+	obj, err := c.get(registry.ClusterRoles, "", name)
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.ClusterRoleRuleOwner{ClusterRole: obj.(*rbacv1.ClusterRole).DeepCopy()}, nil
+}
+
+func (c clusterRoleStore) Create(in reconciliation.RuleOwner) (reconciliation.RuleOwner, error) {
+	obj, err := c.create(registry.ClusterRoles, in.GetObject())
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.ClusterRoleRuleOwner{ClusterRole: obj.(*rbacv1.ClusterRole)}, nil
+}
+
+func (c clusterRoleStore) Update(in reconciliation.RuleOwner) (reconciliation.RuleOwner, error) {
+	obj, err := c.update(registry.ClusterRoles, in.GetObject())
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.ClusterRoleRuleOwner{ClusterRole: obj.(*rbacv1.ClusterRole)}, nil
+}
+
+type clusterRoleBindingStore struct{ rbacStore }
+
+func (c clusterRoleBindingStore) Get(_, name string) (reconciliation.RoleBinding, error) {
+	obj, err := c.get(registry.ClusterRoleBindings, "", name)
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: obj.(*rbacv1.ClusterRoleBinding).DeepCopy()}, nil
+}
+
+func (c clusterRoleBindingStore) Delete(_, name string, uid types.UID) error {
+	return c.delete(registry.ClusterRoleBindings, "", name, uid)
+}
+
+func (c clusterRoleBindingStore) Create(in reconciliation.RoleBinding) (reconciliation.RoleBinding, error) {
+	obj, err := c.create(registry.ClusterRoleBindings, in.GetObject())
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: obj.(*rbacv1.ClusterRoleBinding)}, nil
+}
+
+func (c clusterRoleBindingStore) Update(in reconciliation.RoleBinding) (reconciliation.RoleBinding, error) {
+	obj, err := c.update(registry.ClusterRoleBindings, in.GetObject())
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: obj.(*rbacv1.ClusterRoleBinding)}, nil
+}
+
+type roleBindingStore struct{ rbacStore }
+
+func (c roleBindingStore) Get(namespace, name string) (reconciliation.RoleBinding, error) {
+	obj, err := c.get(registry.RoleBindings, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.RoleBindingAdapter{RoleBinding: obj.(*rbacv1.RoleBinding).DeepCopy()}, nil
+}
+
+func (c roleBindingStore) Delete(namespace, name string, uid types.UID) error {
+	return c.delete(registry.RoleBindings, namespace, name, uid)
+}
+
+func (c roleBindingStore) Create(in reconciliation.RoleBinding) (reconciliation.RoleBinding, error) {
+	obj, err := c.create(registry.RoleBindings, in.GetObject())
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.RoleBindingAdapter{RoleBinding: obj.(*rbacv1.RoleBinding)}, nil
+}
+
+func (c roleBindingStore) Update(in reconciliation.RoleBinding) (reconciliation.RoleBinding, error) {
+	obj, err := c.update(registry.RoleBindings, in.GetObject())
+	if err != nil {
+		return nil, err
+	}
+	return reconciliation.RoleBindingAdapter{RoleBinding: obj.(*rbacv1.RoleBinding)}, nil
 }
