@@ -84,10 +84,11 @@ const NamespacesInterval = time.Minute
 // KeepNamespaces makes the namespaces of registry.InitialNamespaces again
 // when one has been deleted (kube-node-lease may be, as in Kubernetes;
 // the agents' leases then come back with it), every NamespacesInterval
-// until ctx ends. Every replica runs it, as every kube-apiserver runs its
-// controller; creating one that another made is a no-op.
+// until ctx ends, on a goroutine of its own. Every replica runs it, as
+// every kube-apiserver runs its controller; creating one that another
+// made is a no-op.
 func (s *Server) KeepNamespaces(ctx context.Context) {
-	tick.Every(ctx, s.clock, NamespacesInterval, func() {
+	tick.Start(ctx, s.clock, NamespacesInterval, func() {
 		made, err := s.makeNamespaces(ctx)
 		for _, name := range made {
 			s.log.Warn("made a system namespace again, after it was deleted", "namespace", name)

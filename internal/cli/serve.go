@@ -423,7 +423,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(apiserver.GuardCollectors()...)
 	reg.MustRegister(audit.Collectors()...)
 	reg.MustRegister(leaderMetrics)
-	reg.MustRegister(certificateExpiry(ca, certs.served)...)
+	reg.MustRegister(certificateExpiry(ca, certs.fallback)...)
 	snapshot = etcdClient.Snapshot
 	if member != nil {
 		snapshot = member.Snapshot
@@ -485,7 +485,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		}
 		restoreGC()
 	}()
-	go api.KeepNamespaces(storeCtx)
+	api.KeepNamespaces(storeCtx)
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
@@ -960,18 +960,22 @@ func loadCertificates(f serveFlags, host string, tokens *auth.Tokens, clk clock.
 }
 
 // served is the certificate --listen serves now, for
-// tls.Config.GetCertificate; with a nil hello (the expiry gauge's), the
-// one served to clients that name no --tls-sni-cert-key's name.
+// tls.Config.GetCertificate.
 func (c *serverCerts) served(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-	if hello != nil {
-		if cert := c.sni.Get(hello.ServerName); cert != nil {
-			return cert, nil
-		}
+	if cert := c.sni.Get(hello.ServerName); cert != nil {
+		return cert, nil
 	}
+	return c.fallback(), nil
+}
+
+// fallback is the certificate served to clients that ask for none of
+// --tls-sni-cert-key's names: --tls-cert-file's, else the server's own.
+func (c *serverCerts) fallback() *tls.Certificate {
 	if c.files != nil {
-		return c.files.Get(), nil
+		return c.files.Get()
 	}
-	return c.own.GetCertificate(hello)
+	cert, _ := c.own.GetCertificate(nil)
+	return cert
 }
 
 // clientRoots are the CAs a client certificate may chain to now.
@@ -1020,12 +1024,11 @@ func credentials(f serveFlags, host string, servedCert *pki.Reloading[*tls.Certi
 // expire, for an alert well ahead: the serving certificate renews itself
 // (or is read again from --tls-cert-file, renewed by its own PKI), the CA
 // (10 years) does not.
-func certificateExpiry(ca *pki.CA, serving func(*tls.ClientHelloInfo) (*tls.Certificate, error)) []prometheus.Collector {
+func certificateExpiry(ca *pki.CA, serving func() *tls.Certificate) []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(certificateExpiryOpts("ca"), func() float64 { return float64(ca.Cert.NotAfter.Unix()) }),
 		prometheus.NewGaugeFunc(certificateExpiryOpts("serving"), func() float64 {
-			c, _ := serving(nil)
-			return float64(c.Leaf.NotAfter.Unix())
+			return float64(serving().Leaf.NotAfter.Unix())
 		}),
 	}
 }

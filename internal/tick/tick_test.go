@@ -37,3 +37,22 @@ func TestEvery(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestStart: the ticker exists when Start returns, so a step right after
+// it calls f, with no wait for the goroutine to begin.
+func TestStart(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(0, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := make(chan struct{}, 1)
+	Start(ctx, clk, time.Second, func() { calls <- struct{}{} })
+	if !clk.HasWaiters() {
+		t.Fatal("no ticker when Start returned")
+	}
+	clk.Step(time.Second)
+	select {
+	case <-calls:
+	case <-time.After(time.Minute):
+		t.Fatal("f not called after a step of the interval")
+	}
+}

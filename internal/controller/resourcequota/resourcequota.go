@@ -46,7 +46,6 @@ import (
 
 	"github.com/leasehold/leasehold/internal/controller/feed"
 	"github.com/leasehold/leasehold/internal/registry"
-	"github.com/leasehold/leasehold/internal/tick"
 )
 
 // UserName is the controller's identity, Kubernetes' own for it.
@@ -138,6 +137,10 @@ func New(cfg Config) (*Controller, error) {
 // Run follows the quotas and the resources they may count, and counts
 // until ctx ends; it returns an error only if it cannot start.
 func (c *Controller) Run(ctx context.Context) error {
+	// Made before anything waits on the clock, so that a test's step of
+	// its fake clock always reaches it.
+	resync := c.cfg.Clock.NewTicker(c.cfg.ResyncPeriod)
+	defer resync.Stop()
 	var feeds []*feed.Feed
 	quotaLW, err := c.cfg.Reads(corev1.SchemeGroupVersion.WithResource(registry.ResourceQuotas.Name), "")
 	if err != nil {
@@ -182,12 +185,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		return nil
 	}
 	c.log.Info("resource quota controller started", "resources", len(c.cfg.Resources), "resyncPeriod", c.cfg.ResyncPeriod)
-	wg.Go(func() { tick.Every(ctx, c.cfg.Clock, c.cfg.ResyncPeriod, c.markAll) })
 	c.markAll()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-resync.C():
+			c.markAll()
+			continue
 		case <-c.wake:
 		}
 		c.mu.Lock()
