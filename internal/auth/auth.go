@@ -78,6 +78,12 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (u *User, ok bool, err error)
 }
 
+// AuthenticatorFunc is a function that is an Authenticator.
+type AuthenticatorFunc func(r *http.Request) (*User, bool, error)
+
+// Authenticate implements Authenticator.
+func (f AuthenticatorFunc) Authenticate(r *http.Request) (*User, bool, error) { return f(r) }
+
 // Tokens authenticates bearer tokens against a set kept in memory. Tokens
 // are kept as SHA-256 digests, never in clear. It is safe for concurrent
 // use.

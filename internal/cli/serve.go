@@ -35,11 +35,11 @@ import (
 	"golang.org/x/net/netutil"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	kubetransport "k8s.io/client-go/transport"
-	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/connrotation"
 	"k8s.io/utils/clock"
 
@@ -102,6 +102,7 @@ type serveFlags struct {
 	tokenAuthFile                      string
 	oidc                               auth.OIDCConfig
 	oidcCAFile, oidcSigningAlgs        string
+	authenticationConfig               string
 	webhook                            auth.WebhookConfig
 	authzWebhook                       auth.AuthorizationWebhookConfig
 	anonymousAuth                      bool
@@ -187,6 +188,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Var((*keyValues)(&f.oidc.RequiredClaims), "oidc-required-claim", "key=value an ID token must hold; repeat, or separate with commas, for several")
 	fs.StringVar(&f.oidcCAFile, "oidc-ca-file", "", "PEM bundle of CAs to verify the OIDC issuer with (default: the system's roots)")
 	fs.StringVar(&f.oidcSigningAlgs, "oidc-signing-algs", "RS256", "comma-separated algorithms an ID token may be signed with: RS256, RS384, RS512, ES256, ES384, ES512, PS256, PS384, PS512")
+	fs.StringVar(&f.authenticationConfig, "authentication-config", "", "AuthenticationConfiguration file (apiserver.config.k8s.io/v1), as kube-apiserver's flag: JWT issuers, each with its audiences, claim mappings and validation rules (CEL expressions or claims), and which requests may be anonymous; read again every 10s while the server runs. Not with the --oidc-* flags")
 	fs.StringVar(&f.webhook.ConfigFile, "authentication-token-webhook-config-file", "", "kubeconfig of a remote service that authenticates bearer tokens nothing else knows, by TokenReview (authentication.k8s.io/v1), as kube-apiserver's flag: its cluster is the service (https), its user the server's credentials there")
 	fs.DurationVar(&f.webhook.CacheTTL, "authentication-token-webhook-cache-ttl", 2*time.Minute, "how long the webhook's answer that a token is a user's is kept (a refusal: 10s)")
 	fs.BoolVar(&f.anonymousAuth, "anonymous-auth", false, "serve requests without credentials as system:anonymous (group system:unauthenticated) instead of answering 401")
@@ -266,12 +268,14 @@ func (f *serveFlags) check() error {
 	} else {
 		return fmt.Errorf("--etcd-prefix must be an absolute path below /, such as /registry, not %q", f.etcdPrefix)
 	}
-	if f.oidc.IssuerURL != "" {
-		f.oidc.SigningAlgs = splitList(f.oidcSigningAlgs)
-		if err := auth.CheckOIDC(&f.oidc); err != nil {
+	switch oidcFlags := f.oidc.ClientID != "" || len(f.oidc.RequiredClaims) > 0 || f.oidc.GroupsClaim != "" || f.oidcCAFile != ""; {
+	case f.oidc.IssuerURL != "" && f.authenticationConfig != "":
+		return errors.New("--authentication-config and the --oidc-* flags are mutually exclusive, as in kube-apiserver: make the issuer one of the file's jwt authenticators")
+	case f.oidc.IssuerURL != "":
+		if err := auth.CheckOIDC(f.oidc, splitList(f.oidcSigningAlgs)); err != nil {
 			return fmt.Errorf("--oidc-*: %w", err)
 		}
-	} else if f.oidc.ClientID != "" || len(f.oidc.RequiredClaims) > 0 || f.oidc.GroupsClaim != "" || f.oidcCAFile != "" {
+	case oidcFlags:
 		return errors.New("the --oidc-* flags need --oidc-issuer-url")
 	}
 	if slices.Contains(splitList(f.authorizationMode), apiserver.ModeWebhook) != (f.authzWebhook.ConfigFile != "") {
@@ -359,7 +363,17 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	authn, tokenStore, oidcAuthn, err := authenticators(f, certs, tokens, log)
+	// The authenticators' background work (the token store's reloads, the
+	// JWT issuers' keys, the audit log) is stopped last, after in-flight
+	// requests, so their audit events are written.
+	authCtx, stopAuth := context.WithCancel(context.Background())
+	var authWork sync.WaitGroup
+	defer func() { stopAuth(); authWork.Wait() }()
+	authnReloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leasehold_authentication_config_reloads_total",
+		Help: "Reloads of --authentication-config after its file changed, by status: success, or failure (the file did not parse or validate, and the configuration in use stayed).",
+	}, []string{"status"})
+	authn, tokenStore, authnConfig, err := authenticators(authCtx, f, certs, tokens, authnReloads, log)
 	if err != nil {
 		return err
 	}
@@ -424,6 +438,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(audit.Collectors()...)
 	reg.MustRegister(leaderMetrics)
 	reg.MustRegister(certificateExpiry(ca, certs.fallback)...)
+	reg.MustRegister(authnReloads)
 	snapshot = etcdClient.Snapshot
 	if member != nil {
 		snapshot = member.Snapshot
@@ -445,22 +460,13 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	authCtx, stopAuth := context.WithCancel(context.Background())
-	authDone := make(chan struct{}, 3)
-	go func() { tokenStore.Run(authCtx); authDone <- struct{}{} }()
-	if oidcAuthn != nil {
-		go func() { oidcAuthn.Run(authCtx); authDone <- struct{}{} }()
-	} else {
-		authDone <- struct{}{}
+	authWork.Go(func() { tokenStore.Run(authCtx) })
+	if authnConfig != nil {
+		authWork.Go(func() { authnConfig.Run(authCtx) })
 	}
 	if auditLog != nil {
-		go func() { auditLog.Run(authCtx); authDone <- struct{}{} }()
-	} else {
-		authDone <- struct{}{}
+		authWork.Go(func() { auditLog.Run(authCtx) })
 	}
-	// Stopped last, after in-flight requests, so their audit events are
-	// written.
-	defer func() { stopAuth(); <-authDone; <-authDone; <-authDone }()
 
 	storeCtx, stopStore := context.WithCancel(context.Background())
 	storeDone := make(chan error, 1)
@@ -1377,9 +1383,11 @@ func stoppedOr(ctx context.Context, log *slog.Logger, err error) error {
 // kube-apiserver tries them: an authenticating proxy's request headers,
 // client certificates signed by a CA of certs.clientRoots, the built-in
 // tokens (admin and controllers), --token-auth-file, the token store that
-// `leasehold token` maintains, the OIDC issuer's ID tokens (returned too,
-// for its Run), the token webhook, and anonymous requests when enabled.
-func authenticators(f serveFlags, certs *serverCerts, builtin *auth.Tokens, log *slog.Logger) (auth.Authenticator, *auth.TokenStore, *auth.OIDC, error) {
+// `leasehold token` maintains, the JWTs of the --oidc-* issuer or of
+// --authentication-config's (returned too, for its Run), the token
+// webhook, and anonymous requests when enabled, by --anonymous-auth or by
+// that file.
+func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, builtin *auth.Tokens, reloads *prometheus.CounterVec, log *slog.Logger) (auth.Authenticator, *auth.TokenStore, *auth.AuthenticationConfig, error) {
 	var list auth.Union
 	if certs.proxyCAs != nil {
 		cfg := f.requestHeader
@@ -1399,23 +1407,32 @@ func authenticators(f serveFlags, certs *serverCerts, builtin *auth.Tokens, log 
 		return nil, nil, nil, err
 	}
 	list = append(list, ts)
-	var oidcAuthn *auth.OIDC
-	if f.oidc.IssuerURL != "" {
+	var fileCfg *auth.AuthenticationConfig
+	switch {
+	case f.oidc.IssuerURL != "":
 		cfg := f.oidc
-		cfg.Logger = log
 		if f.oidcCAFile != "" {
-			pem, err := os.ReadFile(f.oidcCAFile)
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("--oidc-ca-file: %w", err)
-			}
-			if cfg.RootCAs, err = certutil.NewPoolFromBytes(pem); err != nil {
+			if cfg.CA, err = os.ReadFile(f.oidcCAFile); err != nil {
 				return nil, nil, nil, fmt.Errorf("--oidc-ca-file: %w", err)
 			}
 		}
-		if oidcAuthn, err = auth.NewOIDC(cfg); err != nil {
+		jwt, err := auth.NewJWT(ctx, []apiserverconfig.JWTAuthenticator{cfg.JWTAuthenticator()}, auth.JWTOptions{SigningAlgs: splitList(f.oidcSigningAlgs), Logger: log})
+		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--oidc-*: %w", err)
 		}
-		list = append(list, oidcAuthn)
+		list = append(list, jwt)
+	case f.authenticationConfig != "":
+		fileCfg, err = auth.NewAuthenticationConfig(ctx, f.authenticationConfig, auth.AuthenticationConfigOptions{
+			Logger:   log,
+			Reloaded: func(status string) { reloads.WithLabelValues(status).Inc() },
+		})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--authentication-config: %w", err)
+		}
+		if f.anonymousAuth && fileCfg.HasAnonymous() {
+			return nil, nil, nil, errors.New("--anonymous-auth may not be set while --authentication-config says who may be anonymous, as in kube-apiserver")
+		}
+		list = append(list, fileCfg.JWT())
 	}
 	if f.webhook.ConfigFile != "" {
 		wh, err := auth.NewWebhook(f.webhook)
@@ -1424,10 +1441,13 @@ func authenticators(f serveFlags, certs *serverCerts, builtin *auth.Tokens, log 
 		}
 		list = append(list, wh)
 	}
-	if f.anonymousAuth {
+	switch {
+	case f.anonymousAuth:
 		list = append(list, auth.Anonymous{})
+	case fileCfg != nil:
+		list = append(list, fileCfg.Anonymous())
 	}
-	return list, ts, oidcAuthn, nil
+	return list, ts, fileCfg, nil
 }
 
 // headerList is a flag.Func that sets *dst to a comma-separated list of

@@ -101,6 +101,10 @@ func TestServeRejectsBadFlags(t *testing.T) {
 	if err := os.WriteFile(junk, []byte("not PEM"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	anonymousConfig := filepath.Join(files, "authn.yaml")
+	if err := os.WriteFile(anonymousConfig, []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\nanonymous: {enabled: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args    []string
 		want    string
@@ -117,10 +121,14 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--etcd-prefix", ""}, "--etcd-prefix", false},
 		{[]string{"--etcd-prefix", "//"}, "--etcd-prefix", false},
 		{[]string{"--oidc-client-id", "c"}, "need --oidc-issuer-url", false},
-		{[]string{"--oidc-issuer-url", "http://idp.example", "--oidc-client-id", "c"}, "must be an https URL", false},
-		{[]string{"--oidc-issuer-url", "https://idp.example"}, "client ID is required", false},
+		{[]string{"--oidc-issuer-url", "http://idp.example", "--oidc-client-id", "c"}, "--oidc-issuer-url: Invalid value: \"http://idp.example\": URL scheme must be https", false},
+		{[]string{"--oidc-issuer-url", "https://idp.example"}, "--oidc-client-id: Required value", false},
 		{[]string{"--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "c", "--oidc-signing-algs", "RS256,none"}, `"none" is not one of`, false},
 		{[]string{"--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "c", "--oidc-required-claim", "hd"}, `"hd" is not key=value`, false},
+		{[]string{"--oidc-issuer-url", "https://idp.example", "--oidc-client-id", "c", "--authentication-config", junk}, "mutually exclusive", false},
+		{[]string{"--authentication-config", junk}, "--authentication-config: ", true},
+		{[]string{"--authentication-config", filepath.Join(files, "missing.yaml")}, "no such file", true},
+		{[]string{"--authentication-config", anonymousConfig, "--anonymous-auth"}, "--anonymous-auth may not be set", true},
 		{[]string{"--authentication-token-webhook-cache-ttl", "-1s"}, "--authentication-token-webhook-cache-ttl", false},
 		{[]string{"--goaway-chance", "0.5"}, "--goaway-chance must be between 0 and 0.02", false},
 		{[]string{"--goaway-chance", "-0.01"}, "--goaway-chance must be between 0 and 0.02", false},

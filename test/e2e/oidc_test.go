@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc/oidctest"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 )
 
 // oidcIssuer is an OpenID Connect issuer as a company's identity provider
@@ -170,14 +172,148 @@ func TestOIDC(t *testing.T) {
 			t.Errorf("a token %s: %q, %v; want 401", name, got, err)
 		}
 	}
-	// The server logged why the issuer's tokens were refused at first.
+	// The server logged why the issuer's tokens were refused at first,
+	// and, within a second of it, that the issuer was reached.
+	eventually(t, 10*time.Second, func() error {
+		log, err := os.ReadFile(s.logPath)
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{"oidc authenticator: initializing plugin", "JWT issuer reached; its tokens are taken"} {
+			if !strings.Contains(string(log), want) {
+				return fmt.Errorf("the server's log does not say %q", want)
+			}
+		}
+		return nil
+	})
+}
+
+// TestAuthenticationConfig: --authentication-config, as kube-apiserver's:
+// two issuers in one file, one mapped by claims and one by CEL
+// expressions with rules, seen through kubectl auth whoami; anonymous
+// requests for /api only; the file changed while the server runs is put
+// in use within seconds, and a broken one leaves the one in use, counted
+// in /metrics.
+func TestAuthenticationConfig(t *testing.T) {
+	needKubectl(t)
+	corp, ci := listeningIssuer(t), listeningIssuer(t)
+	corp.writeCA(t)
+	ca, err := os.ReadFile(corp.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "authn.yaml")
+	write := func(corpGroupsPrefix, anonymous string) {
+		t.Helper()
+		caIndented := strings.ReplaceAll(strings.TrimSpace(string(ca)), "\n", "\n        ")
+		cfg := fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+kind: AuthenticationConfiguration
+jwt:
+- issuer:
+    url: %[1]s
+    audiences: [leasehold]
+    certificateAuthority: |
+        %[3]s
+  claimMappings:
+    username: {claim: email, prefix: ""}
+    groups: {claim: groups, prefix: %[4]q}
+- issuer:
+    url: %[2]s
+    audiences: [leasehold]
+    certificateAuthority: |
+        %[3]s
+  claimMappings:
+    username: {expression: "'ci:' + claims.repository"}
+    groups: {expression: "['ci']"}
+    extra:
+    - {key: example.com/ref, valueExpression: claims.ref}
+  claimValidationRules:
+  - {expression: "claims.ref.startsWith('refs/heads/')", message: only branches deploy}
+%[5]s`, corp.url, ci.url, caIndented, corpGroupsPrefix, anonymous)
+		if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("corp:", "anonymous:\n  enabled: true\n  conditions: [{path: /api}]\n")
+	s := newServer(t, "--authentication-config", file)
+	whoami := func(token string) (string, error) {
+		out, stderr, err := s.asToken(t, token, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups} {.status.userInfo.extra}")
+		if err != nil {
+			return "", fmt.Errorf("%v: %s", err, stderr)
+		}
+		return out, nil
+	}
+	alice := corp.token(t, "k1", time.Hour, map[string]any{"email": "alice@example.com", "groups": []string{"devs"}})
+	deploy := ci.token(t, "k1", time.Hour, map[string]any{"sub": "x", "repository": "acme/web", "ref": "refs/heads/main"})
+	eventually(t, 30*time.Second, func() error {
+		if got, err := whoami(alice); err != nil || got != `alice@example.com ["corp:devs","system:authenticated"] ` {
+			return fmt.Errorf("alice: %q, %v", got, err)
+		}
+		return nil
+	})
+	if got, err := whoami(deploy); err != nil || got != `ci:acme/web ["ci","system:authenticated"] {"example.com/ref":["refs/heads/main"]}` {
+		t.Errorf("the CI job: %q, %v", got, err)
+	}
+	if got, err := whoami(ci.token(t, "k1", time.Hour, map[string]any{"repository": "acme/web", "ref": "refs/tags/v1"})); err == nil || !strings.Contains(err.Error(), "(Unauthorized)") {
+		t.Errorf("a CI job of a tag, which the rule refuses: %q, %v; want 401", got, err)
+	}
+	anon := rest.AnonymousClientConfig(mustConfig(t, s))
+	// /api is anonymous's, whom RBAC lets read no more than the health
+	// checks (403, where a request nobody authenticated gets 401).
+	if body, err := getRaw(t, anon, "/api"); !apierrors.IsForbidden(err) || !strings.Contains(body, `User \"system:anonymous\" cannot get path \"/api\"`) {
+		t.Errorf("/api without credentials: %s, %v; want 403 for system:anonymous", body, err)
+	}
+	if _, err := getRaw(t, anon, "/api/v1/namespaces"); !apierrors.IsUnauthorized(err) {
+		t.Errorf("namespaces without credentials: %v; want 401", err)
+	}
+
+	// A new groups prefix, and no anonymous requests: in use within the
+	// server's 10 s check.
+	write("sso:", "")
+	eventually(t, 30*time.Second, func() error {
+		if got, err := whoami(alice); err != nil || got != `alice@example.com ["sso:devs","system:authenticated"] ` {
+			return fmt.Errorf("alice after the change: %q, %v", got, err)
+		}
+		return nil
+	})
+	if _, err := getRaw(t, anon, "/api"); !apierrors.IsUnauthorized(err) {
+		t.Errorf("/api without credentials after the change: %v; want 401", err)
+	}
+	// A broken file: the one in use stays, and the failure is counted.
+	if err := os.WriteFile(file, []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\njwt:\n- issuer: {url: http://idp.example}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		out := s.kubectl(t, "get", "--raw", "/metrics")
+		for _, want := range []string{`leasehold_authentication_config_reloads_total{status="failure"} 1`, `leasehold_authentication_config_reloads_total{status="success"} 1`} {
+			if !strings.Contains(out, want+"\n") {
+				return fmt.Errorf("/metrics lacks %s", want)
+			}
+		}
+		return nil
+	})
+	if got, err := whoami(deploy); err != nil || !strings.HasPrefix(got, "ci:acme/web ") {
+		t.Errorf("the CI job after a broken file: %q, %v", got, err)
+	}
 	log, err := os.ReadFile(s.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"OIDC issuer not reached; its tokens are refused until it is", "OIDC issuer found"} {
+	for _, want := range []string{"authentication config reloaded", "authentication config not reloaded; the one in use stays", "URL scheme must be https"} {
 		if !strings.Contains(string(log), want) {
 			t.Errorf("the server's log does not say %q", want)
 		}
 	}
+}
+
+// listeningIssuer is an issuer serving at once on a free address.
+func listeningIssuer(t *testing.T) *oidcIssuer {
+	t.Helper()
+	addr, err := freeListenAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	is := newOIDCIssuer(t, addr)
+	is.start(t)
+	return is
 }
