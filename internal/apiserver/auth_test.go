@@ -13,19 +13,27 @@ import (
 	"testing"
 	"time"
 
+	"encoding/pem"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/leasehold/leasehold/internal/apiserver"
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/auth/audit"
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
@@ -521,4 +529,78 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 		}
 	}
 	t.Fatalf("the server read all %d bytes over %v without cutting the client off", size, time.Duration(size)*50*time.Millisecond)
+}
+
+// TestSetAuthorization: the authorizers a running server uses are replaced
+// at once, as --authorization-config's reloads replace them: a webhook
+// that allows alice what RBAC does not, put after RBAC, then taken away;
+// SelfSubjectAccessReview follows.
+func TestSetAuthorization(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers()})
+	ctx := context.Background()
+	alice := clientFor(t, s, aliceToken)
+	var asked atomic.Int32
+	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		var review authorizationv1.SubjectAccessReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		ra := review.Spec.ResourceAttributes
+		review.Status.Allowed = review.Spec.User == "alice" && ra != nil && ra.Resource == "nodes" && ra.Verb == "list"
+		review.Status.Reason = "the fleet team may list nodes"
+		json.NewEncoder(w).Encode(&review)
+	}))
+	defer hook.Close()
+	kubeconfig := filepath.Join(t.TempDir(), "hook.kubeconfig")
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw})
+	if err := pki.WriteKubeconfig(kubeconfig, pki.KubeconfigSpec{Server: hook.URL, CAPEM: caPEM, User: "leasehold", Token: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("alice lists nodes under RBAC and Node: %v; want 403", err)
+	}
+	// Only node lists go to the webhook (a CEL matchCondition).
+	cfg := apiserverconfig.AuthorizationConfiguration{Authorizers: []apiserverconfig.AuthorizerConfiguration{
+		{Type: "RBAC", Name: "rbac"}, {Type: "Node", Name: "node"},
+		{Type: "Webhook", Name: "fleet", Webhook: auth.AuthorizationWebhookFlags{ConfigFile: kubeconfig, AllowedTTL: time.Minute, DeniedTTL: time.Second}.Webhook()},
+	}}
+	cfg.Authorizers[2].Webhook.MatchConditions = []apiserverconfig.WebhookMatchCondition{{Expression: "has(request.resourceAttributes) && request.resourceAttributes.resource == 'nodes'"}}
+	if err := auth.ValidateAuthorizationConfig(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.API.SetAuthorization(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("alice lists nodes with the webhook: %v", err)
+	}
+	if _, err := alice.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("alice lists leases, which the webhook is not asked about: %v; want 403", err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the webhook was asked %d times, want 1", n)
+	}
+	review, err := alice.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Resource: "nodes"},
+	}}, metav1.CreateOptions{})
+	if err != nil || !review.Status.Allowed || review.Status.Reason != "the fleet team may list nodes" {
+		t.Errorf("can-i list nodes: %+v, %v", review, err)
+	}
+
+	if err := s.API.SetAuthorization(apiserver.DefaultAuthorization()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("alice lists nodes once the webhook is gone: %v; want 403", err)
+	}
+	// A webhook whose kubeconfig is gone leaves the chain as it was.
+	cfg.Authorizers[2].Webhook.ConnectionInfo.KubeConfigFile = ptr.To(filepath.Join(t.TempDir(), "missing"))
+	if err := s.API.SetAuthorization(&cfg); err == nil {
+		t.Error("a webhook without its kubeconfig was put in use")
+	}
+	if _, err := alice.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("alice lists nodes after a failed change: %v; want 403", err)
+	}
 }

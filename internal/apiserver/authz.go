@@ -12,61 +12,56 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
 
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/registry"
 	"github.com/leasehold/leasehold/internal/store"
 )
 
-// Authorization modes, as kube-apiserver's --authorization-mode names them.
-const (
-	ModeRBAC        = "RBAC"
-	ModeNode        = "Node"
-	ModeAlwaysAllow = "AlwaysAllow"
-	ModeAlwaysDeny  = "AlwaysDeny"
-	ModeWebhook     = "Webhook"
-)
-
-// DefaultAuthorization is the default authorizer chain.
-var DefaultAuthorization = []string{ModeRBAC, ModeNode}
-
-// newAuthorizer builds the chain of modes, behind the system:masters
-// shortcut every kube-apiserver has; webhook is ModeWebhook's authorizer.
-func (s *Server) newAuthorizer(modes []string, webhook auth.Authorizer) (auth.Chain, error) {
-	chain := auth.Chain{auth.PrivilegedGroups{auth.GroupMasters}}
-	seen := map[string]bool{}
-	for _, m := range modes {
-		if seen[m] {
-			return nil, fmt.Errorf("authorization mode %q given twice", m)
-		}
-		seen[m] = true
-		switch m {
-		case ModeRBAC:
-			chain = append(chain, auth.NewRBAC(storeRBAC{s}))
-		case ModeNode:
-			chain = append(chain, auth.NodeAuthorizer{})
-		case ModeAlwaysAllow:
-			chain = append(chain, auth.AlwaysAllow{})
-		case ModeAlwaysDeny:
-			chain = append(chain, auth.AlwaysDeny{})
-		case ModeWebhook:
-			if webhook == nil {
-				return nil, errors.New("authorization mode Webhook needs --authorization-webhook-config-file")
-			}
-			chain = append(chain, webhook)
-		default:
-			return nil, fmt.Errorf("unknown authorization mode %q (want %s, %s, %s, %s or %s)", m, ModeRBAC, ModeNode, ModeWebhook, ModeAlwaysAllow, ModeAlwaysDeny)
-		}
+// DefaultAuthorization is the default authorizer chain: RBAC, then Node,
+// as --authorization-mode RBAC,Node makes it.
+func DefaultAuthorization() *apiserverconfig.AuthorizationConfiguration {
+	cfg, err := auth.AuthorizationConfigFromModes([]string{auth.AuthorizerRBAC, auth.AuthorizerNode}, auth.AuthorizationWebhookFlags{})
+	if err != nil {
+		panic(err)
 	}
-	if webhook != nil && !seen[ModeWebhook] {
-		return nil, errors.New("--authorization-webhook-config-file needs Webhook in --authorization-mode")
-	}
-	return chain, nil
+	return cfg
 }
 
-// Authorizer returns the server's authorizer chain, which also resolves
-// rules (auth.RuleResolver).
-func (s *Server) Authorizer() auth.Chain { return s.authz }
+// SetAuthorization puts cfg's chain of authorizers in use, behind the
+// system:masters shortcut every kube-apiserver has. cfg must be valid
+// (auth.ValidateAuthorizationConfig); a webhook whose kubeconfig cannot be
+// read is an error, and leaves the chain in use as it was.
+func (s *Server) SetAuthorization(cfg *apiserverconfig.AuthorizationConfiguration) error {
+	chain := auth.Chain{auth.PrivilegedGroups{auth.GroupMasters}}
+	for _, a := range cfg.Authorizers {
+		switch string(a.Type) {
+		case auth.AuthorizerRBAC:
+			chain = append(chain, auth.NewRBAC(storeRBAC{s}))
+		case auth.AuthorizerNode:
+			chain = append(chain, auth.NodeAuthorizer{})
+		case auth.AuthorizerAlwaysAllow:
+			chain = append(chain, auth.AlwaysAllow{})
+		case auth.AuthorizerAlwaysDeny:
+			chain = append(chain, auth.AlwaysDeny{})
+		case auth.AuthorizerWebhook:
+			w, err := auth.NewAuthorizationWebhook(a.Name, a.Webhook, s.cfg.AuthorizationWebhookMetrics)
+			if err != nil {
+				return fmt.Errorf("authorizer %s: %w", a.Name, err)
+			}
+			chain = append(chain, w)
+		default:
+			return fmt.Errorf("authorizer %s: unknown type %q", a.Name, a.Type)
+		}
+	}
+	s.authz.Store(&chain)
+	return nil
+}
+
+// Authorizer returns the server's authorizer chain as it is now, which
+// also resolves rules (auth.RuleResolver).
+func (s *Server) Authorizer() auth.Chain { return *s.authz.Load() }
 
 // storeRBAC reads roles and bindings from the watch cache.
 type storeRBAC struct{ s *Server }
@@ -166,7 +161,7 @@ func nonResourceVerb(method string) string {
 
 // authorize asks the chain; only Allow allows.
 func (s *Server) authorize(ctx context.Context, a auth.Attributes) (bool, string) {
-	d, reason, err := s.authz.Authorize(ctx, a)
+	d, reason, err := s.Authorizer().Authorize(ctx, a)
 	if err != nil {
 		s.log.Warn("authorizer error", "user", a.User.Name, "err", err)
 		if reason == "" {
@@ -201,7 +196,7 @@ func (s *Server) admit(req *request, obj runtime.Object) error {
 // checksEscalation says whether RBAC objects are guarded: only when RBAC
 // decides.
 func (s *Server) checksEscalation() bool {
-	for _, z := range s.authz {
+	for _, z := range s.Authorizer() {
 		if _, ok := z.(*auth.RBAC); ok {
 			return true
 		}
@@ -242,7 +237,7 @@ func (s *Server) noEscalation(req *request, u *auth.User, obj runtime.Object) er
 	default:
 		return nil
 	}
-	held, _, err := s.authz.RulesFor(req.ctx, u, namespace)
+	held, _, err := s.Authorizer().RulesFor(req.ctx, u, namespace)
 	if err != nil {
 		s.log.Debug("resolving rules for escalation check", "user", u.Name, "err", err)
 	}

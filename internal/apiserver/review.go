@@ -96,7 +96,7 @@ func (s *Server) accessReview(req *request, u *auth.User, ra *authorizationv1.Re
 	default:
 		return authorizationv1.SubjectAccessReviewStatus{EvaluationError: "exactly one of nonResourceAttributes or resourceAttributes must be specified"}
 	}
-	d, reason, err := s.authz.Authorize(req.ctx, a)
+	d, reason, err := s.Authorizer().Authorize(req.ctx, a)
 	st := authorizationv1.SubjectAccessReviewStatus{Allowed: d == auth.DecisionAllow, Denied: d == auth.DecisionDeny, Reason: reason}
 	if err != nil {
 		st.EvaluationError = err.Error()
@@ -107,7 +107,7 @@ func (s *Server) accessReview(req *request, u *auth.User, ra *authorizationv1.Re
 // rulesReview lists what u may do in namespace, as the authorizers can
 // tell it.
 func (s *Server) rulesReview(req *request, u *auth.User, namespace string) authorizationv1.SubjectRulesReviewStatus {
-	rules, incomplete, err := s.authz.RulesFor(req.ctx, u, namespace)
+	rules, incomplete, err := s.Authorizer().RulesFor(req.ctx, u, namespace)
 	st := authorizationv1.SubjectRulesReviewStatus{Incomplete: incomplete}
 	if err != nil {
 		st.EvaluationError = err.Error()

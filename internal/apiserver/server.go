@@ -23,10 +23,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
+	webhookmetrics "k8s.io/apiserver/plugin/pkg/authorizer/webhook/metrics"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/utils/clock"
 
@@ -44,13 +47,16 @@ type Config struct {
 	Store *store.Store
 	// Authenticator identifies request senders. Required.
 	Authenticator auth.Authenticator
-	// Authorization lists the authorization modes in order (ModeRBAC,
-	// ModeNode, ModeWebhook, ModeAlwaysAllow, ModeAlwaysDeny); members of
-	// system:masters are always allowed. Default DefaultAuthorization
-	// (RBAC, then Node).
-	Authorization []string
-	// AuthorizationWebhook is ModeWebhook's authorizer; required with it.
-	AuthorizationWebhook auth.Authorizer
+	// Authorization is the chain of authorizers, as kube-apiserver's
+	// --authorization-config holds it (auth.AuthorizationConfigFromModes
+	// makes one of --authorization-mode); it must be valid
+	// (auth.ValidateAuthorizationConfig). Members of system:masters are
+	// always allowed. Default: RBAC, then Node. SetAuthorization replaces
+	// it while the server runs.
+	Authorization *apiserverconfig.AuthorizationConfiguration
+	// AuthorizationWebhookMetrics record the webhook authorizers' calls;
+	// default none.
+	AuthorizationWebhookMetrics webhookmetrics.AuthorizerMetrics
 	// Audit receives the audit events of every request; nil records none.
 	Audit *audit.Logger
 	// MaxRequestsInFlight and MaxRequestsInFlightPerUser bound the
@@ -105,7 +111,7 @@ type Server struct {
 	log   *slog.Logger
 	clock clock.WithTicker
 	kinds map[*registry.Resource]objectStore
-	authz auth.Chain
+	authz atomic.Pointer[auth.Chain]
 	// inflight bounds concurrent requests (filters.go).
 	inflight *inflight
 	fields   map[fieldManagerKey]*managedfields.FieldManager
@@ -141,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Authorization == nil {
-		cfg.Authorization = DefaultAuthorization
+		cfg.Authorization = DefaultAuthorization()
 	}
 	if cfg.RequestReadTimeout == 0 {
 		cfg.RequestReadTimeout = time.Minute
@@ -153,11 +159,9 @@ func New(cfg Config) (*Server, error) {
 		shutdown: make(chan struct{}),
 		inflight: &inflight{max: cfg.MaxRequestsInFlight, maxPerUser: cfg.MaxRequestsInFlightPerUser},
 	}
-	authz, err := s.newAuthorizer(cfg.Authorization, cfg.AuthorizationWebhook)
-	if err != nil {
+	if err := s.SetAuthorization(cfg.Authorization); err != nil {
 		return nil, err
 	}
-	s.authz = authz
 	typeConverter := Prepare()
 	unknownSizes := maps.Clone(cfg.WatchCacheSizes)
 	storesOthers := map[*registry.Resource]bool{}

@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/apis/apiserver"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/pki"
@@ -151,12 +154,17 @@ func TestAuthorizationWebhook(t *testing.T) {
 	}))
 	defer srv.Close()
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	clk := testingclock.NewFakeClock(time.Unix(1_800_000_000, 0))
-	w, err := NewAuthorizationWebhook(AuthorizationWebhookConfig{ConfigFile: writeWebhookKubeconfig(t, srv.URL, caPEM), Clock: clk})
+	// Kubernetes' webhook authorizer waits between retries with
+	// webhookBackoff: a millisecond here.
+	saved := webhookBackoff
+	webhookBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: saved.Steps}
+	t.Cleanup(func() { webhookBackoff = saved })
+	metrics := NewWebhookMetrics()
+	flags := AuthorizationWebhookFlags{ConfigFile: writeWebhookKubeconfig(t, srv.URL, caPEM), AllowedTTL: 5 * time.Minute, DeniedTTL: 30 * time.Second}
+	w, err := NewAuthorizationWebhook("webhook", flags.Webhook(), metrics)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.sleep = func(time.Duration) {}
 	alice := &User{Name: "alice", UID: "u-1", Groups: []string{"devs"}, Extra: map[string][]string{"scopes": {"read"}}}
 	leases := func(u *User, ns string) Attributes {
 		return Attributes{User: u, Verb: "list", ResourceRequest: true, APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Namespace: ns}
@@ -179,14 +187,10 @@ func TestAuthorizationWebhook(t *testing.T) {
 		t.Errorf("the review sent: %+v %+v", spec, spec.ResourceAttributes)
 	}
 	check("allowed, from the cache", leases(alice, "team-a"), DecisionAllow, "devs own team-a", false, 0)
-	clk.Step(5*time.Minute + time.Second)
-	check("allowed, asked again after 5m", leases(alice, "team-a"), DecisionAllow, "devs own team-a", false, 1)
 
 	check("denied", leases(alice, "vault"), DecisionDeny, "nobody reads the vault", false, 1)
 	check("no opinion", leases(alice, "team-b"), DecisionNoOpinion, "not mine to say", false, 1)
 	check("no opinion, from the cache", leases(alice, "team-b"), DecisionNoOpinion, "not mine to say", false, 0)
-	clk.Step(31 * time.Second)
-	check("no opinion, asked again after 30s", leases(alice, "team-b"), DecisionNoOpinion, "not mine to say", false, 1)
 	check("both at once: denied, with an error", leases(alice, "confused"), DecisionDeny, "", true, 1)
 	check("the webhook failing: no opinion, with the error, tried five times", leases(&User{Name: "broken"}, "team-a"), DecisionNoOpinion, "", true, 5)
 	check("and not cached", leases(&User{Name: "broken"}, "team-a"), DecisionNoOpinion, "", true, 5)
@@ -195,4 +199,29 @@ func TestAuthorizationWebhook(t *testing.T) {
 	if nra := last.Load().NonResourceAttributes; nra == nil || *nra != (authorizationv1.NonResourceAttributes{Path: "/healthz", Verb: "get"}) || last.Load().ResourceAttributes != nil {
 		t.Errorf("the non-resource review sent: %+v", last.Load())
 	}
+	for _, tc := range []struct {
+		result string
+		want   float64
+	}{{"success", 5}, {"error", 10}} {
+		if got := testutil.ToFloat64(metrics.evaluations.WithLabelValues("webhook", tc.result)); got != tc.want {
+			t.Errorf("evaluations with result %s: %v, want %v", tc.result, got, tc.want)
+		}
+	}
+	if got := testutil.ToFloat64(metrics.failOpen.WithLabelValues("webhook", "error")); got != 2 {
+		t.Errorf("fail-open evaluations: %v, want 2", got)
+	}
+
+	// Without caching, with failurePolicy Deny, and asked only about
+	// leases (a CEL matchCondition).
+	cfg := flags.Webhook()
+	cfg.CacheAuthorizedRequests, cfg.FailurePolicy = false, apiserver.FailurePolicyDeny
+	cfg.MatchConditions = []apiserver.WebhookMatchCondition{{Expression: "has(request.resourceAttributes) && request.resourceAttributes.resource == 'leases'"}}
+	w, err = NewAuthorizationWebhook("strict", cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("allowed, uncached", leases(alice, "team-a"), DecisionAllow, "devs own team-a", false, 1)
+	check("allowed, asked again", leases(alice, "team-a"), DecisionAllow, "devs own team-a", false, 1)
+	check("failing: denied", leases(&User{Name: "broken"}, "team-a"), DecisionDeny, "", true, 5)
+	check("not a lease: not asked", Attributes{User: alice, Verb: "get", ResourceRequest: true, Resource: "nodes"}, DecisionNoOpinion, "", false, 0)
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	iofs "io/fs"
@@ -99,12 +100,18 @@ type serveFlags struct {
 	shutdownGrace                          time.Duration
 	logLevel, logFormat                    string
 
-	tokenAuthFile                      string
-	oidc                               auth.OIDCConfig
-	oidcCAFile, oidcSigningAlgs        string
-	authenticationConfig               string
-	webhook                            auth.WebhookConfig
-	authzWebhook                       auth.AuthorizationWebhookConfig
+	tokenAuthFile               string
+	oidc                        auth.OIDCConfig
+	oidcCAFile, oidcSigningAlgs string
+	authenticationConfig        string
+	webhook                     auth.WebhookConfig
+	authzWebhook                auth.AuthorizationWebhookFlags
+	authorizationConfigFile     string
+	// authorization is the chain the authorization flags make (check).
+	authorization *apiserverconfig.AuthorizationConfiguration
+	// authorizationFlagsSet: --authorization-mode or an
+	// --authorization-webhook-* flag was given.
+	authorizationFlagsSet              bool
 	anonymousAuth                      bool
 	authorizationMode                  string
 	auditLogPath, auditPolicyFile      string
@@ -192,7 +199,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.webhook.ConfigFile, "authentication-token-webhook-config-file", "", "kubeconfig of a remote service that authenticates bearer tokens nothing else knows, by TokenReview (authentication.k8s.io/v1), as kube-apiserver's flag: its cluster is the service (https), its user the server's credentials there")
 	fs.DurationVar(&f.webhook.CacheTTL, "authentication-token-webhook-cache-ttl", 2*time.Minute, "how long the webhook's answer that a token is a user's is kept (a refusal: 10s)")
 	fs.BoolVar(&f.anonymousAuth, "anonymous-auth", false, "serve requests without credentials as system:anonymous (group system:unauthenticated) instead of answering 401")
-	fs.StringVar(&f.authorizationMode, "authorization-mode", strings.Join(apiserver.DefaultAuthorization, ","), "comma-separated authorizers in order: RBAC, Node, Webhook, AlwaysAllow, AlwaysDeny (system:masters is always allowed)")
+	fs.StringVar(&f.authorizationMode, "authorization-mode", "RBAC,Node", "comma-separated authorizers in order: RBAC, Node, Webhook, AlwaysAllow, AlwaysDeny (system:masters is always allowed). Not with --authorization-config")
+	fs.StringVar(&f.authorizationConfigFile, "authorization-config", "", "AuthorizationConfiguration file (apiserver.config.k8s.io/v1), as kube-apiserver's flag: the authorizers in order (RBAC, Node, AlwaysAllow, AlwaysDeny, and any number of Webhooks, each with its kubeconfig, TTLs, timeout, failurePolicy and CEL matchConditions); read again every 10s while the server runs. Not with --authorization-mode or --authorization-webhook-*")
 	fs.StringVar(&f.authzWebhook.ConfigFile, "authorization-webhook-config-file", "", "kubeconfig of a remote service that the Webhook authorization mode asks by SubjectAccessReview (authorization.k8s.io/v1), as kube-apiserver's flag: its cluster is the service (https), its user the server's credentials there")
 	fs.DurationVar(&f.authzWebhook.AllowedTTL, "authorization-webhook-cache-authorized-ttl", 5*time.Minute, "how long the authorization webhook's allow is kept")
 	fs.DurationVar(&f.authzWebhook.DeniedTTL, "authorization-webhook-cache-unauthorized-ttl", 30*time.Second, "how long the authorization webhook's deny, or lack of opinion, is kept")
@@ -220,6 +228,9 @@ func runServe(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	fs.Visit(func(fl *flag.Flag) {
+		f.authorizationFlagsSet = f.authorizationFlagsSet || fl.Name == "authorization-mode" || strings.HasPrefix(fl.Name, "authorization-webhook-")
+	})
 	if err := f.check(); err != nil {
 		return err
 	}
@@ -278,11 +289,17 @@ func (f *serveFlags) check() error {
 	case oidcFlags:
 		return errors.New("the --oidc-* flags need --oidc-issuer-url")
 	}
-	if slices.Contains(splitList(f.authorizationMode), apiserver.ModeWebhook) != (f.authzWebhook.ConfigFile != "") {
-		return errors.New("--authorization-mode Webhook and --authorization-webhook-config-file go together")
-	}
-	if f.authzWebhook.AllowedTTL < 0 || f.authzWebhook.DeniedTTL < 0 {
+	switch {
+	case f.authorizationConfigFile != "" && f.authorizationFlagsSet:
+		return errors.New("--authorization-config and the --authorization-mode and --authorization-webhook-* flags are mutually exclusive, as in kube-apiserver: name the authorizers in the file")
+	case f.authorizationConfigFile != "":
+		// Read and checked again by serve.
+	case f.authzWebhook.AllowedTTL < 0 || f.authzWebhook.DeniedTTL < 0:
 		return errors.New("--authorization-webhook-cache-authorized-ttl and --authorization-webhook-cache-unauthorized-ttl must not be negative")
+	default:
+		if f.authorization, err = auth.AuthorizationConfigFromModes(splitList(f.authorizationMode), f.authzWebhook); err != nil {
+			return err
+		}
 	}
 	if f.auditWebhookMode != "batch" {
 		return fmt.Errorf("--audit-webhook-mode %q: leasehold sends audit events to the webhook in batch mode only", f.auditWebhookMode)
@@ -377,12 +394,23 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	var authzWebhook auth.Authorizer // a nil interface without the flag
-	if f.authzWebhook.ConfigFile != "" {
-		if authzWebhook, err = auth.NewAuthorizationWebhook(f.authzWebhook); err != nil {
-			return fmt.Errorf("--authorization-webhook-config-file: %w", err)
+	authorization, authzFile := f.authorization, (*pki.Reloading[*apiserverconfig.AuthorizationConfiguration])(nil)
+	if f.authorizationConfigFile != "" {
+		if authzFile, err = pki.NewReloading(parseAuthorizationConfig, f.authorizationConfigFile); err != nil {
+			return fmt.Errorf("--authorization-config: %w", err)
 		}
+		authorization = authzFile.Get()
+		if err := auth.CheckWebhooks(authorization); err != nil {
+			return fmt.Errorf("--authorization-config: %w", err)
+		}
+	} else if err := auth.CheckWebhooks(authorization); err != nil {
+		return fmt.Errorf("--authorization-webhook-config-file: %w", err)
 	}
+	webhookMetrics := auth.NewWebhookMetrics()
+	authzReloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leasehold_authorization_config_reloads_total",
+		Help: "Reloads of --authorization-config after its file changed, by status: success, or failure (the file did not parse or validate, or a webhook's kubeconfig could not be read, and the authorizers in use stayed).",
+	}, []string{"status"})
 	auditLog, err := openAudit(f, clk, log)
 	if err != nil {
 		return err
@@ -438,24 +466,25 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(audit.Collectors()...)
 	reg.MustRegister(leaderMetrics)
 	reg.MustRegister(certificateExpiry(ca, certs.fallback)...)
-	reg.MustRegister(authnReloads)
+	reg.MustRegister(authnReloads, authzReloads)
+	reg.MustRegister(webhookMetrics.Collectors()...)
 	snapshot = etcdClient.Snapshot
 	if member != nil {
 		snapshot = member.Snapshot
 	}
 	api, err = apiserver.New(apiserver.Config{
 		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
-		Snapshot:                   snapshot,
-		Extra:                      map[string]http.Handler{"/metrics": promhttp.HandlerFor(metricsGatherer(f, reg), promhttp.HandlerOpts{})},
-		Dashboard:                  dashboardFiles(f.dashboard),
-		Authorization:              splitList(f.authorizationMode),
-		AuthorizationWebhook:       authzWebhook,
-		Audit:                      auditLog,
-		MaxRequestsInFlight:        f.maxInFlight,
-		MaxRequestsInFlightPerUser: f.maxInFlightPerUser,
-		EventTTL:                   orDisabled(f.eventTTL),
-		WatchCacheSizes:            f.cacheSizes,
-		RequestReadTimeout:         orDisabled(f.requestReadTimeout),
+		Snapshot:                    snapshot,
+		Extra:                       map[string]http.Handler{"/metrics": promhttp.HandlerFor(metricsGatherer(f, reg), promhttp.HandlerOpts{})},
+		Dashboard:                   dashboardFiles(f.dashboard),
+		Authorization:               authorization,
+		AuthorizationWebhookMetrics: webhookMetrics,
+		Audit:                       auditLog,
+		MaxRequestsInFlight:         f.maxInFlight,
+		MaxRequestsInFlightPerUser:  f.maxInFlightPerUser,
+		EventTTL:                    orDisabled(f.eventTTL),
+		WatchCacheSizes:             f.cacheSizes,
+		RequestReadTimeout:          orDisabled(f.requestReadTimeout),
 	})
 	if err != nil {
 		return err
@@ -463,6 +492,13 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	authWork.Go(func() { tokenStore.Run(authCtx) })
 	if authnConfig != nil {
 		authWork.Go(func() { authnConfig.Run(authCtx) })
+	}
+	if authzFile != nil {
+		authWork.Go(func() {
+			tick.Every(authCtx, clk, pki.FileCheckInterval, func() {
+				reloadAuthorization(api, authzFile, authzReloads, log)
+			})
+		})
 	}
 	if auditLog != nil {
 		authWork.Go(func() { auditLog.Run(authCtx) })
@@ -1377,6 +1413,29 @@ func stoppedOr(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	log.Info("stopped before serving")
 	return nil
+}
+
+// parseAuthorizationConfig reads an --authorization-config file.
+func parseAuthorizationConfig(contents [][]byte) (*apiserverconfig.AuthorizationConfiguration, error) {
+	return auth.ParseAuthorizationConfig(contents[0])
+}
+
+// reloadAuthorization reads --authorization-config again and, if it
+// changed and is valid, puts its authorizers in use, as kube-apiserver
+// reloads the file.
+func reloadAuthorization(api *apiserver.Server, file *pki.Reloading[*apiserverconfig.AuthorizationConfiguration], reloads *prometheus.CounterVec, log *slog.Logger) {
+	replaced, err := file.Reload()
+	if err == nil && replaced {
+		err = api.SetAuthorization(file.Get())
+	}
+	switch {
+	case err != nil:
+		log.Error("authorization config not reloaded; the authorizers in use stay", "err", err)
+		reloads.WithLabelValues("failure").Inc()
+	case replaced:
+		log.Info("authorization config reloaded", "authorizers", len(file.Get().Authorizers))
+		reloads.WithLabelValues("success").Inc()
+	}
 }
 
 // authenticators returns the request authenticators in order, as

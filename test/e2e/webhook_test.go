@@ -220,3 +220,136 @@ func TestAuditWebhook(t *testing.T) {
 		t.Error("an audit log file was written with --audit-log-path none")
 	}
 }
+
+// TestAuthorizationConfig: --authorization-config, as kube-apiserver's:
+// RBAC, then two webhooks, each asked only about what its CEL
+// matchCondition selects; one fails closed. The file changed while the
+// server runs is put in use within its 10 s check; a broken one leaves
+// the authorizers in use, counted in /metrics with the webhooks' calls.
+func TestAuthorizationConfig(t *testing.T) {
+	needKubectl(t)
+	hook := func(allow func(ra *authorizationv1.ResourceAttributes) bool) (string, *atomic.Int32) {
+		var calls atomic.Int32
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			var review authorizationv1.SubjectAccessReview
+			if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+				http.Error(w, "bad request", http.StatusBadRequest)
+				return
+			}
+			if ra := review.Spec.ResourceAttributes; ra != nil && allow(ra) {
+				review.Status.Allowed, review.Status.Reason = true, "the policy service allows it"
+			}
+			json.NewEncoder(w).Encode(&review)
+		}))
+		t.Cleanup(srv.Close)
+		kc := filepath.Join(t.TempDir(), "hook.kubeconfig")
+		caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		if err := pki.WriteKubeconfig(kc, pki.KubeconfigSpec{Server: srv.URL, CAPEM: caPEM, User: "server", Token: "server-to-hook"}); err != nil {
+			t.Fatal(err)
+		}
+		return kc, &calls
+	}
+	// leases: lets anyone read leases of team-a; nodes: lets anyone read
+	// nodes, and is down for writes (the server closes it for them).
+	leasesKC, leasesCalls := hook(func(ra *authorizationv1.ResourceAttributes) bool {
+		return ra.Namespace == "team-a" && (ra.Verb == "get" || ra.Verb == "list")
+	})
+	nodesKC, nodesCalls := hook(func(ra *authorizationv1.ResourceAttributes) bool { return ra.Verb == "list" })
+	down := filepath.Join(t.TempDir(), "down.kubeconfig")
+	if err := pki.WriteKubeconfig(down, pki.KubeconfigSpec{Server: "https://127.0.0.1:1", User: "server", Token: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	webhook := func(name, kc, failurePolicy, match string) string {
+		return fmt.Sprintf(`- type: Webhook
+  name: %s
+  webhook:
+    timeout: 3s
+    subjectAccessReviewVersion: v1
+    matchConditionSubjectAccessReviewVersion: v1
+    failurePolicy: %s
+    connectionInfo: {type: KubeConfigFile, kubeConfigFile: %s}
+    matchConditions:
+    - expression: %q
+`, name, failurePolicy, kc, match)
+	}
+	const head = "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers:\n- {type: RBAC, name: rbac}\n- {type: Node, name: node}\n"
+	leasesHook := webhook("leases", leasesKC, "NoOpinion", "has(request.resourceAttributes) && request.resourceAttributes.resource == 'leases'")
+	nodesHook := webhook("nodes", nodesKC, "Deny", "has(request.resourceAttributes) && request.resourceAttributes.resource == 'nodes' && request.resourceAttributes.verb == 'list'")
+	file := filepath.Join(t.TempDir(), "authz.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(head + leasesHook + nodesHook)
+	s := newServer(t, "--authorization-config", file)
+	s.kubectl(t, "create", "namespace", "team-a")
+	s.kubectl(t, "create", "namespace", "team-b")
+	token := strings.TrimSpace(leasehold(t, "token", "create", "--data-dir", s.dataDir, "--user", "dave"))
+	as := func(args ...string) error {
+		_, stderr, err := s.asToken(t, token, args...)
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, stderr)
+		}
+		return nil
+	}
+	eventually(t, 10*time.Second, func() error { return as("get", "leases", "-n", "team-a") })
+	if err := as("get", "nodes"); err != nil {
+		t.Errorf("dave lists nodes, as the nodes webhook lets him: %v", err)
+	}
+	if err := as("get", "leases", "-n", "team-b"); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Errorf("dave lists team-b's leases: %v; want 403", err)
+	}
+	if err := as("get", "namespaces"); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Errorf("dave lists namespaces: %v; want 403", err)
+	}
+	if n := nodesCalls.Load(); n != 1 {
+		t.Errorf("the nodes webhook was asked %d times; want once (only node lists match)", n)
+	}
+	if leasesCalls.Load() == 0 {
+		t.Error("the leases webhook was never asked")
+	}
+
+	// The nodes webhook pointed at a service that is down: it fails
+	// closed, with failurePolicy Deny.
+	write(head + leasesHook + strings.Replace(nodesHook, nodesKC, down, 1))
+	eventually(t, 30*time.Second, func() error {
+		if err := as("get", "nodes"); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+			return fmt.Errorf("dave lists nodes with the nodes webhook down: %v; want 403", err)
+		}
+		return nil
+	})
+	if err := as("get", "leases", "-n", "team-a"); err != nil {
+		t.Errorf("dave lists team-a's leases after the change: %v", err)
+	}
+	// A broken file: the authorizers in use stay.
+	write(head + "- {type: ABAC, name: abac}\n")
+	eventually(t, 30*time.Second, func() error {
+		out := s.kubectl(t, "get", "--raw", "/metrics")
+		for _, want := range []string{
+			`leasehold_authorization_config_reloads_total{status="failure"} 1`,
+			`leasehold_authorization_config_reloads_total{status="success"} 1`,
+			`leasehold_authorization_webhook_evaluations_total{name="nodes",result="success"} 1`,
+			`leasehold_authorization_webhook_evaluations_total{name="nodes",result="error"}`,
+		} {
+			if !strings.Contains(out, want) {
+				return fmt.Errorf("/metrics lacks %s", want)
+			}
+		}
+		return nil
+	})
+	if err := as("get", "leases", "-n", "team-a"); err != nil {
+		t.Errorf("dave lists team-a's leases after a broken file: %v", err)
+	}
+	log, err := os.ReadFile(s.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"authorization config reloaded", "authorization config not reloaded; the authorizers in use stay", "ABAC"} {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("the server's log does not say %q", want)
+		}
+	}
+}

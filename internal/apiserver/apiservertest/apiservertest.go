@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -116,9 +117,15 @@ func Start(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var authz *apiserverconfig.AuthorizationConfiguration
+	if opts.Authorization != nil {
+		if authz, err = auth.AuthorizationConfigFromModes(opts.Authorization, auth.AuthorizationWebhookFlags{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	api, err := apiserver.New(apiserver.Config{
 		Store: st, Authenticator: tokens, OpenAPI: docs, GarbageCollection: opts.GarbageCollection, Logger: log,
-		Authorization: opts.Authorization, Audit: opts.Audit,
+		Authorization: authz, Audit: opts.Audit,
 		MaxRequestsInFlight: opts.MaxRequestsInFlight, MaxRequestsInFlightPerUser: opts.MaxRequestsInFlightPerUser,
 		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard, Extra: opts.Extra,
 		WatchCacheSizes: opts.WatchCacheSizes, Clock: opts.Clock,
