@@ -85,11 +85,14 @@ type AuthorizationWebhookFlags struct {
 	// AllowedTTL is how long an answer that allowed is kept; DeniedTTL one
 	// that did not.
 	AllowedTTL, DeniedTTL time.Duration
+	// Version is the SubjectAccessReview's, v1 or v1beta1; default v1.
+	Version string
 }
 
 // Webhook is the webhook these flags make, as kube-apiserver makes it of
 // its own flags: failing calls have no opinion, and reviews are
-// authorization.k8s.io/v1 (kube-apiserver's flags default to v1beta1).
+// authorization.k8s.io/v1 unless Version says v1beta1 (kube-apiserver's
+// flags default to v1beta1).
 // A TTL of 0 caches no such answer.
 func (f AuthorizationWebhookFlags) Webhook() *apiserver.WebhookConfiguration {
 	// The configuration's TTLs must be positive even when unused.
@@ -99,13 +102,17 @@ func (f AuthorizationWebhookFlags) Webhook() *apiserver.WebhookConfiguration {
 		}
 		return metav1.Duration{Duration: d}
 	}
+	version := f.Version
+	if version == "" {
+		version = "v1"
+	}
 	return &apiserver.WebhookConfiguration{
 		AuthorizedTTL:                            ttl(f.AllowedTTL),
 		CacheAuthorizedRequests:                  f.AllowedTTL > 0,
 		UnauthorizedTTL:                          ttl(f.DeniedTTL),
 		CacheUnauthorizedRequests:                f.DeniedTTL > 0,
 		Timeout:                                  metav1.Duration{Duration: 30 * time.Second},
-		SubjectAccessReviewVersion:               "v1",
+		SubjectAccessReviewVersion:               version,
 		MatchConditionSubjectAccessReviewVersion: "v1",
 		FailurePolicy:                            apiserver.FailurePolicyNoOpinion,
 		ConnectionInfo: apiserver.WebhookConnectionInfo{
@@ -227,9 +234,9 @@ func AuthorizationConfigFromModes(modes []string, wh AuthorizationWebhookFlags) 
 	errs := validation.ValidateAuthorizationConfiguration(authzCompiler(), nil, cfg, authorizerTypes, nil)
 	for _, e := range errs {
 		switch {
-		case e.Type == field.ErrorTypeDuplicate:
+		case strings.HasSuffix(e.Field, "].type") && e.Type == field.ErrorTypeDuplicate:
 			return nil, fmt.Errorf("authorization mode %q given twice", e.BadValue)
-		case e.Type == field.ErrorTypeNotSupported:
+		case strings.HasSuffix(e.Field, "].type") && e.Type == field.ErrorTypeNotSupported:
 			return nil, fmt.Errorf("unknown authorization mode %q (want %s)", e.BadValue, strings.Join(sets.List(authorizerTypes), ", "))
 		case strings.Contains(e.Field, ".connectionInfo.kubeConfigFile"):
 			e.Field = "--authorization-webhook-config-file"
@@ -237,6 +244,8 @@ func AuthorizationConfigFromModes(modes []string, wh AuthorizationWebhookFlags) 
 			e.Field = "--authorization-webhook-cache-authorized-ttl"
 		case strings.Contains(e.Field, ".unauthorizedTTL"):
 			e.Field = "--authorization-webhook-cache-unauthorized-ttl"
+		case strings.HasSuffix(e.Field, ".subjectAccessReviewVersion"):
+			e.Field = "--authorization-webhook-version"
 		case e.Field == "authorizers":
 			e.Field = "--authorization-mode"
 		}

@@ -30,6 +30,9 @@ type WebhookConfig struct {
 	// CacheTTL is how long an answer that authenticated a token is kept;
 	// default 2 min.
 	CacheTTL time.Duration
+	// Version is the TokenReview's, v1 or v1beta1 (the same fields);
+	// default v1.
+	Version string
 	// Clock times the cache; default real.
 	Clock clock.Clock
 }
@@ -82,6 +85,8 @@ type Webhook struct {
 	*WebhookClient
 	ttl   time.Duration
 	cache *cache.LRUExpireCache
+	// apiVersion is the reviews'.
+	apiVersion string
 }
 
 var _ Authenticator = (*Webhook)(nil)
@@ -97,6 +102,14 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if cfg.CacheTTL < 0 {
 		return nil, fmt.Errorf("cache TTL %v is negative", cfg.CacheTTL)
 	}
+	apiVersion := authenticationv1.SchemeGroupVersion.String()
+	switch cfg.Version {
+	case "", "v1":
+	case "v1beta1":
+		apiVersion = authenticationv1.GroupName + "/v1beta1"
+	default:
+		return nil, fmt.Errorf("TokenReview version %q: want v1 or v1beta1", cfg.Version)
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -104,7 +117,7 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Webhook{WebhookClient: c, ttl: cfg.CacheTTL, cache: cache.NewLRUExpireCacheWithClock(webhookCacheSize, cfg.Clock)}, nil
+	return &Webhook{WebhookClient: c, ttl: cfg.CacheTTL, cache: cache.NewLRUExpireCacheWithClock(webhookCacheSize, cfg.Clock), apiVersion: apiVersion}, nil
 }
 
 // Authenticate implements Authenticator.
@@ -121,7 +134,7 @@ func (w *Webhook) Authenticate(r *http.Request) (*User, bool, error) {
 		return nil, false, errors.New("token webhook: token refused")
 	}
 	review := &authenticationv1.TokenReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: authenticationv1.SchemeGroupVersion.String(), Kind: "TokenReview"},
+		TypeMeta: metav1.TypeMeta{APIVersion: w.apiVersion, Kind: "TokenReview"},
 		Spec:     authenticationv1.TokenReviewSpec{Token: token},
 	}
 	if err := w.review(r.Context(), review); err != nil {

@@ -3,11 +3,14 @@ package auth
 import (
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -224,4 +227,65 @@ func TestAuthorizationWebhook(t *testing.T) {
 	check("allowed, asked again", leases(alice, "team-a"), DecisionAllow, "devs own team-a", false, 1)
 	check("failing: denied", leases(&User{Name: "broken"}, "team-a"), DecisionDeny, "", true, 5)
 	check("not a lease: not asked", Attributes{User: alice, Verb: "get", ResourceRequest: true, Resource: "nodes"}, DecisionNoOpinion, "", false, 0)
+}
+
+// TestWebhookVersions: the reviews go as authentication.k8s.io and
+// authorization.k8s.io v1beta1 when the flags say so, as kube-apiserver's
+// --authentication-token-webhook-version and --authorization-webhook-version
+// (whose default that is); other versions are refused.
+func TestWebhookVersions(t *testing.T) {
+	var versions []string
+	var mu sync.Mutex
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &review); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		versions = append(versions, review.Kind+" "+review.APIVersion)
+		mu.Unlock()
+		switch review.Kind {
+		case "TokenReview":
+			fmt.Fprintf(w, `{"apiVersion":%q,"kind":"TokenReview","status":{"authenticated":true,"user":{"username":"alice"}}}`, review.APIVersion)
+		default:
+			fmt.Fprintf(w, `{"apiVersion":%q,"kind":"SubjectAccessReview","status":{"allowed":true}}`, review.APIVersion)
+		}
+	}))
+	defer srv.Close()
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	kc := writeWebhookKubeconfig(t, srv.URL, caPEM)
+
+	tw, err := NewWebhook(WebhookConfig{ConfigFile: kc, Version: "v1beta1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, ok, err := tw.Authenticate(bearerRequest("some-token")); !ok || err != nil || u.Name != "alice" {
+		t.Errorf("a v1beta1 TokenReview: %+v, %v, %v", u, ok, err)
+	}
+	cfg, err := AuthorizationConfigFromModes([]string{"Webhook"}, AuthorizationWebhookFlags{ConfigFile: kc, AllowedTTL: time.Minute, DeniedTTL: time.Minute, Version: "v1beta1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aw, err := NewAuthorizationWebhook("webhook", cfg.Authorizers[0].Webhook, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _, err := aw.Authorize(t.Context(), Attributes{User: &User{Name: "alice"}, Verb: "get", Path: "/version"}); d != DecisionAllow || err != nil {
+		t.Errorf("a v1beta1 SubjectAccessReview: %v, %v", d, err)
+	}
+	if want := []string{"TokenReview authentication.k8s.io/v1beta1", "SubjectAccessReview authorization.k8s.io/v1beta1"}; !slices.Equal(versions, want) {
+		t.Errorf("reviews sent: %q, want %q", versions, want)
+	}
+
+	if _, err := NewWebhook(WebhookConfig{ConfigFile: kc, Version: "v2"}); err == nil || !strings.Contains(err.Error(), `"v2"`) {
+		t.Errorf("TokenReview v2: %v", err)
+	}
+	if _, err := AuthorizationConfigFromModes([]string{"Webhook"}, AuthorizationWebhookFlags{ConfigFile: kc, AllowedTTL: time.Minute, DeniedTTL: time.Minute, Version: "v2"}); err == nil || !strings.Contains(err.Error(), "--authorization-webhook-version") {
+		t.Errorf("SubjectAccessReview v2: %v", err)
+	}
 }

@@ -138,6 +138,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--authorization-mode", "RBAC,Webhook"}, "authorization mode Webhook needs --authorization-webhook-config-file", false},
 		{[]string{"--authorization-webhook-config-file", junk}, "--authorization-webhook-config-file needs Webhook in --authorization-mode", false},
 		{[]string{"--authorization-mode", "RBAC,RBAC"}, `authorization mode "RBAC" given twice`, false},
+		{[]string{"--authorization-mode", "RBAC,Webhook", "--authorization-webhook-config-file", junk, "--authorization-webhook-version", "v2"}, "--authorization-webhook-version: Unsupported value", false},
 		{[]string{"--authorization-config", junk, "--authorization-mode", "RBAC"}, "mutually exclusive", false},
 		{[]string{"--authorization-config", junk, "--authorization-webhook-cache-authorized-ttl", "1m"}, "mutually exclusive", false},
 		{[]string{"--authorization-config", junk}, "--authorization-config: ", true},
