@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	gooidc "github.com/coreos/go-oidc"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/apis/apiserver"
@@ -196,6 +197,10 @@ type JWTOptions struct {
 	Logger *slog.Logger
 	// Clock paces the look for that; default real.
 	Clock clock.WithTicker
+	// KeySets, by issuer URL, are the keys of issuers that are then never
+	// asked for their discovery document or keys, and are reached at once
+	// (tests).
+	KeySets map[string]gooidc.KeySet
 }
 
 // NewJWT starts an authenticator for each of authns, which live until ctx
@@ -213,7 +218,7 @@ func NewJWT(ctx context.Context, authns []apiserver.JWTAuthenticator, opts JWTOp
 	ctx, stop := context.WithCancel(ctx)
 	j := &JWT{stop: stop}
 	for i, a := range authns {
-		opts := oidc.Options{JWTAuthenticator: a, SupportedSigningAlgs: opts.SigningAlgs, Compiler: celCompiler()}
+		opts := oidc.Options{JWTAuthenticator: a, SupportedSigningAlgs: opts.SigningAlgs, Compiler: celCompiler(), KeySet: opts.KeySets[a.Issuer.URL]}
 		if a.Issuer.CertificateAuthority != "" {
 			ca, err := dynamiccertificates.NewStaticCAContent("jwt-issuer", []byte(a.Issuer.CertificateAuthority))
 			if err != nil {
@@ -333,6 +338,7 @@ type AuthenticationConfig struct {
 	log   *slog.Logger
 	// reloaded counts reloads by status (success, failure).
 	reloaded func(status string)
+	keySets  map[string]gooidc.KeySet
 
 	mu   sync.Mutex
 	seen string // the file's contents last read
@@ -353,6 +359,8 @@ type AuthenticationConfigOptions struct {
 	// Reloaded, when set, is called after each reload with its status,
 	// success or failure.
 	Reloaded func(status string)
+	// KeySets are JWTOptions.KeySets (tests).
+	KeySets map[string]gooidc.KeySet
 }
 
 // NewAuthenticationConfig reads and validates the file at path and starts
@@ -368,7 +376,7 @@ func NewAuthenticationConfig(ctx context.Context, path string, opts Authenticati
 	if opts.Reloaded == nil {
 		opts.Reloaded = func(string) {}
 	}
-	c := &AuthenticationConfig{path: path, clock: opts.Clock, log: opts.Logger, reloaded: opts.Reloaded}
+	c := &AuthenticationConfig{path: path, clock: opts.Clock, log: opts.Logger, reloaded: opts.Reloaded, keySets: opts.KeySets}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -386,7 +394,7 @@ func (c *AuthenticationConfig) build(ctx context.Context, data []byte) (*authnSt
 	if err != nil {
 		return nil, err
 	}
-	j, err := NewJWT(ctx, cfg.JWT, JWTOptions{Logger: c.log, Clock: c.clock})
+	j, err := NewJWT(ctx, cfg.JWT, JWTOptions{Logger: c.log, Clock: c.clock, KeySets: c.keySets})
 	if err != nil {
 		return nil, err
 	}

@@ -1,12 +1,12 @@
 package auth
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,21 +14,28 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	gooidc "github.com/coreos/go-oidc"
 	"github.com/coreos/go-oidc/v3/oidc/oidctest"
+	jose "github.com/go-jose/go-jose/v4"
 	"k8s.io/apiserver/pkg/apis/apiserver"
-	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
-// testIssuer is an OpenID Connect issuer over TLS, with go-oidc's own test
-// provider behind it, and an RSA key (kid "k1") it signs with.
+// testIssuer is an OpenID Connect issuer that signs with an RSA key (kid
+// "k1"). Its key is handed to the authenticator (JWTOptions.KeySets), so
+// that the authenticator is ready at once and never asks the issuer for
+// its discovery document: the e2e tests cover discovery, against a real
+// issuer over TLS.
 type testIssuer struct {
 	url string
-	ca  []byte // PEM
 	key *rsa.PrivateKey
 }
+
+var issuers atomic.Int32
 
 func newTestIssuer(t *testing.T) *testIssuer {
 	t.Helper()
@@ -36,12 +43,27 @@ func newTestIssuer(t *testing.T) *testIssuer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	provider := &oidctest.Server{PublicKeys: []oidctest.PublicKey{{PublicKey: key.Public(), KeyID: "k1", Algorithm: "RS256"}}}
-	srv := httptest.NewTLSServer(provider)
-	t.Cleanup(srv.Close)
-	provider.SetIssuer(srv.URL)
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	return &testIssuer{url: srv.URL, ca: ca, key: key}
+	return &testIssuer{url: fmt.Sprintf("https://issuer-%d.example", issuers.Add(1)), key: key}
+}
+
+// keySets are the keys of issuers, for JWTOptions.KeySets.
+func keySets(issuers ...*testIssuer) map[string]gooidc.KeySet {
+	m := map[string]gooidc.KeySet{}
+	for _, is := range issuers {
+		m[is.url] = rsaKeySet{&is.key.PublicKey}
+	}
+	return m
+}
+
+// rsaKeySet verifies a JWT's signature with one RSA key.
+type rsaKeySet struct{ key *rsa.PublicKey }
+
+func (k rsaKeySet) VerifySignature(_ context.Context, jwt string) ([]byte, error) {
+	jws, err := jose.ParseSigned(jwt, []jose.SignatureAlgorithm{jose.RS256, jose.ES256})
+	if err != nil {
+		return nil, err
+	}
+	return jws.Verify(k.key)
 }
 
 // token signs claims, with iss, aud and exp (an hour after now) filled in
@@ -65,17 +87,12 @@ func bearerRequest(token string) *http.Request {
 	return r
 }
 
-// waitReached waits until every issuer of j has been reached: Kubernetes'
-// authenticator reads the discovery document on a goroutine of its own,
-// at once, and says so only through its health check.
-func waitReached(t *testing.T, j *JWT) {
+// reached fails the test unless every issuer of j is ready: with their
+// keys given, they are from the start.
+func reached(t *testing.T, j *JWT) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for errs := j.Unhealthy(); len(errs) > 0; errs = j.Unhealthy() {
-		if time.Now().After(deadline) {
-			t.Fatalf("issuers not reached: %v", errs)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if errs := j.Unhealthy(); len(errs) > 0 {
+		t.Fatalf("issuers not ready: %v", errs)
 	}
 }
 
@@ -83,11 +100,11 @@ func waitReached(t *testing.T, j *JWT) {
 // authenticator.
 func TestOIDCFlags(t *testing.T) {
 	is := newTestIssuer(t)
-	j, err := NewJWT(t.Context(), []apiserver.JWTAuthenticator{OIDCConfig{IssuerURL: is.url, ClientID: "leasehold", UsernameClaim: "email", GroupsClaim: "groups", CA: is.ca}.JWTAuthenticator()}, JWTOptions{})
+	j, err := NewJWT(t.Context(), []apiserver.JWTAuthenticator{OIDCConfig{IssuerURL: is.url, ClientID: "leasehold", UsernameClaim: "email", GroupsClaim: "groups"}.JWTAuthenticator()}, JWTOptions{KeySets: keySets(is)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitReached(t, j)
+	reached(t, j)
 	now := time.Now()
 	good := is.token(t, now, map[string]any{"email": "alice@example.com", "email_verified": true, "groups": []string{"devs"}})
 	u, ok, err := j.Authenticate(bearerRequest(good))
@@ -167,15 +184,15 @@ func TestOIDCFlagsClaims(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
-			cfg.IssuerURL, cfg.ClientID, cfg.CA = is.url, "leasehold", is.ca
+			cfg.IssuerURL, cfg.ClientID = is.url, "leasehold"
 			if err := CheckOIDC(cfg, nil); err != nil {
 				t.Fatal(err)
 			}
-			j, err := NewJWT(t.Context(), []apiserver.JWTAuthenticator{cfg.JWTAuthenticator()}, JWTOptions{})
+			j, err := NewJWT(t.Context(), []apiserver.JWTAuthenticator{cfg.JWTAuthenticator()}, JWTOptions{KeySets: keySets(is)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitReached(t, j)
+			reached(t, j)
 			u, ok, err := j.Authenticate(bearerRequest(is.token(t, time.Now(), tc.claims)))
 			if tc.wantErr != "" {
 				if ok || err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -215,17 +232,12 @@ func TestCheckOIDC(t *testing.T) {
 // company's identity provider mapped by claims, and a CI system's mapped
 // by CEL expressions, with rules on both claims and user.
 func authnConfigFile(corp, ci *testIssuer, anonymous string) string {
-	indent := func(pemData []byte) string {
-		return strings.ReplaceAll(strings.TrimSpace(string(pemData)), "\n", "\n        ")
-	}
 	return fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
 kind: AuthenticationConfiguration
 jwt:
 - issuer:
     url: %s
     audiences: [leasehold]
-    certificateAuthority: |
-        %s
   claimMappings:
     username: {claim: email, prefix: ""}
     groups: {claim: groups, prefix: "corp:"}
@@ -235,8 +247,6 @@ jwt:
     url: %s
     audiences: [leasehold, other]
     audienceMatchPolicy: MatchAny
-    certificateAuthority: |
-        %s
   claimMappings:
     username: {expression: "'ci:' + claims.repository"}
     groups: {expression: "['ci', 'ci:' + claims.repository_owner]"}
@@ -247,7 +257,7 @@ jwt:
   - {expression: "claims.ref.startsWith('refs/heads/')", message: "only branches deploy"}
   userValidationRules:
   - {expression: "!user.username.contains('forbidden')", message: "that repository may not"}
-%s`, corp.url, indent(corp.ca), ci.url, indent(ci.ca), anonymous)
+%s`, corp.url, ci.url, anonymous)
 }
 
 // TestAuthenticationConfig: --authentication-config's issuers, claim
@@ -265,13 +275,15 @@ func TestAuthenticationConfig(t *testing.T) {
 	}
 	write(authnConfigFile(corp, ci, "anonymous:\n  enabled: true\n  conditions:\n  - path: /api\n"))
 	var reloads []string
-	// The real clock: a reload waits for its issuers' discovery, which is
-	// real I/O.
-	c, err := NewAuthenticationConfig(t.Context(), path, AuthenticationConfigOptions{Clock: clock.RealClock{}, Reloaded: func(s string) { reloads = append(reloads, s) }})
+	c, err := NewAuthenticationConfig(t.Context(), path, AuthenticationConfigOptions{
+		Clock:    testingclock.NewFakeClock(time.Now()),
+		Reloaded: func(s string) { reloads = append(reloads, s) },
+		KeySets:  keySets(corp, ci),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitReached(t, c.state().jwt)
+	reached(t, c.state().jwt)
 	authn := Union{c.JWT(), c.Anonymous()}
 	now := time.Now()
 	alice := corp.token(t, now, map[string]any{"email": "alice@example.com", "groups": []string{"devs"}, "hd": "example.com"})
