@@ -158,9 +158,9 @@ func TestAuthorizationWebhook(t *testing.T) {
 	defer srv.Close()
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	// Kubernetes' webhook authorizer waits between retries with
-	// webhookBackoff: a millisecond here.
+	// webhookBackoff: not at all here.
 	saved := webhookBackoff
-	webhookBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: saved.Steps}
+	webhookBackoff = wait.Backoff{Steps: saved.Steps}
 	t.Cleanup(func() { webhookBackoff = saved })
 	metrics := NewWebhookMetrics()
 	flags := AuthorizationWebhookFlags{ConfigFile: writeWebhookKubeconfig(t, srv.URL, caPEM), AllowedTTL: 5 * time.Minute, DeniedTTL: 30 * time.Second}
