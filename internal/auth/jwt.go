@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gooidc "github.com/coreos/go-oidc"
@@ -340,9 +341,9 @@ type AuthenticationConfig struct {
 	reloaded func(status string)
 	keySets  map[string]gooidc.KeySet
 
-	mu   sync.Mutex
-	seen string // the file's contents last read
-	cur  *authnState
+	// seen is the file's contents last read, by Reload.
+	seen string
+	cur  atomic.Pointer[authnState]
 }
 
 type authnState struct {
@@ -385,7 +386,8 @@ func NewAuthenticationConfig(ctx context.Context, path string, opts Authenticati
 	if err != nil {
 		return nil, err
 	}
-	c.seen, c.cur = string(data), st
+	c.seen = string(data)
+	c.cur.Store(st)
 	return c, nil
 }
 
@@ -401,11 +403,7 @@ func (c *AuthenticationConfig) build(ctx context.Context, data []byte) (*authnSt
 	return &authnState{jwt: j, anonymous: cfg.Anonymous}, nil
 }
 
-func (c *AuthenticationConfig) state() *authnState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cur
-}
+func (c *AuthenticationConfig) state() *authnState { return c.cur.Load() }
 
 // HasAnonymous reports whether the file says anything of anonymous
 // requests (which --anonymous-auth may then not).
@@ -448,19 +446,17 @@ func (c *AuthenticationConfig) Run(ctx context.Context) {
 // Reload reads the file again and, if it changed, puts it in use once
 // valid, and reports whether it did. A file that does not parse or
 // validate is reported once (in the log and to Reloaded), not at each
-// check.
+// check. Run calls it; it is not safe to call from several goroutines at
+// once.
 func (c *AuthenticationConfig) Reload(ctx context.Context) bool {
 	data, err := os.ReadFile(c.path)
 	if err != nil {
 		data = []byte("unreadable: " + err.Error())
 	}
-	c.mu.Lock()
-	same := string(data) == c.seen
-	c.seen = string(data)
-	c.mu.Unlock()
-	if same {
+	if string(data) == c.seen {
 		return false
 	}
+	c.seen = string(data)
 	var st *authnState
 	if err == nil {
 		st, err = c.build(ctx, data)
@@ -471,11 +467,7 @@ func (c *AuthenticationConfig) Reload(ctx context.Context) bool {
 		return false
 	}
 	c.awaitIssuers(ctx, st.jwt)
-	c.mu.Lock()
-	old := c.cur
-	c.cur = st
-	c.mu.Unlock()
-	old.jwt.Stop()
+	c.cur.Swap(st).jwt.Stop()
 	c.log.Info("authentication config reloaded", "file", c.path, "jwtIssuers", len(st.jwt.issuers))
 	c.reloaded("success")
 	return true
