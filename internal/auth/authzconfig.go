@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -19,15 +20,13 @@ import (
 	"k8s.io/apiserver/plugin/pkg/authorizer/webhook"
 	webhookmetrics "k8s.io/apiserver/plugin/pkg/authorizer/webhook/metrics"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The authorizer types an AuthorizationConfiguration may name, as
 // kube-apiserver's --authorization-mode and --authorization-config name
 // them; ABAC is not among leasehold's.
 const (
-	AuthorizerRBAC        = string(apiserver.AuthorizerType("RBAC"))
+	AuthorizerRBAC        = "RBAC"
 	AuthorizerNode        = "Node"
 	AuthorizerWebhook     = string(apiserver.TypeWebhook)
 	AuthorizerAlwaysAllow = "AlwaysAllow"
