@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	gooidc "github.com/coreos/go-oidc"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/apis/apiserver/install"
 	"k8s.io/apiserver/pkg/apis/apiserver/validation"
@@ -90,7 +92,7 @@ func CheckOIDC(cfg OIDCConfig, algs []string) error {
 		return err
 	}
 	c := &apiserver.AuthenticationConfiguration{JWT: []apiserver.JWTAuthenticator{cfg.JWTAuthenticator()}}
-	errs := validation.ValidateAuthenticationConfiguration(celCompiler(), c, nil)
+	errs := append(validation.ValidateAuthenticationConfiguration(celCompiler(), c, nil), issuerHosts(c)...)
 	// Name the flags, not the fields they became.
 	for _, e := range errs {
 		for _, f := range oidcFlagFields {
@@ -152,7 +154,7 @@ func ParseAuthenticationConfig(data []byte) (*apiserver.AuthenticationConfigurat
 	if !ok {
 		return nil, fmt.Errorf("got %s, want an AuthenticationConfiguration", gvk.Kind)
 	}
-	if errs := validation.ValidateAuthenticationConfiguration(celCompiler(), cfg, nil); len(errs) > 0 {
+	if errs := append(validation.ValidateAuthenticationConfiguration(celCompiler(), cfg, nil), issuerHosts(cfg)...); len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
 	for i, a := range cfg.JWT {
@@ -161,6 +163,23 @@ func ParseAuthenticationConfig(data []byte) (*apiserver.AuthenticationConfigurat
 		}
 	}
 	return cfg, nil
+}
+
+// issuerHosts refuses issuer and discovery URLs without a host, which
+// Kubernetes' validation takes (it checks the scheme, not the host) and
+// which can never be reached: "https:/idp.example" is a typo a server
+// should not start with.
+func issuerHosts(cfg *apiserver.AuthenticationConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	for i, a := range cfg.JWT {
+		p := field.NewPath("jwt").Index(i).Child("issuer")
+		for _, f := range []struct{ name, url string }{{"url", a.Issuer.URL}, {"discoveryURL", a.Issuer.DiscoveryURL}} {
+			if u, err := url.Parse(f.url); f.url != "" && err == nil && u.Host == "" {
+				errs = append(errs, field.Invalid(p.Child(f.name), f.url, "URL must name a host"))
+			}
+		}
+	}
+	return errs
 }
 
 // JWT authenticates bearer tokens that are JWTs of the issuers an

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -215,6 +216,7 @@ func TestCheckOIDC(t *testing.T) {
 	}{
 		{OIDCConfig{IssuerURL: "http://issuer.example", ClientID: "c"}, nil, "--oidc-issuer-url: Invalid value"},
 		{OIDCConfig{IssuerURL: "https://issuer.example?x=1", ClientID: "c"}, nil, "query"},
+		{OIDCConfig{IssuerURL: "https:/issuer.example", ClientID: "c"}, nil, "--oidc-issuer-url: Invalid value: \"https:/issuer.example\": URL must name a host"},
 		{OIDCConfig{IssuerURL: "https://issuer.example"}, nil, "--oidc-client-id: Required value"},
 		{OIDCConfig{IssuerURL: "https://issuer.example", ClientID: "c"}, []string{"HS256"}, `"HS256" is not one of`},
 		{OIDCConfig{IssuerURL: "https://issuer.example", ClientID: "c", CA: []byte("not PEM")}, nil, "--oidc-ca-file: Invalid value"},
@@ -352,6 +354,7 @@ func TestParseAuthenticationConfig(t *testing.T) {
 		"another kind":             {"apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\n", "AuthenticationConfiguration"},
 		"not YAML":                 {"{", "error"},
 		"an http issuer":           {strings.Replace(good, "https://", "http://", 1), "https"},
+		"an issuer without a host": {strings.Replace(good, "https://", "https:/", 1), "URL must name a host"},
 		"a CEL expression broken":  {strings.Replace(good, "claims.sub", "claims.sub +", 1), "compilation failed"},
 		"a CEL expression's type":  {strings.Replace(good, "claims.sub", "1", 1), "string"},
 		"the username unmapped":    {strings.Replace(good, "{expression: claims.sub}", "{}", 1), "claimMappings.username"},
@@ -367,7 +370,7 @@ func TestParseAuthenticationConfig(t *testing.T) {
 }
 
 // FuzzParseAuthenticationConfig: any file either is refused or gives a
-// configuration whose issuers are all https URLs, each once.
+// configuration whose issuers are all https URLs with a host, each once.
 func FuzzParseAuthenticationConfig(f *testing.F) {
 	f.Add("apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\njwt:\n- issuer: {url: https://idp.example, audiences: [a]}\n  claimMappings:\n    username: {expression: claims.sub}\n")
 	f.Add("apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\nanonymous: {enabled: true, conditions: [{path: /livez}]}\n")
@@ -379,7 +382,8 @@ func FuzzParseAuthenticationConfig(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, a := range cfg.JWT {
-			if !strings.HasPrefix(a.Issuer.URL, "https://") || seen[a.Issuer.URL] {
+			u, err := url.Parse(a.Issuer.URL)
+			if err != nil || u.Scheme != "https" || u.Host == "" || seen[a.Issuer.URL] {
 				t.Fatalf("issuer %q accepted", a.Issuer.URL)
 			}
 			seen[a.Issuer.URL] = true
