@@ -467,7 +467,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(apiserver.GuardCollectors()...)
 	reg.MustRegister(audit.Collectors()...)
 	reg.MustRegister(leaderMetrics)
-	reg.MustRegister(certificateExpiry(ca, certs.fallback)...)
+	reg.MustRegister(certificateExpiry(ca, certs.fallback, certs.sni)...)
 	reg.MustRegister(authnReloads, authzReloads)
 	reg.MustRegister(webhookMetrics.Collectors()...)
 	snapshot = etcdClient.Snapshot
@@ -1068,13 +1068,29 @@ func credentials(f serveFlags, host string, servedCert *pki.Reloading[*tls.Certi
 // expire, for an alert well ahead: the serving certificate renews itself
 // (or is read again from --tls-cert-file, renewed by its own PKI), the CA
 // (10 years) does not.
-func certificateExpiry(ca *pki.CA, serving func() *tls.Certificate) []prometheus.Collector {
-	return []prometheus.Collector{
+//
+// Each --tls-sni-cert-key certificate has one too, labelled sni: and its
+// certificate file, read as it is served (its files are read again every
+// 10 s).
+func certificateExpiry(ca *pki.CA, serving func() *tls.Certificate, sni pki.SNI) []prometheus.Collector {
+	out := []prometheus.Collector{
 		prometheus.NewGaugeFunc(certificateExpiryOpts("ca"), func() float64 { return float64(ca.Cert.NotAfter.Unix()) }),
 		prometheus.NewGaugeFunc(certificateExpiryOpts("serving"), func() float64 {
 			return float64(serving().Leaf.NotAfter.Unix())
 		}),
 	}
+	seen := map[string]bool{}
+	for _, p := range sni {
+		certFile, _, _, _ := pki.ParseSNIFlag(p.Flag) // checked as a flag
+		if seen[certFile] {
+			continue // the same certificate given for other names
+		}
+		seen[certFile] = true
+		out = append(out, prometheus.NewGaugeFunc(certificateExpiryOpts("sni:"+certFile), func() float64 {
+			return float64(p.Pair.Get().Leaf.NotAfter.Unix())
+		}))
+	}
+	return out
 }
 
 // certificateExpiryOpts describe when the certificate that which names

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +94,8 @@ func TestSNICertificates(t *testing.T) {
 		return certFile, keyFile
 	}
 	apiCert, apiKey := write("api", pkitest.IssueServer(t, "api", ca, "api.fleet.test"))
-	zoneCert, zoneKey := write("zones", pkitest.IssueServer(t, "zones-1", ca))
+	zones1 := pkitest.IssueServer(t, "zones-1", ca)
+	zoneCert, zoneKey := write("zones", zones1)
 	caFile := writeFile(t, "company-root.crt", string(ca.CertPEM()))
 	s := newServer(t, "--tls-sni-cert-key", apiCert+","+apiKey, "--tls-sni-cert-key", zoneCert+","+zoneKey+":*.zone.test")
 
@@ -119,15 +121,26 @@ func TestSNICertificates(t *testing.T) {
 	}
 
 	// The expiry gauge reads the certificate served to clients that name
-	// none of these (a handshake of no name).
-	if out := s.kubectl(t, "get", "--raw", "/metrics"); !strings.Contains(out, `leasehold_certificate_expiration_timestamp_seconds{certificate="serving"}`) {
-		t.Errorf("/metrics has no serving certificate expiry")
+	// none of these (a handshake of no name); each SNI certificate has its
+	// own, labelled with its file.
+	expiry := func(c *pkitest.Cert) string {
+		return fmt.Sprintf("leasehold_certificate_expiration_timestamp_seconds{certificate=%q} %s", "sni:"+zoneCert, strconv.FormatFloat(float64(c.Cert.NotAfter.Unix()), 'g', -1, 64))
+	}
+	out = s.kubectl(t, "get", "--raw", "/metrics")
+	for _, want := range []string{`leasehold_certificate_expiration_timestamp_seconds{certificate="serving"}`, `leasehold_certificate_expiration_timestamp_seconds{certificate="sni:` + apiCert + `"}`, expiry(zones1)} {
+		if !strings.Contains(out, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 
-	write("zones", pkitest.IssueServer(t, "zones-2", ca))
+	zones2 := pkitest.IssueServer(t, "zones-2", ca)
+	write("zones", zones2)
 	eventually(t, 15*time.Second, func() error {
 		if got, err := servedName(s.listen, "rack-4.zone.test"); err != nil || got != "zones-2" {
 			return fmt.Errorf("after the renewal, a client asking for rack-4.zone.test got %q, %v; want zones-2", got, err)
+		}
+		if out := s.kubectl(t, "get", "--raw", "/metrics"); !strings.Contains(out, expiry(zones2)) {
+			return fmt.Errorf("after the renewal, /metrics lacks %s", expiry(zones2))
 		}
 		return nil
 	})
