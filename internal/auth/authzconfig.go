@@ -61,13 +61,9 @@ func ValidateAuthorizationConfig(cfg *apiserver.AuthorizationConfiguration) erro
 // (apiserver.config.k8s.io/v1, v1beta1), strictly and with its defaults,
 // and validates it (ValidateAuthorizationConfig).
 func ParseAuthorizationConfig(data []byte) (*apiserver.AuthorizationConfiguration, error) {
-	obj, gvk, err := authnCodecs.UniversalDecoder().Decode(data, nil, nil)
+	cfg, err := decodeConfig[*apiserver.AuthorizationConfiguration](data, "AuthorizationConfiguration")
 	if err != nil {
 		return nil, err
-	}
-	cfg, ok := obj.(*apiserver.AuthorizationConfiguration)
-	if !ok {
-		return nil, fmt.Errorf("got %s, want an AuthorizationConfiguration", gvk.Kind)
 	}
 	if err := ValidateAuthorizationConfig(cfg); err != nil {
 		return nil, err

@@ -127,15 +127,30 @@ func checkAlgs(algs []string) error {
 	return nil
 }
 
-// authnCodecs decodes AuthenticationConfiguration files of every version
-// kube-apiserver reads (apiserver.config.k8s.io/v1, v1beta1, v1alpha1)
-// into the internal type, strictly: an unknown or repeated field is an
-// error, as in kube-apiserver.
-var authnCodecs = func() serializer.CodecFactory {
+// configCodecs decode the configuration files of apiserver.config.k8s.io
+// of every version kube-apiserver reads (v1, v1beta1, v1alpha1) into the
+// internal types, with their defaults, strictly: an unknown or repeated
+// field is an error, as in kube-apiserver.
+var configCodecs = func() serializer.CodecFactory {
 	s := runtime.NewScheme()
 	install.Install(s)
 	return serializer.NewCodecFactory(s, serializer.EnableStrict)
 }()
+
+// decodeConfig decodes data, YAML or JSON, which must be a T of
+// apiserver.config.k8s.io (kind names it for the error).
+func decodeConfig[T runtime.Object](data []byte, kind string) (T, error) {
+	var zero T
+	obj, gvk, err := configCodecs.UniversalDecoder().Decode(data, nil, nil)
+	if err != nil {
+		return zero, err
+	}
+	cfg, ok := obj.(T)
+	if !ok {
+		return zero, fmt.Errorf("got %s, want an %s", gvk.Kind, kind)
+	}
+	return cfg, nil
+}
 
 // celCompiler is the CEL environment of claim mappings and validation
 // rules, made once: making one takes tens of milliseconds.
@@ -146,13 +161,9 @@ var celCompiler = sync.OnceValue(authenticationcel.NewDefaultCompiler)
 // and validates it as kube-apiserver does, CEL expressions compiled.
 // leasehold has no egress selector, so an issuer may not name one.
 func ParseAuthenticationConfig(data []byte) (*apiserver.AuthenticationConfiguration, error) {
-	obj, gvk, err := authnCodecs.UniversalDecoder().Decode(data, nil, nil)
+	cfg, err := decodeConfig[*apiserver.AuthenticationConfiguration](data, "AuthenticationConfiguration")
 	if err != nil {
 		return nil, err
-	}
-	cfg, ok := obj.(*apiserver.AuthenticationConfiguration)
-	if !ok {
-		return nil, fmt.Errorf("got %s, want an AuthenticationConfiguration", gvk.Kind)
 	}
 	if errs := append(validation.ValidateAuthenticationConfiguration(celCompiler(), cfg, nil), issuerHosts(cfg)...); len(errs) > 0 {
 		return nil, errs.ToAggregate()
