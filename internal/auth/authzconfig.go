@@ -17,9 +17,10 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	authorizationcel "k8s.io/apiserver/pkg/authorization/cel"
+	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/apiserver/plugin/pkg/authorizer/webhook"
 	webhookmetrics "k8s.io/apiserver/plugin/pkg/authorizer/webhook/metrics"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/rest"
 )
 
 // The authorizer types an AuthorizationConfiguration may name, as
@@ -136,14 +137,10 @@ func NewAuthorizationWebhook(name string, cfg *apiserver.WebhookConfiguration, m
 	if cfg.ConnectionInfo.KubeConfigFile != nil {
 		path = *cfg.ConnectionInfo.KubeConfigFile
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	rc, err := webhookClientConfig(path, cfg.Timeout.Duration)
 	if err != nil {
 		return nil, err
 	}
-	if !strings.HasPrefix(rc.Host, "https://") {
-		return nil, fmt.Errorf("%s: the webhook's server %q must be an https URL", path, rc.Host)
-	}
-	rc.Timeout = cfg.Timeout.Duration
 	decisionOnError := authorizer.DecisionNoOpinion
 	if cfg.FailurePolicy == apiserver.FailurePolicyDeny {
 		decisionOnError = authorizer.DecisionDeny
@@ -163,6 +160,23 @@ func NewAuthorizationWebhook(name string, cfg *apiserver.WebhookConfiguration, m
 		return nil, err
 	}
 	return &AuthorizationWebhook{name: name, w: w}, nil
+}
+
+// webhookClientConfig reads a webhook's kubeconfig as kube-apiserver
+// does (k8s.io/apiserver's LoadKubeconfig): without client-side rate
+// limiting, which would hold calls beyond five a second, since how many
+// requests are served is limited before they are authorized. Its server
+// must be an https URL.
+func webhookClientConfig(path string, timeout time.Duration) (*rest.Config, error) {
+	rc, err := webhookutil.LoadKubeconfig(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(rc.Host, "https://") {
+		return nil, fmt.Errorf("%s: the webhook's server %q must be an https URL", path, rc.Host)
+	}
+	rc.Timeout = timeout
+	return rc, nil
 }
 
 // CheckWebhooks reads the kubeconfig of each webhook of cfg, as

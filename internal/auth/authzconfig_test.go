@@ -130,3 +130,19 @@ func FuzzParseAuthorizationConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestWebhookClientConfig: a webhook's client is not rate-limited (client-go
+// holds a client without a QPS to five requests a second after a burst of
+// ten), takes the configured timeout, and needs an https server.
+func TestWebhookClientConfig(t *testing.T) {
+	rc, err := webhookClientConfig(writeWebhookKubeconfig(t, "https://policy.example", nil), 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.QPS >= 0 || rc.RateLimiter != nil || rc.Timeout != 3*time.Second {
+		t.Errorf("QPS %v, rate limiter %v, timeout %v; want no limit and 3s", rc.QPS, rc.RateLimiter, rc.Timeout)
+	}
+	if _, err := webhookClientConfig(writeWebhookKubeconfig(t, "http://policy.example", nil), time.Second); err == nil || !strings.Contains(err.Error(), "https") {
+		t.Errorf("an http server: %v", err)
+	}
+}
