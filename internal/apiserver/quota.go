@@ -3,6 +3,7 @@ package apiserver
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,8 +36,14 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 	if err != nil {
 		return err
 	}
+	quotas := list.Items
+	if len(quotas) == 0 {
+		if quotas, err = s.liveQuotas(req, qk); err != nil {
+			return err
+		}
+	}
 	var limiting []*corev1.ResourceQuota
-	for _, obj := range list.Items {
+	for _, obj := range quotas {
 		q := obj.(*corev1.ResourceQuota)
 		if _, ok := q.Spec.Hard[count]; !ok {
 			continue
@@ -51,10 +58,16 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 	}
 	// A create of an object that exists gets 409: charging it would count
 	// one object too many until the controller counts again, and a client
-	// that retries such creates would fill the quota. (One deleted a
-	// moment ago and still cached is not charged; its deletion has the
+	// that retries such creates would fill the quota. The cache may not
+	// have an object created a moment ago yet, so one it lacks is looked
+	// for in etcd: a create the quota limits costs that read. (One deleted
+	// a moment ago and still cached is not charged; its deletion has the
 	// controller count again, and the new one with it.)
-	if _, err := req.kind.Cached(req.ctx, req.kind.Key(req.info.namespace, req.info.name)); err == nil {
+	key := req.kind.Key(req.info.namespace, req.info.name)
+	if _, err := req.kind.Cached(req.ctx, key); err == nil {
+		return nil
+	}
+	if _, err := req.kind.Get(req.ctx, key); err == nil {
 		return nil
 	}
 	for _, q := range limiting {
@@ -83,6 +96,39 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 		}
 	}
 	return nil
+}
+
+// A namespace whose cached quotas are none has them read from etcd, and
+// what etcd had is used for quotaLookupTTL, for up to quotaLookupEntries
+// namespaces, as kube-apiserver's quota admission does: the cache may not
+// hold a quota created a moment ago yet, which must limit the creates that
+// follow it. Creates in a namespace without quotas pay one read of etcd
+// every quotaLookupTTL. Concurrent creates that find no entry each read.
+const (
+	quotaLookupTTL     = 30 * time.Second
+	quotaLookupEntries = 100
+)
+
+// quotaLookup is what etcd had of a namespace's quotas, until expiry.
+type quotaLookup struct {
+	expiry time.Time
+	quotas []runtime.Object
+}
+
+// liveQuotas returns the quotas of the request's namespace as etcd had them
+// at most quotaLookupTTL ago.
+func (s *Server) liveQuotas(req *request, qk objectStore) ([]runtime.Object, error) {
+	ns := req.info.namespace
+	now := s.clock.Now()
+	if v, ok := s.quotaLookups.Get(ns); ok && now.Before(v.(quotaLookup).expiry) {
+		return v.(quotaLookup).quotas, nil
+	}
+	list, err := qk.List(req.ctx, store.ListOptions{Namespace: ns})
+	if err != nil {
+		return nil, err
+	}
+	s.quotaLookups.Add(ns, quotaLookup{expiry: now.Add(quotaLookupTTL), quotas: list.Items})
+	return list.Items, nil
 }
 
 // quotaError is a refusal by a quota, with Kubernetes' words.

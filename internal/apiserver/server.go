@@ -32,6 +32,7 @@ import (
 	webhookmetrics "k8s.io/apiserver/plugin/pkg/authorizer/webhook/metrics"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/auth/audit"
@@ -122,6 +123,9 @@ type Server struct {
 	// uncachedLists lets one in-process read of a resource without a
 	// watch cache run at a time (listwatch.go).
 	uncachedLists sync.Mutex
+	// quotaLookups holds the quotas read from etcd for namespaces whose
+	// cache had none (quota.go).
+	quotaLookups *lru.Cache
 }
 
 type fieldManagerKey struct {
@@ -154,10 +158,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, clock: cfg.Clock,
-		kinds:    map[*registry.Resource]objectStore{},
-		fields:   map[fieldManagerKey]*managedfields.FieldManager{},
-		shutdown: make(chan struct{}),
-		inflight: &inflight{max: cfg.MaxRequestsInFlight, maxPerUser: cfg.MaxRequestsInFlightPerUser},
+		kinds:        map[*registry.Resource]objectStore{},
+		fields:       map[fieldManagerKey]*managedfields.FieldManager{},
+		shutdown:     make(chan struct{}),
+		quotaLookups: lru.New(quotaLookupEntries),
+		inflight:     &inflight{max: cfg.MaxRequestsInFlight, maxPerUser: cfg.MaxRequestsInFlightPerUser},
 	}
 	if err := s.SetAuthorization(cfg.Authorization); err != nil {
 		return nil, err
