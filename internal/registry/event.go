@@ -1,13 +1,17 @@
 package registry
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -37,9 +41,9 @@ var Events = &Resource{
 	Namespaced:   true,
 	New:          func() runtime.Object { return &corev1.Event{} },
 	NewList:      func() runtime.Object { return &corev1.EventList{} },
-	Validate:     func(obj runtime.Object) field.ErrorList { return validateEvent(obj.(*corev1.Event)) },
+	Validate:     func(obj runtime.Object) field.ErrorList { return ValidateEvent(obj.(*corev1.Event)) },
 	ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
-		return validateEvent(obj.(*corev1.Event))
+		return ValidateEvent(obj.(*corev1.Event))
 	},
 	AllowUnconditionalUpdate: true,
 	OwnColumns:               true,
@@ -77,9 +81,9 @@ var EventsV1 = &Resource{
 	Storage:      Events,
 	ToStorage:    func(obj runtime.Object) (runtime.Object, error) { return EventToCore(obj.(*eventsv1.Event)), nil },
 	FromStorage:  func(obj runtime.Object) (runtime.Object, error) { return EventFromCore(obj.(*corev1.Event)), nil },
-	Validate:     func(obj runtime.Object) field.ErrorList { return validateEventV1(obj.(*eventsv1.Event)) },
-	ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
-		return validateEventV1(obj.(*eventsv1.Event))
+	Validate:     func(obj runtime.Object) field.ErrorList { return ValidateEventV1(obj.(*eventsv1.Event)) },
+	ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
+		return ValidateEventV1Update(obj.(*eventsv1.Event), old.(*eventsv1.Event))
 	},
 	AllowUnconditionalUpdate: true,
 	OwnColumns:               true,
@@ -146,25 +150,136 @@ func microAge(t metav1.MicroTime, now time.Time) string {
 	return Age(metav1.NewTime(t.Time), now)
 }
 
-// validateEvent keeps Kubernetes' rule that an event lives in its object's
-// namespace, or in "default" (or none) for cluster-scoped objects.
-func validateEvent(e *corev1.Event) field.ErrorList {
-	return eventNamespace(e.Namespace, e.InvolvedObject.Namespace, field.NewPath("involvedObject", "namespace"))
+// Limits of an event's strings, as kube-apiserver sets them.
+const (
+	eventReportingInstanceLimit = 128
+	eventActionLimit            = 128
+	eventReasonLimit            = 128
+	eventNoteLimit              = 1024
+)
+
+// ValidateEvent checks an Event as kube-apiserver does through either API
+// group. An event without eventTime (written as client-go's legacy recorder
+// writes it) lives in its object's namespace, or in "default" (or none) for
+// a cluster-scoped object. One with eventTime names who reported it
+// (reportingController, reportingInstance), what was done (action) and why
+// (reason), within their lengths, and regards a cluster-scoped object from
+// "default" or "kube-system".
+func ValidateEvent(e *corev1.Event) field.ErrorList {
+	var errs field.ErrorList
+	objNS := field.NewPath("involvedObject", "namespace")
+	if e.EventTime.IsZero() {
+		if (e.InvolvedObject.Namespace == "" && e.Namespace != "" && e.Namespace != metav1.NamespaceDefault) ||
+			(e.InvolvedObject.Namespace != "" && e.InvolvedObject.Namespace != e.Namespace) {
+			errs = append(errs, field.Invalid(objNS, e.InvolvedObject.Namespace, "does not match event.namespace"))
+		}
+		return errs
+	}
+	if e.InvolvedObject.Namespace == "" && e.Namespace != metav1.NamespaceDefault && e.Namespace != metav1.NamespaceSystem {
+		errs = append(errs, field.Invalid(objNS, e.InvolvedObject.Namespace, "does not match event.namespace"))
+	}
+	if e.ReportingController == "" {
+		errs = append(errs, field.Required(field.NewPath("reportingController"), ""))
+	}
+	for _, msg := range validation.IsQualifiedName(e.ReportingController) {
+		errs = append(errs, field.Invalid(field.NewPath("reportingController"), e.ReportingController, msg))
+	}
+	errs = append(errs, eventString(field.NewPath("reportingInstance"), e.ReportingInstance, eventReportingInstanceLimit, true)...)
+	errs = append(errs, eventString(field.NewPath("action"), e.Action, eventActionLimit, true)...)
+	errs = append(errs, eventString(field.NewPath("reason"), e.Reason, eventReasonLimit, true)...)
+	return append(errs, eventString(field.NewPath("message"), e.Message, eventNoteLimit, false)...)
 }
 
-func validateEventV1(e *eventsv1.Event) field.ErrorList {
-	errs := eventNamespace(e.Namespace, e.Regarding.Namespace, field.NewPath("regarding", "namespace"))
-	if e.Type != "" && e.Type != corev1.EventTypeNormal && e.Type != corev1.EventTypeWarning {
-		errs = append(errs, field.NotSupported(field.NewPath("type"), e.Type, []string{corev1.EventTypeNormal, corev1.EventTypeWarning}))
+// eventString checks one of an event's strings: present when required, and
+// no longer than limit.
+func eventString(path *field.Path, s string, limit int, required bool) field.ErrorList {
+	var errs field.ErrorList
+	if required && s == "" {
+		errs = append(errs, field.Required(path, ""))
+	}
+	if len(s) > limit {
+		errs = append(errs, field.Invalid(path, "", fmt.Sprintf("can have at most %d characters", limit)))
 	}
 	return errs
 }
 
-func eventNamespace(ns, objNS string, path *field.Path) field.ErrorList {
-	if (objNS == "" && ns != "" && ns != metav1.NamespaceDefault) || (objNS != "" && objNS != ns) {
-		return field.ErrorList{field.Invalid(path, objNS, "does not match event.namespace")}
+// ValidateEventV1 checks an Event created through events.k8s.io/v1, which
+// kube-apiserver holds to stricter rules than v1 for compatibility's sake:
+// those of ValidateEvent, and eventTime and a type of Normal or Warning, a
+// series of at least two with its last time, and none of the deprecated
+// fields the v1 API alone may set. Paths name the v1 fields, as
+// kube-apiserver's do (it checks the internal form, which has v1's names).
+func ValidateEventV1(v *eventsv1.Event) field.ErrorList {
+	e := EventToCore(v)
+	errs := ValidateEvent(e)
+	errs = append(errs, validateEventSeries(e)...)
+	if e.EventTime.IsZero() {
+		errs = append(errs, field.Required(field.NewPath("eventTime"), ""))
 	}
-	return nil
+	if e.Type != corev1.EventTypeNormal && e.Type != corev1.EventTypeWarning {
+		errs = append(errs, field.Invalid(field.NewPath("type"), "", "has invalid value: "+e.Type))
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"firstTimestamp", !e.FirstTimestamp.IsZero()},
+		{"lastTimestamp", !e.LastTimestamp.IsZero()},
+		{"count", e.Count != 0},
+		{"source", e.Source.Component != "" || e.Source.Host != ""},
+	} {
+		if f.set {
+			errs = append(errs, field.Invalid(field.NewPath(f.name), "", "needs to be unset"))
+		}
+	}
+	return errs
+}
+
+// ValidateEventV1Update checks an update through events.k8s.io/v1: the
+// rules of ValidateEvent, a changed series as on create, and everything
+// but the series and the metadata kept as it was.
+func ValidateEventV1Update(v, oldV *eventsv1.Event) field.ErrorList {
+	e, old := EventToCore(v), EventToCore(oldV)
+	errs := ValidateEvent(e)
+	if !apiequality.Semantic.DeepEqual(e.Series, old.Series) {
+		errs = append(errs, validateEventSeries(e)...)
+	}
+	for _, f := range []struct {
+		name     string
+		new, old any
+	}{
+		{"involvedObject", e.InvolvedObject, old.InvolvedObject},
+		{"reason", e.Reason, old.Reason},
+		{"message", e.Message, old.Message},
+		{"source", e.Source, old.Source},
+		{"firstTimestamp", e.FirstTimestamp, old.FirstTimestamp},
+		{"lastTimestamp", e.LastTimestamp, old.LastTimestamp},
+		{"count", e.Count, old.Count},
+		{"reason", e.Reason, old.Reason},
+		{"type", e.Type, old.Type},
+		{"eventTime", e.EventTime, old.EventTime},
+		{"action", e.Action, old.Action},
+		{"related", e.Related, old.Related},
+		{"reportingController", e.ReportingController, old.ReportingController},
+		{"reportingInstance", e.ReportingInstance, old.ReportingInstance},
+	} {
+		errs = append(errs, apivalidation.ValidateImmutableField(f.new, f.old, field.NewPath(f.name))...)
+	}
+	return errs
+}
+
+func validateEventSeries(e *corev1.Event) field.ErrorList {
+	var errs field.ErrorList
+	if e.Series == nil {
+		return nil
+	}
+	if e.Series.Count < 2 {
+		errs = append(errs, field.Invalid(field.NewPath("series.count"), "", "should be at least 2"))
+	}
+	if e.Series.LastObservedTime.IsZero() {
+		errs = append(errs, field.Required(field.NewPath("series.lastObservedTime"), ""))
+	}
+	return errs
 }
 
 // EventToCore converts an events.k8s.io/v1 Event to v1.

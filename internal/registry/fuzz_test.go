@@ -2,12 +2,14 @@ package registry_test
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -124,6 +126,57 @@ func FuzzValidateResourceQuota(f *testing.F) {
 		}
 		if len(errs) == 0 && (scoped || !strings.HasPrefix(name, "count/") || q.Sign() < 0 || q.MilliValue()%1000 != 0) {
 			t.Fatalf("accepted %q=%s (scoped %v)", name, value, scoped)
+		}
+	})
+}
+
+// FuzzValidateEvent builds events.k8s.io/v1 Events from fuzzed fields and
+// checks that the validators never panic or change their input, that the
+// rules of creation through events.k8s.io/v1 include those of v1, and that
+// an event those accept may be written again as it is, and with a series.
+func FuzzValidateEvent(f *testing.F) {
+	f.Add("default", "", "leasehold-agent", "web-1", "Starting", "Starting", "Normal", "note", int64(1700000000123456000), int32(0))
+	f.Add("kube-system", "", "", "", "", "", "", "", int64(0), int32(0))
+	f.Add("default", "kube-node-lease", "example.com/ctl", "i", "A", "R", "Warning", strings.Repeat("n", 1025), int64(1), int32(1))
+	f.Add("other", "", "bad name", strings.Repeat("i", 129), "a", "r", "Info", "", int64(-5), int32(7))
+	f.Fuzz(func(t *testing.T, ns, objNS, controller, instance, action, reason, typ, note string, nanos int64, count int32) {
+		e := &eventsv1.Event{
+			ObjectMeta:          metav1.ObjectMeta{Name: "e", Namespace: ns},
+			ReportingController: controller, ReportingInstance: instance,
+			Action: action, Reason: reason, Type: typ, Note: note,
+			Regarding: corev1.ObjectReference{Kind: "Lease", Namespace: objNS, Name: "x"},
+		}
+		if nanos != 0 {
+			e.EventTime = metav1.NewMicroTime(time.Unix(0, nanos))
+		}
+		if count != 0 {
+			e.Series = &eventsv1.EventSeries{Count: count, LastObservedTime: e.EventTime}
+		}
+		before := e.DeepCopy()
+		strict := registry.ValidateEventV1(e)
+		legacy := registry.ValidateEvent(registry.EventToCore(e))
+		update := registry.ValidateEventV1Update(e, e)
+		if !reflect.DeepEqual(e, before) {
+			t.Fatal("the validators changed their input")
+		}
+		for _, err := range legacy {
+			if !slices.ContainsFunc(strict, func(s *field.Error) bool { return s.Error() == err.Error() }) {
+				t.Fatalf("v1 refuses (%v) what events.k8s.io/v1 accepts: %v", err, strict)
+			}
+		}
+		if len(update) > len(legacy) {
+			t.Fatalf("writing an event again as it is adds errors: %v beside %v", update, legacy)
+		}
+		if len(strict) > 0 {
+			return
+		}
+		if e.EventTime.IsZero() || (typ != corev1.EventTypeNormal && typ != corev1.EventTypeWarning) {
+			t.Fatalf("accepted an event without eventTime or with type %q", typ)
+		}
+		again := e.DeepCopy()
+		again.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: e.EventTime}
+		if errs := registry.ValidateEventV1Update(again, e); len(errs) > 0 {
+			t.Fatalf("a series of an accepted event is refused: %v", errs)
 		}
 	})
 }

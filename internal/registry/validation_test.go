@@ -8,6 +8,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -221,4 +222,129 @@ func TestNamespacePrepare(t *testing.T) {
 	if upd.Status.Phase != corev1.NamespaceActive || len(upd.Spec.Finalizers) != 1 || upd.Labels[corev1.LabelMetadataName] != "n" {
 		t.Errorf("after PrepareForUpdate: %+v", upd)
 	}
+}
+
+// TestValidateEvent checks Events as kube-apiserver does: lenient through
+// v1, where old clients write them; strict on create through
+// events.k8s.io/v1; and an update through events.k8s.io/v1 may change the
+// series and nothing it reported.
+func TestValidateEvent(t *testing.T) {
+	at := metav1.NewMicroTime(time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC))
+	node := corev1.ObjectReference{Kind: "Node", Name: "web-1"}
+	lease := corev1.ObjectReference{Kind: "Lease", Namespace: "kube-node-lease", Name: "web-1"}
+	v1 := func(ns string, eventTime metav1.MicroTime, regarding corev1.ObjectReference, f func(*eventsv1.Event)) *eventsv1.Event {
+		e := &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: ns}, EventTime: eventTime,
+			ReportingController: "leasehold-agent", ReportingInstance: "web-1",
+			Action: "Starting", Reason: "Starting", Type: corev1.EventTypeNormal, Regarding: regarding,
+		}
+		if f != nil {
+			f(e)
+		}
+		return e
+	}
+	legacy := func(ns string, involved corev1.ObjectReference) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: ns}, InvolvedObject: involved, Reason: "Old"}
+	}
+	mismatch := func(ns string) wantErr {
+		return wantErr{field.ErrorTypeInvalid, `involvedObject.namespace: Invalid value: "` + ns + `": does not match event.namespace`}
+	}
+	for _, c := range []struct {
+		name string
+		core *corev1.Event   // through v1
+		ev   *eventsv1.Event // through events.k8s.io/v1
+		want []wantErr
+	}{
+		{name: "v1 without eventTime, a node's in default", core: legacy("default", node)},
+		{name: "v1 without eventTime, a node's in kube-system", core: legacy("kube-system", node), want: []wantErr{mismatch("")}},
+		{name: "v1 without eventTime, a lease's in its namespace", core: legacy("kube-node-lease", lease)},
+		{name: "v1 without eventTime, a lease's elsewhere", core: legacy("default", lease), want: []wantErr{mismatch("kube-node-lease")}},
+		{name: "v1 without eventTime needs nothing else", core: &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "default"}}},
+		{name: "v1 with eventTime names its reporter", core: &corev1.Event{
+			ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "default"}, EventTime: at, InvolvedObject: node,
+			ReportingController: "not a name!", Message: strings.Repeat("m", 1025),
+		}, want: []wantErr{
+			{field.ErrorTypeInvalid, `reportingController: Invalid value: "not a name!": ` + namePartMsg},
+			{field.ErrorTypeRequired, "reportingInstance: Required value"},
+			{field.ErrorTypeRequired, "action: Required value"},
+			{field.ErrorTypeRequired, "reason: Required value"},
+			{field.ErrorTypeInvalid, `message: Invalid value: "": can have at most 1024 characters`},
+		}},
+		{name: "events.k8s.io/v1, a node's in default", ev: v1("default", at, node, nil)},
+		{name: "events.k8s.io/v1, a node's in kube-system", ev: v1("kube-system", at, node, nil)},
+		{name: "events.k8s.io/v1, a node's in another namespace", ev: v1("kube-public", at, node, nil), want: []wantErr{mismatch("")}},
+		// With eventTime, kube-apiserver does not hold a namespaced
+		// object's events to its namespace.
+		{name: "events.k8s.io/v1, a lease's elsewhere", ev: v1("default", at, lease, nil)},
+		{name: "events.k8s.io/v1 with a series", ev: v1("default", at, node, func(e *eventsv1.Event) {
+			e.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: at}
+		})},
+		{name: "events.k8s.io/v1 needs eventTime", ev: v1("default", metav1.MicroTime{}, node, nil), want: []wantErr{
+			{field.ErrorTypeRequired, "eventTime: Required value"},
+		}},
+		{name: "events.k8s.io/v1 without a reporter", ev: v1("default", at, node, func(e *eventsv1.Event) {
+			e.ReportingController, e.ReportingInstance, e.Action, e.Reason = "", "", "", ""
+		}), want: []wantErr{
+			// kube-apiserver reports an empty name as missing and as
+			// not a qualified name.
+			{field.ErrorTypeRequired, "reportingController: Required value"},
+			{field.ErrorTypeInvalid, `reportingController: Invalid value: "": name part must be non-empty`},
+			{field.ErrorTypeInvalid, `reportingController: Invalid value: "": ` + namePartMsg},
+			{field.ErrorTypeRequired, "reportingInstance: Required value"},
+			{field.ErrorTypeRequired, "action: Required value"},
+			{field.ErrorTypeRequired, "reason: Required value"},
+		}},
+		{name: "events.k8s.io/v1 too long", ev: v1("default", at, node, func(e *eventsv1.Event) {
+			e.ReportingInstance, e.Action, e.Reason = strings.Repeat("i", 129), strings.Repeat("a", 129), strings.Repeat("r", 129)
+			e.Note = strings.Repeat("n", 1024)
+		}), want: []wantErr{
+			{field.ErrorTypeInvalid, `reportingInstance: Invalid value: "": can have at most 128 characters`},
+			{field.ErrorTypeInvalid, `action: Invalid value: "": can have at most 128 characters`},
+			{field.ErrorTypeInvalid, `reason: Invalid value: "": can have at most 128 characters`},
+		}},
+		{name: "events.k8s.io/v1 bad series, type and deprecated fields", ev: v1("default", at, node, func(e *eventsv1.Event) {
+			e.Series = &eventsv1.EventSeries{Count: 1}
+			e.Type = "Info"
+			e.DeprecatedFirstTimestamp = metav1.NewTime(at.Time)
+			e.DeprecatedLastTimestamp = metav1.NewTime(at.Time)
+			e.DeprecatedCount = 3
+			e.DeprecatedSource = corev1.EventSource{Host: "web-1"}
+		}), want: []wantErr{
+			{field.ErrorTypeInvalid, `series.count: Invalid value: "": should be at least 2`},
+			{field.ErrorTypeRequired, "series.lastObservedTime: Required value"},
+			{field.ErrorTypeInvalid, `type: Invalid value: "": has invalid value: Info`},
+			{field.ErrorTypeInvalid, `firstTimestamp: Invalid value: "": needs to be unset`},
+			{field.ErrorTypeInvalid, `lastTimestamp: Invalid value: "": needs to be unset`},
+			{field.ErrorTypeInvalid, `count: Invalid value: "": needs to be unset`},
+			{field.ErrorTypeInvalid, `source: Invalid value: "": needs to be unset`},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.core != nil {
+				checkErrors(t, registry.ValidateEvent(c.core), c.want)
+			} else {
+				checkErrors(t, registry.ValidateEventV1(c.ev), c.want)
+			}
+		})
+	}
+
+	old := v1("default", at, node, nil)
+	series := old.DeepCopy()
+	series.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(at.Add(time.Minute))}
+	series.Labels = map[string]string{"a": "b"}
+	checkErrors(t, registry.ValidateEventV1Update(series, old), nil)
+	badSeries := old.DeepCopy()
+	badSeries.Series = &eventsv1.EventSeries{Count: 0, LastObservedTime: at}
+	checkErrors(t, registry.ValidateEventV1Update(badSeries, old), []wantErr{
+		{field.ErrorTypeInvalid, `series.count: Invalid value: "": should be at least 2`},
+	})
+	// A series kept as it was is not checked again.
+	checkErrors(t, registry.ValidateEventV1Update(badSeries, badSeries), nil)
+	changed := old.DeepCopy()
+	changed.Note, changed.Action, changed.Type = "other", "Other", corev1.EventTypeWarning
+	checkErrors(t, registry.ValidateEventV1Update(changed, old), []wantErr{
+		{field.ErrorTypeInvalid, `message: Invalid value: "other": field is immutable`},
+		{field.ErrorTypeInvalid, `type: Invalid value: "Warning": field is immutable`},
+		{field.ErrorTypeInvalid, `action: Invalid value: "Other": field is immutable`},
+	})
 }
