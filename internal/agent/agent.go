@@ -24,7 +24,13 @@
 //     NodeStatusReportPeriod has passed since the last post. If the Node is
 //     gone (deleted while its lease lived on, as happens without a garbage
 //     collector), the pass fails and the next one registers the Node again
-//     and points the lease at it.
+//     and points the lease at it;
+//  4. write the Events recorded about the node (events.go): Starting, once
+//     a Run's first pass gets this far; Rebooted, when the Node adopted was
+//     last reported from another boot; the kubelet's events of a pressure
+//     condition whose status changed from the one last posted (or the
+//     adopted Node's). An Event the server cannot take for want of service
+//     waits for the next pass; any other refusal drops it.
 //
 // After a pass that succeeded the agent waits RenewInterval plus a random
 // jitter of up to 4%, measured from the end of the pass, so that the renewals
@@ -161,6 +167,10 @@ type Agent struct {
 	lease    *coordinationv1.Lease // our Lease as last written; nil: GET it first
 	posted   *nodeStatus           // the status last posted; nil: post it now
 	postedAt time.Time             // when it was posted
+	// events wait to be written (events.go); lastEventNanos is the time
+	// in the last one's name.
+	events         []pendingEvent
+	lastEventNanos int64
 }
 
 // New validates cfg, fills in its defaults and returns an Agent.
@@ -273,6 +283,7 @@ func New(cfg Config) (*Agent, error) {
 // Failures are retried, never returned. Run must not be called concurrently.
 func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting", "leaseDuration", a.cfg.LeaseDuration, "renewInterval", a.cfg.RenewInterval, "servers", len(a.cfg.Clients))
+	a.record(corev1.EventTypeNormal, EventStarting, "Start", "Starting leasehold agent.")
 	var backoff time.Duration
 	for {
 		wait := a.jitter(a.cfg.RenewInterval)
@@ -316,7 +327,11 @@ func (a *Agent) syncWith(ctx context.Context, c kubernetes.Interface) error {
 	if err := a.renewLease(ctx, c); err != nil {
 		return err
 	}
-	return a.reportStatus(ctx, c)
+	if err := a.reportStatus(ctx, c); err != nil {
+		return err
+	}
+	a.writeEvents(ctx, c)
+	return nil
 }
 
 // serverUnavailable tells whether err means the server could not serve the

@@ -9,6 +9,7 @@ type metrics struct {
 	registrations  prometheus.Counter
 	errors         prometheus.Counter
 	failovers      prometheus.Counter
+	events         prometheus.Counter
 }
 
 func newMetrics() metrics {
@@ -23,6 +24,7 @@ func newMetrics() metrics {
 		registrations:  counter("node_registrations_total", "Creations of the Node, the first one included."),
 		errors:         counter("errors_total", "Heartbeat passes that failed and were retried with backoff."),
 		failovers:      counter("server_switches_total", "Switches to the next server after one was unavailable."),
+		events:         counter("events_total", "Events about the node written to the server."),
 	}
 }
 
@@ -30,5 +32,5 @@ func newMetrics() metrics {
 // register.
 func (a *Agent) Collectors() []prometheus.Collector {
 	m := a.metrics
-	return []prometheus.Collector{m.renewals, m.leaseCreations, m.registrations, m.errors, m.failovers}
+	return []prometheus.Collector{m.renewals, m.leaseCreations, m.registrations, m.errors, m.failovers, m.events}
 }

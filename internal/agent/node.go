@@ -103,6 +103,7 @@ func (a *Agent) adoptNode(ctx context.Context, c kubernetes.Interface, n *corev1
 		n = updated
 	}
 	a.log.Info("adopted existing node", "uid", n.UID)
+	a.recordReboot(n)
 	a.node = n
 	a.posted = nil
 	return nil
@@ -145,6 +146,7 @@ func (a *Agent) reportStatus(ctx context.Context, c kubernetes.Interface) error 
 		return nil
 	}
 	nodes := c.CoreV1().Nodes()
+	before := a.pressureStatuses(a.node)
 	for attempt := 0; ; attempt++ {
 		n := a.node.DeepCopy()
 		setStatus(n, st, now)
@@ -168,6 +170,7 @@ func (a *Agent) reportStatus(ctx context.Context, c kubernetes.Interface) error 
 		}
 		a.node = got
 		a.posted, a.postedAt = &st, now
+		a.recordPressure(before, st.pressure)
 		return nil
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -290,6 +291,10 @@ func hasNodeEvent(t *testing.T, s *server, node, reason string) bool {
 	return false
 }
 
+// agentStartingRE matches the agent's Starting event in kubectl describe's
+// events: FROM, then MESSAGE.
+var agentStartingRE = regexp.MustCompile(`leasehold-agent +Starting leasehold agent\.`)
+
 // unreachableTaints are the taints of a node whose lease went stale, as
 // `kubectl describe node` lists them.
 var unreachableTaints = []string{
@@ -462,6 +467,15 @@ func testNodeHeartbeats(t *testing.T, serveFlags ...string) {
 	eventually(t, 5*time.Second, func() error {
 		if !hasNodeEvent(t, s, victim, "NodeReady") {
 			return fmt.Errorf("kubectl get events -A shows no NodeReady event for node/%s", victim)
+		}
+		return nil
+	})
+	// The agent's own Starting event, one for each of its runs, among the
+	// node's events as kubectl describe node lists them.
+	eventually(t, 5*time.Second, func() error {
+		out := s.kubectl(t, "describe", "node", victim)
+		if n := len(agentStartingRE.FindAllString(out, -1)); n != 2 {
+			return fmt.Errorf("kubectl describe node %s lists %d Starting events from leasehold-agent, want 2\n%s", victim, n, out)
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -180,7 +181,7 @@ func TestPressureTaint(t *testing.T) {
 	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
 	startAgent(t, s.kubeconfig, dir, "pressed", "--eviction-hard", "memory.available<1000Ti")
 	// Thresholds no working machine is below, measured as the defaults are.
-	startAgent(t, s.kubeconfig, dir, "roomy", "--eviction-hard", "memory.available<1Mi,nodefs.available<1Mi,nodefs.inodesFree<1,pid.available<1")
+	roomy := startAgent(t, s.kubeconfig, dir, "roomy", "--eviction-hard", "memory.available<1Mi,nodefs.available<1Mi,nodefs.inodesFree<1,pid.available<1")
 	conditions := func(node string) map[string]string {
 		out := s.kubectl(t, "get", "node", node, "-o", `jsonpath={range .status.conditions[*]}{.type}={.status}{" "}{end}`)
 		got := map[string]string{}
@@ -211,5 +212,20 @@ func TestPressureTaint(t *testing.T) {
 	})
 	if got := describeField(s.kubectl(t, "describe", "node", "roomy"), "Taints"); !slices.Equal(got, []string{"<none>"}) {
 		t.Errorf("node roomy: Taints %q, want none", got)
+	}
+
+	// The agent records the kubelet's event when a pressure it posted
+	// changes, here across a restart with a threshold the machine is
+	// below; a new node's first post records none.
+	roomy.term(t)
+	startAgent(t, s.kubeconfig, dir, "roomy", "--eviction-hard", "memory.available<1000Ti")
+	eventually(t, 15*time.Second, func() error {
+		if !hasNodeEvent(t, s, "roomy", "NodeHasInsufficientMemory") {
+			return errors.New("kubectl get events -A shows no NodeHasInsufficientMemory event for node/roomy")
+		}
+		return nil
+	})
+	if hasNodeEvent(t, s, "pressed", "NodeHasInsufficientMemory") {
+		t.Error("node pressed has a NodeHasInsufficientMemory event for the first post of its status")
 	}
 }
