@@ -125,7 +125,8 @@ func TestZoneDisruption(t *testing.T) {
 // --register-with-taints; kubectl cordon gives the node the
 // node.kubernetes.io/unschedulable NoSchedule taint, as Kubernetes' node
 // lifecycle controller does, and uncordon takes it away, leaving the
-// registration taint; the agent's renewals leave them all alone.
+// registration taint; the agent's renewals leave them all alone. Each
+// records the kubelet's event.
 func TestCordonTaint(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -168,6 +169,27 @@ func TestCordonTaint(t *testing.T) {
 	s.kubectl(t, "uncordon", node)
 	eventually(t, 3*nodePeriod+pollMargin, taints("dedicated=db:NoSchedule"))
 	eventually(t, 5*time.Second, status("Ready"))
+
+	// The kubelet's events of both, from the lifecycle controller, one
+	// each however many passes went by.
+	eventually(t, 5*time.Second, func() error {
+		out := s.kubectl(t, "get", "events", "-n", "default", "--field-selector", "involvedObject.name="+node,
+			"-o", `jsonpath={range .items[*]}{.reason}={.message}{"\n"}{end}`)
+		var got []string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if strings.Contains(line, "Schedulable") {
+				got = append(got, line)
+			}
+		}
+		want := []string{
+			"NodeNotSchedulable=Node cordon-1 status is now: NodeNotSchedulable",
+			"NodeSchedulable=Node cordon-1 status is now: NodeSchedulable",
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("the node's schedulable events %q, want %q\n%s", got, want, out)
+		}
+		return nil
+	})
 }
 
 // TestPressureTaint: an agent whose host is under memory pressure by its

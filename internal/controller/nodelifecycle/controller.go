@@ -47,7 +47,9 @@
 //     node's zone grants it (zones.go: at a limited rate, and never while
 //     no node is Ready in any zone); and the NoSchedule taints of a
 //     cordoned node and of pressure conditions (reconcileTaints);
-//   - emits NodeNotReady and NodeReady when Ready leaves or reaches True.
+//   - emits NodeNotReady and NodeReady when Ready leaves or reaches True,
+//     and NodeNotSchedulable and NodeSchedulable (the kubelet's) when it
+//     gives a cordoned node the unschedulable taint and takes it away.
 //
 // Each write starts from the node as last seen, or read again when the
 // table holds a summary (or from the controller's own last write while the
@@ -111,6 +113,10 @@ const (
 	EventRemovingNode   = "RemovingNode"
 	EventNodeNotReady   = "NodeNotReady"
 	EventNodeReady      = "NodeReady"
+	// The kubelet's, for a node cordoned and uncordoned: recorded when
+	// the controller gives or takes the unschedulable taint.
+	EventNodeNotSchedulable = "NodeNotSchedulable"
+	EventNodeSchedulable    = "NodeSchedulable"
 )
 
 // maxWriteAttempts bounds the writes of one change to one node in one pass,
@@ -912,12 +918,19 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 		// passes, needs no taint write: skip even write's scratch copy.
 		if ready := readyStatus(cur); err == nil && mayNeedTaints(cur) {
 			var tainted bool
-			had := hasNoExecute(cur)
+			had, cordoned := hasNoExecute(cur), hasUnschedulableTaint(cur)
 			cur, tainted, err = c.write(ctx, cur, false, &superseded, func(n *corev1.Node) bool { return reconcileTaints(n, ready, now, ne) })
 			wrote = wrote || tainted
 			if tainted && !had && hasNoExecute(cur) {
 				c.metrics.noExecuteTaints.WithLabelValues(zoneName).Inc()
 				c.log.Info("node tainted NoExecute", "node", name, "zone", zoneName)
+			}
+			if tainted && hasUnschedulableTaint(cur) != cordoned {
+				reason := EventNodeSchedulable
+				if !cordoned {
+					reason = EventNodeNotSchedulable
+				}
+				c.event(name, reason, "StatusChange", "Node %s status is now: %s", name, reason)
 			}
 		}
 		after = readyStatus(cur)

@@ -914,6 +914,39 @@ func TestEvents(t *testing.T) {
 
 // value reads a gauge's or counter's value.
 
+// TestCordonEvents: a node cordoned gets the unschedulable taint and the
+// kubelet's NodeNotSchedulable event; passes that change nothing more
+// record nothing more. (The fake clientset keeps no resourceVersions, so
+// the controller cannot tell an uncordon from its own write here: the
+// e2e test TestCordonTaint uncordons on a real server.)
+func TestCordonEvents(t *testing.T) {
+	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0))
+	n := e.node("web-1")
+	n.Spec.Unschedulable = true
+	if _, err := e.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Passes, renewing the lease as an agent would, until the feed has
+	// brought the cordon and the controller acted on it, and a few more.
+	at, extra := t0, 3
+	for i := 0; i < 20 && extra > 0; i++ {
+		if len(e.rec.reasons("web-1")) >= 2 {
+			extra--
+		}
+		at = at.Add(period)
+		e.renew("web-1", at)
+		e.step(period)
+	}
+	e.wantEvents("web-1", EventRegisteredNode, EventNodeNotSchedulable)
+	if !hasUnschedulableTaint(e.node("web-1")) {
+		t.Fatalf("a cordoned node without the unschedulable taint: %+v", e.node("web-1").Spec.Taints)
+	}
+	got := e.rec.all()
+	if n := got[len(got)-1]; n.note != "Node web-1 status is now: NodeNotSchedulable" || n.action != "StatusChange" || n.typ != corev1.EventTypeNormal {
+		t.Errorf("the NodeNotSchedulable event: %+v", n)
+	}
+}
+
 // TestRunAgain runs the same controller twice, as for two terms of
 // leadership, and refuses overlapping runs.
 func TestRunAgain(t *testing.T) {

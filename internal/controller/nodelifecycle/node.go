@@ -140,6 +140,13 @@ func isScheduleTaint(t corev1.Taint) bool {
 	return t.Effect == corev1.TaintEffectNoSchedule && slices.Contains(scheduleTaintKeys, t.Key)
 }
 
+// hasUnschedulableTaint reports whether n has the taint of a cordoned node.
+func hasUnschedulableTaint(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == corev1.TaintNodeUnschedulable && t.Effect == corev1.TaintEffectNoSchedule
+	})
+}
+
 // mayNeedTaints reports whether reconcileTaints could change anything on
 // n: it has a taint the controller manages, or is not Ready, or is
 // cordoned, or has a condition that calls for a taint. Most nodes in most
