@@ -349,7 +349,7 @@ func TestRegisters(t *testing.T) {
 	c := newClient()
 	h := start(t, c)
 	h.expectWait(10 * time.Second)
-	expectCalls(t, c, "create nodes", "get leases", "get nodes", "create leases", "create events")
+	expectCalls(t, c, "create nodes", "get leases", "get nodes", "create leases")
 	h.resume()
 	h.expectWait(10 * time.Second)
 	expectCalls(t, c, "update leases")
@@ -443,7 +443,7 @@ func TestAdoptsExistingNode(t *testing.T) {
 	c := newClient(existing)
 	h := start(t, c)
 	h.expectWait(10 * time.Second)
-	expectCalls(t, c, "create nodes", "get nodes", "update nodes", "get leases", "get nodes", "create leases", "update nodes/status", "create events")
+	expectCalls(t, c, "create nodes", "get nodes", "update nodes", "get leases", "get nodes", "create leases", "update nodes/status")
 
 	n := h.node(c)
 	if n.UID != "existing" || n.Labels["rack"] != "r1" || n.Labels[corev1.LabelHostname] != nodeName {
@@ -469,7 +469,7 @@ func TestFixesLeaseOwnedByOldNode(t *testing.T) {
 	c := newClient(node, lease)
 	h := start(t, c)
 	h.expectWait(10 * time.Second)
-	expectCalls(t, c, "create nodes", "get nodes", "update nodes", "get leases", "update leases", "update nodes/status", "create events")
+	expectCalls(t, c, "create nodes", "get nodes", "update nodes", "get leases", "update leases", "update nodes/status")
 	checkLease(t, h.lease(c), "current", t0)
 }
 
@@ -605,7 +605,7 @@ func TestFailover(t *testing.T) {
 	h.resume()
 	h.expectWait(10 * time.Second)
 	expectCalls(t, first)
-	expectCalls(t, second, "create nodes", "get leases", "get nodes", "create leases", "create events")
+	expectCalls(t, second, "create nodes", "get leases", "get nodes", "create leases")
 
 	// The agent sticks to the second server even once the first is back.
 	down.Store(false)

@@ -16,11 +16,9 @@ import (
 // ReportingController is the reportingController of the agent's Events.
 const ReportingController = "leasehold-agent"
 
-// Reasons of the agent's Events, the kubelet's.
-const (
-	EventStarting = "Starting"
-	EventRebooted = "Rebooted"
-)
+// EventRebooted is the reason of the Event about a node whose machine
+// has booted again, the kubelet's.
+const EventRebooted = "Rebooted"
 
 // maxPendingEvents bounds the Events that wait for a server to take them;
 // the oldest goes first.

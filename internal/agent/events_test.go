@@ -53,29 +53,22 @@ func expectEvents(t *testing.T, c *fake.Clientset, want ...string) {
 	}
 }
 
-// TestStartingEvent: each Run records Starting once its first pass
-// succeeds, at the time it started; a restart on the same boot records no
-// reboot.
-func TestStartingEvent(t *testing.T) {
+// TestNoEventsOfARoutineStart: registering a node, and adopting it again
+// on the same boot, records nothing: not the kubelet's Starting (see the
+// package doc) nor a pressure event for a first status.
+func TestNoEventsOfARoutineStart(t *testing.T) {
 	c := newClient()
 	h := start(t, c)
 	h.expectWait(10 * time.Second)
-	expectEvents(t, c, "Normal Starting: Starting leasehold agent.")
 	h.resume()
 	h.expectWait(10 * time.Second)
-	expectEvents(t, c, "Normal Starting: Starting leasehold agent.")
 	h.stop()
-
 	again := newHarness(t, c)
 	again.clock.SetTime(t0.Add(time.Hour))
 	again.agent.nodeInfo = h.agent.nodeInfo
 	again.run()
 	again.expectWait(10 * time.Second)
-	expectEvents(t, c, "Normal Starting: Starting leasehold agent.", "Normal Starting: Starting leasehold agent.")
-	e, err := c.Tracker().Get(eventsGVR, metav1.NamespaceDefault, fmt.Sprintf("%s.%x", nodeName, t0.Add(time.Hour).UnixNano()))
-	if err != nil || !e.(*eventsv1.Event).EventTime.Time.Equal(t0.Add(time.Hour)) || e.(*eventsv1.Event).Action != "Start" {
-		t.Errorf("the second Starting event: %+v, %v", e, err)
-	}
+	expectEvents(t, c)
 }
 
 // TestRebootedEvent: a Node last reported from another boot of the machine
@@ -88,7 +81,12 @@ func TestRebootedEvent(t *testing.T) {
 	h.agent.nodeInfo.BootID = "boot-2"
 	h.run()
 	h.expectWait(10 * time.Second)
-	expectEvents(t, c, "Normal Starting: Starting leasehold agent.", "Warning Rebooted: Node web-1 has been rebooted, boot id: boot-2")
+	expectCalls(t, c, "create nodes", "get nodes", "update nodes", "get leases", "get nodes", "create leases", "update nodes/status", "create events")
+	expectEvents(t, c, "Warning Rebooted: Node web-1 has been rebooted, boot id: boot-2")
+	e, err := c.Tracker().Get(eventsGVR, metav1.NamespaceDefault, fmt.Sprintf("%s.%x", nodeName, t0.UnixNano()))
+	if err != nil || !e.(*eventsv1.Event).EventTime.Time.Equal(t0) || e.(*eventsv1.Event).Action != "Reboot" {
+		t.Errorf("the Rebooted event: %+v, %v", e, err)
+	}
 }
 
 // TestPressureEvents: a pressure condition that changes records the
@@ -98,12 +96,12 @@ func TestPressureEvents(t *testing.T) {
 	c := newClient()
 	h := start(t, c)
 	h.expectWait(10 * time.Second)
-	expectEvents(t, c, "Normal Starting: Starting leasehold agent.")
+	expectEvents(t, c)
 
 	h.setHost(func(s *HostStats) { s.MemoryAvailable, s.FsAvailable = 50<<20, 1<<30 })
 	h.resume()
 	h.expectWait(10 * time.Second)
-	expectEvents(t, c, "Normal Starting: Starting leasehold agent.",
+	expectEvents(t, c,
 		"Normal NodeHasInsufficientMemory: Node web-1 status is now: NodeHasInsufficientMemory",
 		"Normal NodeHasDiskPressure: Node web-1 status is now: NodeHasDiskPressure")
 	h.setHost(func(s *HostStats) { *s = healthyHost })
@@ -111,7 +109,7 @@ func TestPressureEvents(t *testing.T) {
 		h.resume()
 		h.expectWait(10 * time.Second)
 	}
-	expectEvents(t, c, "Normal Starting: Starting leasehold agent.",
+	expectEvents(t, c,
 		"Normal NodeHasInsufficientMemory: Node web-1 status is now: NodeHasInsufficientMemory",
 		"Normal NodeHasDiskPressure: Node web-1 status is now: NodeHasDiskPressure",
 		"Normal NodeHasSufficientMemory: Node web-1 status is now: NodeHasSufficientMemory",
@@ -138,8 +136,8 @@ func TestPressureEvents(t *testing.T) {
 	again.run()
 	again.expectWait(10 * time.Second)
 	got := events(t, c)
-	if want := []string{"Normal Starting: Starting leasehold agent.", "Normal NodeHasDiskPressure: Node web-1 status is now: NodeHasDiskPressure"}; !slices.Equal(got[len(got)-2:], want) {
-		t.Fatalf("events after the restart: %q, want the last two %q", got, want)
+	if want := []string{"Normal NodeHasDiskPressure: Node web-1 status is now: NodeHasDiskPressure"}; !slices.Equal(got[4:], want) {
+		t.Fatalf("events after the restart: %q, want the four before and %q", got, want)
 	}
 }
 
@@ -149,21 +147,26 @@ func TestPressureEvents(t *testing.T) {
 func TestEventsWaitForServer(t *testing.T) {
 	c := newClient()
 	var unavailable, forbidden atomic.Bool
-	unavailable.Store(true)
 	failing(c, "create", "events", apierrors.NewServiceUnavailable("busy"), &unavailable)
 	failing(c, "create", "events", apierrors.NewForbidden(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "", errors.New("no")), &forbidden)
 	h := start(t, c)
+	h.expectWait(10 * time.Second)
+	calls(c)
+
+	unavailable.Store(true)
+	h.setHost(func(s *HostStats) { s.MemoryAvailable = 50 << 20 })
+	h.resume()
 	h.expectWait(10 * time.Second) // a pass with its event waiting is a pass that succeeded
-	expectCalls(t, c, "create nodes", "get leases", "get nodes", "create leases", "create events")
+	expectCalls(t, c, "update leases", "update nodes/status", "create events")
 	expectEvents(t, c)
 	unavailable.Store(false)
 	h.resume()
 	h.expectWait(10 * time.Second)
 	expectCalls(t, c, "update leases", "create events")
-	expectEvents(t, c, "Normal Starting: Starting leasehold agent.")
+	expectEvents(t, c, "Normal NodeHasInsufficientMemory: Node web-1 status is now: NodeHasInsufficientMemory")
 
 	forbidden.Store(true)
-	h.setHost(func(s *HostStats) { s.MemoryAvailable = 50 << 20 })
+	h.setHost(func(s *HostStats) { s.FsAvailable = 1 << 30 })
 	h.resume()
 	h.expectWait(10 * time.Second)
 	expectCalls(t, c, "update leases", "update nodes/status", "create events")
@@ -173,6 +176,7 @@ func TestEventsWaitForServer(t *testing.T) {
 	if len(h.agent.events) != 0 {
 		t.Errorf("%d events still wait", len(h.agent.events))
 	}
+	expectEvents(t, c, "Normal NodeHasInsufficientMemory: Node web-1 status is now: NodeHasInsufficientMemory")
 }
 
 // TestEventsBounded: at most maxPendingEvents wait; the oldest go first.

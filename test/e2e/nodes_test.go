@@ -291,9 +291,9 @@ func hasNodeEvent(t *testing.T, s *server, node, reason string) bool {
 	return false
 }
 
-// agentStartingRE matches the agent's Starting event in kubectl describe's
-// events: FROM, then MESSAGE.
-var agentStartingRE = regexp.MustCompile(`leasehold-agent +Starting leasehold agent\.`)
+// agentRebootedRE matches the agent's Rebooted event in kubectl describe's
+// events: TYPE, REASON, AGE, FROM, then MESSAGE.
+var agentRebootedRE = regexp.MustCompile(`Warning +Rebooted +\S+ +leasehold-agent +Node \S+ has been rebooted, boot id: `)
 
 // unreachableTaints are the taints of a node whose lease went stale, as
 // `kubectl describe node` lists them.
@@ -450,7 +450,9 @@ func testNodeHeartbeats(t *testing.T, serveFlags ...string) {
 		return nil
 	})
 
-	// Start it again: Ready, the same Node, taints gone, NodeReady.
+	// Start it again, as if its machine had booted meanwhile: Ready, the
+	// same Node, taints gone, NodeReady, and the agent's Rebooted.
+	s.kubectl(t, "patch", "node", victim, "--subresource=status", "--type", "merge", "-p", `{"status":{"nodeInfo":{"bootID":"an-earlier-boot"}}}`)
 	agents[victim] = agents[victim].restart(t)
 	back := waitNodeStatus(t, s, victim, "Ready", 15*time.Second)
 	t.Logf("node %s Ready %v after its agent started again", victim, back.Round(time.Millisecond))
@@ -470,12 +472,12 @@ func testNodeHeartbeats(t *testing.T, serveFlags ...string) {
 		}
 		return nil
 	})
-	// The agent's own Starting event, one for each of its runs, among the
-	// node's events as kubectl describe node lists them.
+	// The agent's own Rebooted warning, among the node's events as
+	// kubectl describe node lists them.
 	eventually(t, 5*time.Second, func() error {
 		out := s.kubectl(t, "describe", "node", victim)
-		if n := len(agentStartingRE.FindAllString(out, -1)); n != 2 {
-			return fmt.Errorf("kubectl describe node %s lists %d Starting events from leasehold-agent, want 2\n%s", victim, n, out)
+		if !agentRebootedRE.MatchString(out) {
+			return fmt.Errorf("kubectl describe node %s lists no Rebooted warning from leasehold-agent\n%s", victim, out)
 		}
 		return nil
 	})
