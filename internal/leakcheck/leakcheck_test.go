@@ -5,13 +5,19 @@ import (
 	"time"
 )
 
-type worker struct{ stop chan struct{} }
+type worker struct{ started, stop chan struct{} }
 
-func (w *worker) run() { <-w.stop }
+func (w *worker) run() {
+	close(w.started)
+	<-w.stop
+}
 
 func TestLeaked(t *testing.T) {
-	w := &worker{stop: make(chan struct{})}
+	w := &worker{started: make(chan struct{}), stop: make(chan struct{})}
 	go w.run()
+	// Until it runs, a goroutine's stack names the go statement's wrapper
+	// (TestLeaked.gowrap1), not the function it will call.
+	<-w.started
 	if got := Leaked(0, "leakcheck.(*worker).run"); got == "" {
 		t.Fatal("a running goroutine was not reported")
 	}
