@@ -118,6 +118,7 @@ func (s *Server) patch(req *request) error {
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
+		s.created(req, wo.dryRun)
 	}
 	return s.respond(req, code, out)
 }

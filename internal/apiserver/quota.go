@@ -3,6 +3,7 @@ package apiserver
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,14 +38,16 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 		return err
 	}
 	quotas := list.Items
-	if len(quotas) == 0 {
+	// A quota's own create looks no further than the cache, so that it
+	// does not remember the namespace without it (created forgets it too).
+	if len(quotas) == 0 && req.res != registry.ResourceQuotas {
 		if quotas, err = s.liveQuotas(req, qk); err != nil {
 			return err
 		}
 	}
 	var limiting []*corev1.ResourceQuota
 	for _, obj := range quotas {
-		q := obj.(*corev1.ResourceQuota)
+		q := s.newestQuota(obj.(*corev1.ResourceQuota))
 		if _, ok := q.Spec.Hard[count]; !ok {
 			continue
 		}
@@ -71,7 +74,7 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 		return nil
 	}
 	for _, q := range limiting {
-		_, err := qk.Update(req.ctx, qk.Key(q.Namespace, q.Name), store.UpdateOptions{Guess: q}, func(cur runtime.Object) (runtime.Object, error) {
+		written, err := qk.Update(req.ctx, qk.Key(q.Namespace, q.Name), store.UpdateOptions{Guess: q}, func(cur runtime.Object) (runtime.Object, error) {
 			c := cur.(*corev1.ResourceQuota)
 			if _, ok := c.Spec.Hard[count]; !ok {
 				return c, nil // the limit went meanwhile
@@ -87,6 +90,9 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 		})
 		var quotaErr quotaError
 		switch {
+		case err == nil:
+			w := written.(*corev1.ResourceQuota)
+			s.quotaWrites.Add(w.Namespace+"/"+w.Name, w)
 		case errors.As(err, &quotaErr):
 			return apierrors.NewForbidden(req.gr, req.info.name, err)
 		case errors.Is(err, store.ErrNotFound):
@@ -109,6 +115,9 @@ const (
 	quotaLookupEntries = 100
 )
 
+// quotaWriteEntries bounds the quotas newestQuota remembers.
+const quotaWriteEntries = 100
+
 // quotaLookup is what etcd had of a namespace's quotas, until expiry.
 type quotaLookup struct {
 	expiry time.Time
@@ -129,6 +138,40 @@ func (s *Server) liveQuotas(req *request, qk objectStore) ([]runtime.Object, err
 	}
 	s.quotaLookups.Add(ns, quotaLookup{expiry: now.Add(quotaLookupTTL), quotas: list.Items})
 	return list.Items, nil
+}
+
+// created is told of every object the server created: a quota's namespace
+// has what liveQuotas remembered of it forgotten, so that the creates after
+// it are checked against it before the cache has it.
+func (s *Server) created(req *request, dryRun bool) {
+	if req.res == registry.ResourceQuotas && !dryRun {
+		s.quotaLookups.Remove(req.info.namespace)
+	}
+}
+
+// newestQuota returns q as cached, or as this server last charged it if
+// that is newer: the cache may not hold the charges of the creates just
+// before, and a dry run, which charges nothing, would be told there is
+// room where there is none. (A create is checked again as it charges, on
+// the quota as stored.) kube-apiserver's quota admission keeps the quotas
+// it wrote for the same reason.
+func (s *Server) newestQuota(q *corev1.ResourceQuota) *corev1.ResourceQuota {
+	v, ok := s.quotaWrites.Get(q.Namespace + "/" + q.Name)
+	if !ok {
+		return q
+	}
+	w := v.(*corev1.ResourceQuota)
+	if w.UID == q.UID && revision(w.ResourceVersion) > revision(q.ResourceVersion) {
+		return w
+	}
+	s.quotaWrites.Remove(q.Namespace + "/" + q.Name) // the cache has caught up
+	return q
+}
+
+// revision reads a resourceVersion the store wrote.
+func revision(rv string) int64 {
+	n, _ := strconv.ParseInt(rv, 10, 64)
+	return n
 }
 
 // quotaError is a refusal by a quota, with Kubernetes' words.

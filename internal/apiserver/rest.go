@@ -444,6 +444,7 @@ func (s *Server) create(req *request) error {
 	if err != nil {
 		return err
 	}
+	s.created(req, wo.dryRun)
 	return s.respond(req, http.StatusCreated, created)
 }
 
@@ -702,6 +703,7 @@ func (s *Server) update(req *request) error {
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
+		s.created(req, wo.dryRun)
 	}
 	return s.respond(req, code, out)
 }

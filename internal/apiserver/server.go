@@ -126,6 +126,9 @@ type Server struct {
 	// quotaLookups holds the quotas read from etcd for namespaces whose
 	// cache had none (quota.go).
 	quotaLookups *lru.Cache
+	// quotaWrites holds the quotas as this server last charged them
+	// (quota.go).
+	quotaWrites *lru.Cache
 }
 
 type fieldManagerKey struct {
@@ -162,6 +165,7 @@ func New(cfg Config) (*Server, error) {
 		fields:       map[fieldManagerKey]*managedfields.FieldManager{},
 		shutdown:     make(chan struct{}),
 		quotaLookups: lru.New(quotaLookupEntries),
+		quotaWrites:  lru.New(quotaWriteEntries),
 		inflight:     &inflight{max: cfg.MaxRequestsInFlight, maxPerUser: cfg.MaxRequestsInFlightPerUser},
 	}
 	if err := s.SetAuthorization(cfg.Authorization); err != nil {
