@@ -68,6 +68,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -122,6 +123,11 @@ type Config struct {
 	// Hostname, looked up again on every pass so that a change is posted at
 	// once.
 	Addresses []corev1.NodeAddress
+	// NodeIPs choose the node's InternalIP addresses, as the kubelet's
+	// --node-ip (ParseNodeIP reads it): those of them the host has, looked
+	// up on every pass, or for 0.0.0.0 or :: the host's addresses of that
+	// family. Ignored when Addresses is set. Default: none chosen.
+	NodeIPs []net.IP
 	// Labels are added to the node's labels. The agent itself sets
 	// kubernetes.io/hostname, kubernetes.io/os and kubernetes.io/arch; Labels
 	// may not set them.
@@ -162,6 +168,9 @@ type Agent struct {
 	pressure  *pressureTracker
 	// hostErr is the last error measuring the host, logged when it changes.
 	hostErr string
+	// missingIPs are the NodeIPs the host lacked at the last look, logged
+	// when they change.
+	missingIPs string
 
 	// The state below belongs to Run's goroutine.
 
@@ -237,6 +246,15 @@ func New(cfg Config) (*Agent, error) {
 		}
 		seenTaints[k] = true
 	}
+	if len(cfg.NodeIPs) > 0 {
+		ips := make([]string, len(cfg.NodeIPs))
+		for i, ip := range cfg.NodeIPs {
+			ips[i] = ip.String()
+		}
+		if _, err := ParseNodeIP(strings.Join(ips, ",")); err != nil {
+			return nil, fmt.Errorf("agent: node IPs: %w", err)
+		}
+	}
 	if cfg.EvictionHard == "" {
 		cfg.EvictionHard = DefaultEvictionHard
 	}
@@ -274,9 +292,22 @@ func New(cfg Config) (*Agent, error) {
 		metrics:  newMetrics(),
 		pressure: newPressureTracker(thresholds, cfg.PressureTransitionPeriod),
 	}
-	if cfg.Addresses != nil {
+	switch {
+	case cfg.Addresses != nil:
 		a.addresses = func() []corev1.NodeAddress { return cfg.Addresses }
-	} else {
+	case len(cfg.NodeIPs) > 0:
+		a.addresses = func() []corev1.NodeAddress {
+			addrs, _ := net.InterfaceAddrs() // on error: only the Hostname address
+			out, missing := chosenAddresses(cfg.NodeName, cfg.NodeIPs, addrs)
+			if m := strings.Join(missing, ","); m != a.missingIPs {
+				a.missingIPs = m
+				if m != "" {
+					a.log.Warn("the host has no such address; the node's addresses go without it", "nodeIP", m)
+				}
+			}
+			return out
+		}
+	default:
 		a.addresses = func() []corev1.NodeAddress { return hostAddresses(cfg.NodeName) }
 	}
 	return a, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"runtime"
@@ -294,6 +295,9 @@ func TestNew(t *testing.T) {
 		{"bad label key", Config{Clients: client, Labels: map[string]string{"a b": "c"}}, "invalid label key"},
 		{"bad label value", Config{Clients: client, Labels: map[string]string{"rack": "a b"}}, "invalid value"},
 		{"good label", Config{Clients: client, Labels: map[string]string{"example.com/rack": "r12"}}, ""},
+		{"node IPs", Config{Clients: client, NodeIPs: []net.IP{net.ParseIP("10.0.0.7"), net.ParseIP("fd00::7")}}, ""},
+		{"two node IPs of a family", Config{Clients: client, NodeIPs: []net.IP{net.ParseIP("10.0.0.7"), net.ParseIP("10.0.0.8")}}, "node IPs: must contain either a single IP or a dual-stack pair"},
+		{"loopback node IP", Config{Clients: client, NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}}, "node IPs: 127.0.0.1 is a loopback address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,7 +27,7 @@ func runAgent(ctx context.Context, args []string) error {
 		nodeName                       string
 		leaseDuration, renew, statusRP time.Duration
 		labels                         []string
-		evictionHard, taints           string
+		evictionHard, taints, nodeIP   string
 		pressurePeriod                 time.Duration
 		metricsAddr                    string
 		logLevel, logFormat            string
@@ -45,6 +45,7 @@ func runAgent(ctx context.Context, args []string) error {
 		labels = append(labels, s)
 		return nil
 	})
+	fs.StringVar(&nodeIP, "node-ip", "", "the node's IP address, or comma-separated IPv4 and IPv6 ones for a dual-stack node, as the kubelet's flag: posted as its InternalIP while the host has them; 0.0.0.0 or :: for the host's addresses of that family (default every usable address of the host)")
 	fs.StringVar(&taints, "register-with-taints", "", "comma-separated KEY=VALUE:EFFECT taints the node is registered with, as the kubelet's flag (a node that exists keeps its own)")
 	fs.StringVar(&evictionHard, "eviction-hard", agent.DefaultEvictionHard, "comma-separated SIGNAL<QUANTITY or SIGNAL<PERCENT% thresholds (memory.available, nodefs.available, nodefs.inodesFree, pid.available) below which the node reports MemoryPressure, DiskPressure or PIDPressure, as the kubelet's flag; none for none")
 	fs.DurationVar(&pressurePeriod, "eviction-pressure-transition-period", agent.DefaultPressureTransitionPeriod, "how long a pressure condition stays True after its signal was last below its threshold")
@@ -79,10 +80,14 @@ func runAgent(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--register-with-taints: %w", err)
 	}
+	nodeIPs, err := agent.ParseNodeIP(nodeIP)
+	if err != nil {
+		return fmt.Errorf("--node-ip: %w", err)
+	}
 	a, err := agent.New(agent.Config{
 		Clients: clients, NodeName: nodeName, LeaseDuration: leaseDuration, RenewInterval: renew,
 		NodeStatusReportPeriod: statusRP, Labels: extra, Logger: log,
-		EvictionHard: evictionHard, PressureTransitionPeriod: pressurePeriod, Taints: regTaints,
+		EvictionHard: evictionHard, PressureTransitionPeriod: pressurePeriod, Taints: regTaints, NodeIPs: nodeIPs,
 	})
 	if err != nil {
 		return err
