@@ -11,7 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 )
@@ -113,5 +116,51 @@ func wantInvalid(t *testing.T, err error, want ...string) {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("the error does not say %q:\n%v", w, err)
 		}
+	}
+}
+
+// TestEventSeriesFromClientGo records the same Event twice through
+// client-go's tools/events, as the node lifecycle controller does: the
+// second is a series, which client-go writes as a merge patch of the series
+// alone; the server's rules for updates through events.k8s.io/v1 take it.
+func TestEventSeriesFromClientGo(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	c := s.Client(t, "application/vnd.kubernetes.protobuf")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: c.EventsV1()})
+	defer b.Shutdown()
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec := b.NewRecorder(scheme.Scheme, "node-controller")
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "web-1", UID: "web-1"}
+
+	w, err := c.EventsV1().Events("default").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// The second only once the first is stored: recorded at once, its
+	// patch may come first, and client-go then retries after 10 s.
+	timeout := time.After(time.Minute)
+	next := func(want watch.EventType) *eventsv1.Event {
+		t.Helper()
+		for {
+			select {
+			case ev := <-w.ResultChan():
+				if e, ok := ev.Object.(*eventsv1.Event); ok && ev.Type == want {
+					return e
+				}
+			case <-timeout:
+				t.Fatalf("no %s event within a minute", want)
+			}
+		}
+	}
+	rec.Eventf(ref, nil, corev1.EventTypeNormal, "NodeNotReady", "StatusChange", "Node %s is now NotReady", "web-1")
+	next(watch.Added)
+	rec.Eventf(ref, nil, corev1.EventTypeNormal, "NodeNotReady", "StatusChange", "Node %s is now NotReady", "web-1")
+	if e := next(watch.Modified); e.Series == nil || e.Series.Count != 2 || e.Note != "Node web-1 is now NotReady" {
+		t.Fatalf("the series: %+v", e)
 	}
 }
