@@ -31,8 +31,7 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 	qk := s.kinds[registry.ResourceQuotas]
 	count := registry.CountName(req.res)
 	// The quotas as cached: most namespaces have none, and a create pays
-	// nothing more then. One made a moment ago may be missed; it counts
-	// from the controller's first count.
+	// little more then (liveQuotas, below, once in a while).
 	list, err := qk.List(req.ctx, store.ListOptions{Namespace: req.info.namespace, ResourceVersion: "0"})
 	if err != nil {
 		return err
