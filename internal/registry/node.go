@@ -2,13 +2,16 @@ package registry
 
 import (
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -164,6 +167,18 @@ func validateNode(n *corev1.Node) field.ErrorList {
 	for i, cidr := range n.Spec.PodCIDRs {
 		if _, _, err := net.ParseCIDR(cidr); err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "podCIDRs").Index(i), cidr, "must be a valid CIDR"))
+		}
+	}
+	// Quantities that are not negative, as kube-apiserver has them (and its
+	// paths, status.capacity.memory).
+	for _, l := range []struct {
+		name string
+		list corev1.ResourceList
+	}{{"capacity", n.Status.Capacity}, {"allocatable", n.Status.Allocatable}} {
+		for _, name := range slices.Sorted(maps.Keys(l.list)) {
+			if q := l.list[name]; q.Sign() < 0 {
+				errs = append(errs, field.Invalid(field.NewPath("status", l.name, string(name)), q.String(), apivalidation.IsNegativeErrorMsg))
+			}
 		}
 	}
 	for i, a := range n.Status.Addresses {

@@ -1,9 +1,11 @@
 package registry
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -44,5 +46,25 @@ func TestNodeSharedStrings(t *testing.T) {
 	}
 	if named != 15 || own != 1 {
 		t.Errorf("%d common and %d own strings named, want 15 and 1", named, own)
+	}
+}
+
+// TestNodeResourceQuantities: a negative quantity in a Node's capacity or
+// allocatable resources is refused as kube-apiserver refuses it.
+func TestNodeResourceQuantities(t *testing.T) {
+	bad := &corev1.Node{Status: corev1.NodeStatus{
+		Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("-1")},
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-500m")},
+	}}
+	var got []string
+	for _, e := range validateNode(bad) {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`status.capacity.memory: Invalid value: "-1": must be greater than or equal to 0`,
+		`status.allocatable.cpu: Invalid value: "-500m": must be greater than or equal to 0`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("errors %q, want %q", got, want)
 	}
 }
