@@ -3,7 +3,6 @@ package apiserver
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,9 +36,7 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 		return err
 	}
 	quotas := list.Items
-	// A quota's own create looks no further than the cache, so that it
-	// does not remember the namespace without it (created forgets it too).
-	if len(quotas) == 0 && req.res != registry.ResourceQuotas {
+	if len(quotas) == 0 {
 		if quotas, err = s.liveQuotas(req, qk); err != nil {
 			return err
 		}
@@ -160,17 +157,11 @@ func (s *Server) newestQuota(q *corev1.ResourceQuota) *corev1.ResourceQuota {
 		return q
 	}
 	w := v.(*corev1.ResourceQuota)
-	if w.UID == q.UID && revision(w.ResourceVersion) > revision(q.ResourceVersion) {
+	if w.UID == q.UID && store.Revision(w) > store.Revision(q) {
 		return w
 	}
 	s.quotaWrites.Remove(q.Namespace + "/" + q.Name) // the cache has caught up
 	return q
-}
-
-// revision reads a resourceVersion the store wrote.
-func revision(rv string) int64 {
-	n, _ := strconv.ParseInt(rv, 10, 64)
-	return n
 }
 
 // quotaError is a refusal by a quota, with Kubernetes' words.

@@ -33,7 +33,7 @@ func TestWatchChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := strconv.FormatInt(resourceVersion(created), 10)
+	from := strconv.FormatInt(Revision(created), 10)
 	changes, err := k.Watch(ctx, WatchOptions{ResourceVersion: from, Changed: holderChanged, Bookmarks: true})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestWatchChanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resourceVersion(out)
+		return Revision(out)
 	}
 	renew("a") // held back
 	renew("b") // delivered

@@ -51,7 +51,7 @@ func (k *Kind) Prefix(namespace string) string {
 func (k *Kind) encode(obj runtime.Object) (*encodedValue, error) {
 	// The stored copy carries no resourceVersion: etcd's revision is the
 	// truth, set again on every read.
-	rv := resourceVersion(obj)
+	rv := Revision(obj)
 	clearResourceVersion(obj)
 	// Stored objects carry the kind's own apiVersion and kind, as
 	// decodeInPlace expects: set as the kind's own strings where the
@@ -391,7 +391,7 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 				value.release()
 				return current, nil
 			}
-			w.rev = resourceVersion(current)
+			w.rev = Revision(current)
 		}
 		if opts.DryRun {
 			value.release()
@@ -450,7 +450,7 @@ func (k *Kind) Delete(ctx context.Context, key string, dryRun bool, check Delete
 			return current, nil
 		}
 		start := k.s.cfg.Clock.Now()
-		res := k.s.batch.do(ctx, write{key: key, rev: resourceVersion(current), del: true})
+		res := k.s.batch.do(ctx, write{key: key, rev: Revision(current), del: true})
 		k.observe(opDelete, start)
 		if res.err != nil {
 			return nil, mapEtcdError(res.err)

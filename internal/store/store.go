@@ -406,8 +406,8 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 	return err
 }
 
-// resourceVersion parses a resourceVersion string; "" is 0.
-func resourceVersion(obj runtime.Object) int64 {
+// Revision is the etcd revision obj's resourceVersion names; 0 for none.
+func Revision(obj runtime.Object) int64 {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return 0

@@ -139,7 +139,7 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 	c.mu.Unlock()
 	for _, e := range state {
 		if w.filter == nil || w.filter(e.obj) {
-			out.Initial = append(out.Initial, &Event{Type: watch.Added, Object: e.obj, RV: resourceVersion(e.obj)})
+			out.Initial = append(out.Initial, &Event{Type: watch.Added, Object: e.obj, RV: Revision(e.obj)})
 		}
 	}
 	out.stop = func() {
@@ -260,7 +260,7 @@ func (k *Kind) watchUncached(ctx context.Context, w *watcher, namespace string, 
 			return nil, ErrTooLargeResourceVersion
 		}
 		for _, obj := range res.Items {
-			events = append(events, &Event{Type: watch.Added, Object: obj, RV: resourceVersion(obj)})
+			events = append(events, &Event{Type: watch.Added, Object: obj, RV: Revision(obj)})
 		}
 		from = res.ResourceVersion
 	} else if from == 0 {
