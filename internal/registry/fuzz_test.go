@@ -1,6 +1,9 @@
 package registry_test
 
 import (
+	"fmt"
+	"net"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	netutils "k8s.io/utils/net"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasehold/leasehold/internal/registry"
@@ -177,6 +181,105 @@ func FuzzValidateEvent(f *testing.F) {
 		again.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: e.EventTime}
 		if errs := registry.ValidateEventV1Update(again, e); len(errs) > 0 {
 			t.Fatalf("a series of an accepted event is refused: %v", errs)
+		}
+	})
+}
+
+// FuzzValidateNode writes a Node over a stored one, both from fuzzed pod
+// CIDRs (comma-separated), provider IDs and addresses, through the Node
+// resource's prepare and validate steps, and checks what kube-apiserver's
+// rules say: podCIDR is podCIDRs' first after the write, a provider ID or
+// pod CIDRs once set are refused any change, an address listed twice is
+// refused, CIDRs that parse strictly (two at most, of two families) pass
+// and ones that do not parse at all do not; and the stored Node is never
+// changed.
+func FuzzValidateNode(f *testing.F) {
+	f.Add("", "", "10.0.0.0/24", "", "", "aws:///a", "10.0.0.1,web-1")
+	f.Add("10.0.0.0/24", "10.0.0.0/24", "", "10.0.0.0/24,fd00::/64", "aws:///a", "aws:///b", "10.0.0.1,10.0.0.1")
+	f.Add("fd00::/64", "", "10.1.0.0/24", "10.0.0.0/24,10.1.0.0/24,fd00::/64", "", "", "")
+	f.Add("", "010.0.0.0/24,x", "10.0.0.1", "", "p", "p", "::1,::1,web-1")
+	f.Fuzz(func(t *testing.T, oldCIDR, oldCIDRs, newCIDR, newCIDRs, oldProvider, newProvider, addresses string) {
+		split := func(s string) []string {
+			if s == "" {
+				return nil
+			}
+			return strings.Split(s, ",")
+		}
+		old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "web-1"},
+			Spec: corev1.NodeSpec{PodCIDR: oldCIDR, PodCIDRs: split(oldCIDRs), ProviderID: oldProvider}}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "web-1"},
+			Spec: corev1.NodeSpec{PodCIDR: newCIDR, PodCIDRs: split(newCIDRs), ProviderID: newProvider}}
+		for _, a := range split(addresses) {
+			typ := corev1.NodeInternalIP
+			if net.ParseIP(a) == nil {
+				typ = corev1.NodeHostName
+			}
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: typ, Address: a})
+		}
+		created := n.DeepCopy()
+		registry.Nodes.PrepareForCreate(created)
+		before := old.DeepCopy()
+		status := n.Status
+		registry.Nodes.PrepareForUpdate(n, old)
+		n.Status = status // as an update of /status would keep them
+		errs := registry.Nodes.ValidateUpdate(n, old)
+		if !reflect.DeepEqual(old, before) {
+			t.Fatal("the stored node changed")
+		}
+		if again := registry.Nodes.ValidateUpdate(n, old); !reflect.DeepEqual(errorTexts(errs), errorTexts(again)) {
+			t.Fatalf("not deterministic: %v then %v", errs, again)
+		}
+		for _, spec := range []corev1.NodeSpec{created.Spec, n.Spec} {
+			if len(spec.PodCIDRs) > 0 && spec.PodCIDR != spec.PodCIDRs[0] || len(spec.PodCIDRs) == 0 && spec.PodCIDR != "" {
+				t.Fatalf("podCIDR %q, podCIDRs %q", spec.PodCIDR, spec.PodCIDRs)
+			}
+			if newCIDR != "" && spec.PodCIDR != newCIDR {
+				t.Fatalf("podCIDR %q became %q", newCIDR, spec.PodCIDR)
+			}
+		}
+
+		count := map[string]int{}
+		for _, e := range errs {
+			path := e.Field
+			if i := strings.IndexByte(path, '['); i >= 0 {
+				path = path[:i]
+			}
+			count[path+" "+string(e.Type)]++
+		}
+		storedCIDRs := old.Spec.PodCIDRs
+		if oldCIDR != "" && (len(storedCIDRs) == 0 || storedCIDRs[0] != oldCIDR) {
+			storedCIDRs = []string{oldCIDR}
+		}
+		if want := len(storedCIDRs) > 0 && !slices.Equal(storedCIDRs, n.Spec.PodCIDRs); want != (count["spec.podCIDRs "+string(field.ErrorTypeForbidden)] > 0) {
+			t.Fatalf("stored pod CIDRs %q, new %q: errors %v", storedCIDRs, n.Spec.PodCIDRs, errs)
+		}
+		if want := oldProvider != "" && oldProvider != newProvider; want != (count["spec.providerID "+string(field.ErrorTypeForbidden)] > 0) {
+			t.Fatalf("provider ID %q → %q: errors %v", oldProvider, newProvider, errs)
+		}
+		repeated := 0
+		for i, a := range n.Status.Addresses {
+			if slices.Contains(n.Status.Addresses[:i], a) {
+				repeated++
+			}
+		}
+		if got := count["status.addresses "+string(field.ErrorTypeDuplicate)]; got != repeated {
+			t.Fatalf("%d addresses repeated, %d errors: %v", repeated, got, errs)
+		}
+
+		strictly, families := true, map[bool]bool{}
+		for i, c := range n.Spec.PodCIDRs {
+			p, err := netip.ParsePrefix(c)
+			strictly = strictly && err == nil
+			families[err == nil && p.Addr().Unmap().Is4()] = true
+			if _, _, err := netutils.ParseCIDRSloppy(c); err != nil && !slices.ContainsFunc(errs, func(e *field.Error) bool {
+				return e.Field == fmt.Sprintf("spec.podCIDRs[%d]", i) && e.Type == field.ErrorTypeInvalid
+			}) {
+				t.Fatalf("pod CIDR %q accepted: %v", c, errs)
+			}
+		}
+		accepted := count["spec.podCIDRs "+string(field.ErrorTypeInvalid)] == 0 && count["spec.podCIDRs "+string(field.ErrorTypeDuplicate)] == 0
+		if strictly && len(families) == len(n.Spec.PodCIDRs) && !accepted {
+			t.Fatalf("pod CIDRs %q refused: %v", n.Spec.PodCIDRs, errs)
 		}
 	})
 }

@@ -3,7 +3,6 @@ package registry
 import (
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	netutils "k8s.io/utils/net"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
@@ -32,16 +32,31 @@ var Nodes = &Resource{
 	StatusSubresource: true,
 	New:               func() runtime.Object { return &corev1.Node{} },
 	NewList:           func() runtime.Object { return &corev1.NodeList{} },
+	PrepareForCreate: func(obj runtime.Object) {
+		n := obj.(*corev1.Node)
+		n.Spec.PodCIDR, n.Spec.PodCIDRs = podCIDRs(&n.Spec)
+		// Deprecated with the kubelet's dynamic configuration, and dropped
+		// as kube-apiserver drops them.
+		n.Spec.ConfigSource, n.Status.Config = nil, nil
+	},
 	PrepareForUpdate: func(obj, old runtime.Object) {
-		obj.(*corev1.Node).Status = old.(*corev1.Node).Status
+		n, o := obj.(*corev1.Node), old.(*corev1.Node)
+		n.Status = o.Status
+		n.Spec.PodCIDR, n.Spec.PodCIDRs = podCIDRs(&n.Spec)
+		if o.Spec.ConfigSource == nil {
+			n.Spec.ConfigSource = nil
+		}
 	},
 	PrepareForStatusUpdate: func(obj, old runtime.Object) {
 		obj.(*corev1.Node).Spec = old.(*corev1.Node).Spec
 	},
-	ChangedFields:       nodeChangedFields,
-	SharedStrings:       nodeSharedStrings,
-	Validate:            func(obj runtime.Object) field.ErrorList { return validateNode(obj.(*corev1.Node)) },
-	ValidateUpdate:      func(obj, _ runtime.Object) field.ErrorList { return validateNode(obj.(*corev1.Node)) },
+	ChangedFields: nodeChangedFields,
+	SharedStrings: nodeSharedStrings,
+	Validate:      func(obj runtime.Object) field.ErrorList { return validateNode(obj.(*corev1.Node)) },
+	ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
+		n := obj.(*corev1.Node)
+		return append(validateNode(n), validateNodeUpdate(n, old.(*corev1.Node))...)
+	},
 	AllowCreateOnUpdate: false,
 	Columns: []metav1.TableColumnDefinition{
 		{Name: "Status", Type: "string", Description: "The status of the node"},
@@ -160,15 +175,13 @@ func validateNode(n *corev1.Node) field.ErrorList {
 		}
 		id := t.Key + "\x00" + string(t.Effect)
 		if seen[id] {
-			errs = append(errs, field.Duplicate(p, t))
+			dup := field.Duplicate(p, t)
+			dup.Detail = "taints must be unique by key and effect pair"
+			errs = append(errs, dup)
 		}
 		seen[id] = true
 	}
-	for i, cidr := range n.Spec.PodCIDRs {
-		if _, _, err := net.ParseCIDR(cidr); err != nil {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "podCIDRs").Index(i), cidr, "must be a valid CIDR"))
-		}
-	}
+	errs = append(errs, validatePodCIDRs(n.Spec.PodCIDRs)...)
 	// Quantities that are not negative, as kube-apiserver has them (and its
 	// paths, status.capacity.memory).
 	for _, l := range []struct {
@@ -189,6 +202,67 @@ func validateNode(n *corev1.Node) field.ErrorList {
 		if a.Address == "" {
 			errs = append(errs, field.Required(p.Child("address"), ""))
 		}
+	}
+	return errs
+}
+
+// validatePodCIDRs checks spec.podCIDRs as kube-apiserver does: each a
+// CIDR (its lenient rules for this field, which predates strict ones), and
+// two at most, of different IP families.
+func validatePodCIDRs(cidrs []string) field.ErrorList {
+	path := field.NewPath("spec", "podCIDRs")
+	var errs field.ErrorList
+	for i, c := range cidrs {
+		errs = append(errs, validation.IsValidCIDRForLegacyField(path.Index(i), c, false, nil)...)
+	}
+	if len(cidrs) < 2 {
+		return errs
+	}
+	if dual, err := netutils.IsDualStackCIDRStrings(cidrs); err == nil && (!dual || len(cidrs) > 2) {
+		errs = append(errs, field.Invalid(path, cidrs, "may specify no more than one CIDR for each IP family"))
+	}
+	for i, c := range cidrs {
+		if slices.Contains(cidrs[:i], c) {
+			errs = append(errs, field.Duplicate(path.Index(i), c))
+		}
+	}
+	return errs
+}
+
+// podCIDRs gives a spec's podCIDR and podCIDRs as kube-apiserver stores
+// them: podCIDR, when set, is the first of podCIDRs (a podCIDRs that
+// starts otherwise gives way to it, for older clients), and podCIDR is the
+// first of podCIDRs when only they are set.
+func podCIDRs(spec *corev1.NodeSpec) (string, []string) {
+	cidr, cidrs := spec.PodCIDR, spec.PodCIDRs
+	if cidr != "" && (len(cidrs) == 0 || cidrs[0] != cidr) {
+		cidrs = []string{cidr}
+	}
+	if len(cidrs) > 0 {
+		cidr = cidrs[0]
+	}
+	return cidr, cidrs
+}
+
+// validateNodeUpdate adds kube-apiserver's checks of a Node against the
+// stored one: the pod CIDRs and the provider ID are set once and then kept
+// (a controller may fill them in), externalID is never changed, and no
+// address is listed twice.
+func validateNodeUpdate(n, old *corev1.Node) field.ErrorList {
+	var errs field.ErrorList
+	for i, a := range n.Status.Addresses {
+		if slices.Contains(n.Status.Addresses[:i], a) {
+			errs = append(errs, field.Duplicate(field.NewPath("status", "addresses").Index(i), a))
+		}
+	}
+	if _, was := podCIDRs(&old.Spec); len(was) > 0 && !slices.Equal(was, n.Spec.PodCIDRs) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "podCIDRs"), `node updates may not change podCIDR except from "" to valid`))
+	}
+	if old.Spec.ProviderID != "" && n.Spec.ProviderID != old.Spec.ProviderID {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "providerID"), `node updates may not change providerID except from "" to valid`))
+	}
+	if n.Spec.DoNotUseExternalID != old.Spec.DoNotUseExternalID {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "externalID"), "may not be updated"))
 	}
 	return errs
 }

@@ -5,8 +5,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // TestNodeSharedStrings: what a fleet's nodes have in common is named for
@@ -56,10 +58,7 @@ func TestNodeResourceQuantities(t *testing.T) {
 		Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("-1")},
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-500m")},
 	}}
-	var got []string
-	for _, e := range validateNode(bad) {
-		got = append(got, e.Error())
-	}
+	got := errorStrings(validateNode(bad))
 	want := []string{
 		`status.capacity.memory: Invalid value: "-1": must be greater than or equal to 0`,
 		`status.allocatable.cpu: Invalid value: "-500m": must be greater than or equal to 0`,
@@ -67,4 +66,123 @@ func TestNodeResourceQuantities(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("errors %q, want %q", got, want)
 	}
+}
+
+// TestNodePodCIDRs: spec.podCIDR and spec.podCIDRs are kept in step and
+// checked as kube-apiserver keeps and checks them.
+func TestNodePodCIDRs(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cidr      string
+		cidrs     []string
+		wantCIDR  string
+		wantCIDRs []string
+		errs      []string
+	}{
+		{name: "neither"},
+		{name: "podCIDR alone", cidr: "10.0.0.0/24", wantCIDR: "10.0.0.0/24", wantCIDRs: []string{"10.0.0.0/24"}},
+		{name: "podCIDRs alone", cidrs: []string{"10.0.0.0/24", "fd00::/64"}, wantCIDR: "10.0.0.0/24", wantCIDRs: []string{"10.0.0.0/24", "fd00::/64"}},
+		{name: "podCIDR first of podCIDRs", cidr: "fd00::/64", cidrs: []string{"fd00::/64", "10.0.0.0/24"}, wantCIDR: "fd00::/64", wantCIDRs: []string{"fd00::/64", "10.0.0.0/24"}},
+		{name: "podCIDR wins", cidr: "10.1.0.0/24", cidrs: []string{"10.0.0.0/24", "fd00::/64"}, wantCIDR: "10.1.0.0/24", wantCIDRs: []string{"10.1.0.0/24"}},
+		{name: "leading zeros, as the legacy rules allow", cidrs: []string{"010.0.0.0/24"}, wantCIDR: "010.0.0.0/24", wantCIDRs: []string{"010.0.0.0/24"}},
+		{name: "not a CIDR", cidrs: []string{"10.0.0.1"}, wantCIDR: "10.0.0.1", wantCIDRs: []string{"10.0.0.1"},
+			errs: []string{`spec.podCIDRs[0]: Invalid value: "10.0.0.1": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)`}},
+		{name: "one family twice", cidrs: []string{"10.0.0.0/24", "10.1.0.0/24"}, wantCIDR: "10.0.0.0/24", wantCIDRs: []string{"10.0.0.0/24", "10.1.0.0/24"},
+			errs: []string{`spec.podCIDRs: Invalid value: ["10.0.0.0/24","10.1.0.0/24"]: may specify no more than one CIDR for each IP family`}},
+		{name: "three", cidrs: []string{"10.0.0.0/24", "fd00::/64", "10.1.0.0/24"}, wantCIDR: "10.0.0.0/24", wantCIDRs: []string{"10.0.0.0/24", "fd00::/64", "10.1.0.0/24"},
+			errs: []string{`spec.podCIDRs: Invalid value: ["10.0.0.0/24","fd00::/64","10.1.0.0/24"]: may specify no more than one CIDR for each IP family`}},
+		{name: "the same twice", cidrs: []string{"fd00::/64", "fd00::/64"}, wantCIDR: "fd00::/64", wantCIDRs: []string{"fd00::/64", "fd00::/64"},
+			errs: []string{`spec.podCIDRs: Invalid value: ["fd00::/64","fd00::/64"]: may specify no more than one CIDR for each IP family`, `spec.podCIDRs[1]: Duplicate value: "fd00::/64"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := &corev1.Node{Spec: corev1.NodeSpec{PodCIDR: tc.cidr, PodCIDRs: tc.cidrs}}
+			Nodes.PrepareForCreate(n)
+			if n.Spec.PodCIDR != tc.wantCIDR || !slices.Equal(n.Spec.PodCIDRs, tc.wantCIDRs) {
+				t.Errorf("stored podCIDR %q podCIDRs %q, want %q %q", n.Spec.PodCIDR, n.Spec.PodCIDRs, tc.wantCIDR, tc.wantCIDRs)
+			}
+			if got := errorStrings(Nodes.Validate(n)); !slices.Equal(got, tc.errs) {
+				t.Errorf("errors %q, want %q", got, tc.errs)
+			}
+		})
+	}
+}
+
+// TestNodeUpdateRules: what kube-apiserver refuses to change in a Node.
+func TestNodeUpdateRules(t *testing.T) {
+	addrs := func(a ...string) []corev1.NodeAddress {
+		var out []corev1.NodeAddress
+		for i := 0; i < len(a); i += 2 {
+			out = append(out, corev1.NodeAddress{Type: corev1.NodeAddressType(a[i]), Address: a[i+1]})
+		}
+		return out
+	}
+	const (
+		cidrMsg     = `spec.podCIDRs: Forbidden: node updates may not change podCIDR except from "" to valid`
+		providerMsg = `spec.providerID: Forbidden: node updates may not change providerID except from "" to valid`
+	)
+	for _, tc := range []struct {
+		name     string
+		old, new corev1.NodeSpec
+		status   []corev1.NodeAddress // the new status's addresses
+		errs     []string
+	}{
+		{name: "provider ID set", new: corev1.NodeSpec{ProviderID: "aws:///a"}},
+		{name: "provider ID kept", old: corev1.NodeSpec{ProviderID: "aws:///a"}, new: corev1.NodeSpec{ProviderID: "aws:///a", Unschedulable: true}},
+		{name: "provider ID changed", old: corev1.NodeSpec{ProviderID: "aws:///a"}, new: corev1.NodeSpec{ProviderID: "aws:///b"}, errs: []string{providerMsg}},
+		{name: "provider ID cleared", old: corev1.NodeSpec{ProviderID: "aws:///a"}, errs: []string{providerMsg}},
+		{name: "pod CIDR set", new: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}},
+		{name: "pod CIDRs kept through podCIDR", old: corev1.NodeSpec{PodCIDRs: []string{"10.0.0.0/24"}}, new: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}},
+		{name: "pod CIDR changed", old: corev1.NodeSpec{PodCIDR: "10.0.0.0/24", PodCIDRs: []string{"10.0.0.0/24"}}, new: corev1.NodeSpec{PodCIDR: "10.0.1.0/24"}, errs: []string{cidrMsg}},
+		{name: "pod CIDR cleared", old: corev1.NodeSpec{PodCIDR: "10.0.0.0/24", PodCIDRs: []string{"10.0.0.0/24"}}, errs: []string{cidrMsg}},
+		{name: "second family added", old: corev1.NodeSpec{PodCIDRs: []string{"10.0.0.0/24"}}, new: corev1.NodeSpec{PodCIDRs: []string{"10.0.0.0/24", "fd00::/64"}}, errs: []string{cidrMsg}},
+		{name: "stored podCIDR alone counts as set", old: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}, new: corev1.NodeSpec{PodCIDRs: []string{"10.0.2.0/24"}}, errs: []string{cidrMsg}},
+		{name: "externalID", old: corev1.NodeSpec{DoNotUseExternalID: "a"}, new: corev1.NodeSpec{DoNotUseExternalID: "b"}, errs: []string{"spec.externalID: Forbidden: may not be updated"}},
+		{name: "addresses", status: addrs("InternalIP", "10.0.0.1", "InternalIP", "10.0.0.2", "Hostname", "10.0.0.1")},
+		{name: "an address twice", status: addrs("InternalIP", "10.0.0.1", "Hostname", "web-1", "InternalIP", "10.0.0.1"),
+			errs: []string{`status.addresses[2]: Duplicate value: {"type":"InternalIP","address":"10.0.0.1"}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := &corev1.Node{Spec: tc.old}
+			n := &corev1.Node{Spec: tc.new}
+			before := old.DeepCopy()
+			Nodes.PrepareForUpdate(n, old)
+			n.Status.Addresses = tc.status // as a status update would leave them
+			if got := errorStrings(Nodes.ValidateUpdate(n, old)); !slices.Equal(got, tc.errs) {
+				t.Errorf("errors %q, want %q", got, tc.errs)
+			}
+			if !equality.Semantic.DeepEqual(old, before) {
+				t.Errorf("the stored node changed: %+v", old.Spec)
+			}
+		})
+	}
+}
+
+// TestNodeConfigSourceDropped: the kubelet's dynamic configuration is gone
+// from Kubernetes; kube-apiserver drops what a client still sends of it.
+func TestNodeConfigSourceDropped(t *testing.T) {
+	source := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: "c", KubeletConfigKey: "k"}}
+	n := &corev1.Node{Spec: corev1.NodeSpec{ConfigSource: source}, Status: corev1.NodeStatus{Config: &corev1.NodeConfigStatus{Error: "e"}}}
+	Nodes.PrepareForCreate(n)
+	if n.Spec.ConfigSource != nil || n.Status.Config != nil {
+		t.Errorf("create kept configSource %v, config %v", n.Spec.ConfigSource, n.Status.Config)
+	}
+	n.Spec.ConfigSource = source
+	Nodes.PrepareForUpdate(n, &corev1.Node{})
+	if n.Spec.ConfigSource != nil {
+		t.Errorf("update added configSource %v", n.Spec.ConfigSource)
+	}
+	n.Spec.ConfigSource = source
+	Nodes.PrepareForUpdate(n, &corev1.Node{Spec: corev1.NodeSpec{ConfigSource: source}})
+	if n.Spec.ConfigSource == nil {
+		t.Error("update dropped the configSource a node already had")
+	}
+}
+
+// errorStrings gives each error as the Status of a 422 words it.
+func errorStrings(errs field.ErrorList) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Error())
+	}
+	return out
 }
