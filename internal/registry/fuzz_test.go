@@ -13,7 +13,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	netutils "k8s.io/utils/net"
@@ -280,6 +283,78 @@ func FuzzValidateNode(f *testing.F) {
 		accepted := count["spec.podCIDRs "+string(field.ErrorTypeInvalid)] == 0 && count["spec.podCIDRs "+string(field.ErrorTypeDuplicate)] == 0
 		if strictly && len(families) == len(n.Spec.PodCIDRs) && !accepted {
 			t.Fatalf("pod CIDRs %q refused: %v", n.Spec.PodCIDRs, errs)
+		}
+	})
+}
+
+// FuzzValidateRBAC checks a role's rules and a binding's reference and
+// subject, from fuzzed fields, against the rules kube-apiserver applies:
+// a rule has verbs, and either API groups and resources or, in a
+// ClusterRole only, non-resource URLs alone; a binding refers to a
+// ClusterRole (or, in a namespace, a Role) by a name that may be a path
+// segment, and each subject has a name and a kind it knows, a service
+// account a DNS subdomain for a name and, bound cluster-wide, a namespace.
+func FuzzValidateRBAC(f *testing.F) {
+	f.Add("get,list", "coordination.k8s.io", "leases", "", false, "ClusterRole", "lease-reader", "User", "bob", "", "")
+	f.Add("get", "", "", "/healthz", true, "Role", "r", "ServiceAccount", "Bad_Name", "", "")
+	f.Add("", "x", "", "/metrics", false, "Role", "a/b", "Group", "", "", "example.com")
+	f.Add("*", "*", "*", "", true, "", "", "Robot", "r", "ns", "rbac.authorization.k8s.io")
+	f.Fuzz(func(t *testing.T, verbs, groups, resources, urls string, namespaced bool, refKind, refName, kind, name, namespace, apiGroup string) {
+		split := func(s string) []string {
+			if s == "" {
+				return nil
+			}
+			return strings.Split(s, ",")
+		}
+		rule := rbacv1.PolicyRule{Verbs: split(verbs), APIGroups: split(groups), Resources: split(resources), NonResourceURLs: split(urls)}
+		var roleErrs field.ErrorList
+		if namespaced {
+			roleErrs = registry.Roles.Validate(&rbacv1.Role{Rules: []rbacv1.PolicyRule{rule}})
+		} else {
+			roleErrs = registry.ClusterRoles.Validate(&rbacv1.ClusterRole{Rules: []rbacv1.PolicyRule{rule}})
+		}
+		ruleOK := len(rule.Verbs) > 0
+		if len(rule.NonResourceURLs) > 0 {
+			ruleOK = ruleOK && !namespaced && len(rule.APIGroups) == 0 && len(rule.Resources) == 0
+		} else {
+			ruleOK = ruleOK && len(rule.APIGroups) > 0 && len(rule.Resources) > 0
+		}
+		if ruleOK != (len(roleErrs) == 0) {
+			t.Fatalf("rule %+v (namespaced %v): errors %v", rule, namespaced, roleErrs)
+		}
+
+		ref := rbacv1.RoleRef{Kind: refKind, Name: refName}
+		subject := rbacv1.Subject{Kind: kind, Name: name, Namespace: namespace, APIGroup: apiGroup}
+		var bindErrs field.ErrorList
+		if namespaced {
+			b := &rbacv1.RoleBinding{RoleRef: ref, Subjects: []rbacv1.Subject{subject}}
+			registry.RoleBindings.PrepareForCreate(b)
+			bindErrs = registry.RoleBindings.Validate(b)
+			ref, subject = b.RoleRef, b.Subjects[0]
+		} else {
+			b := &rbacv1.ClusterRoleBinding{RoleRef: ref, Subjects: []rbacv1.Subject{subject}}
+			registry.ClusterRoleBindings.PrepareForCreate(b)
+			bindErrs = registry.ClusterRoleBindings.Validate(b)
+			ref, subject = b.RoleRef, b.Subjects[0]
+		}
+		if len(bindErrs) > 0 {
+			return
+		}
+		if ref.APIGroup != rbacv1.GroupName || !(ref.Kind == "ClusterRole" || namespaced && ref.Kind == "Role") ||
+			len(path.ValidatePathSegmentName(ref.Name, false)) > 0 || subject.Name == "" {
+			t.Fatalf("accepted roleRef %+v, subject %+v (namespaced %v)", ref, subject, namespaced)
+		}
+		switch subject.Kind {
+		case rbacv1.ServiceAccountKind:
+			if subject.APIGroup != "" || len(apivalidation.NameIsDNSSubdomain(subject.Name, false)) > 0 || !namespaced && subject.Namespace == "" {
+				t.Fatalf("accepted service account subject %+v (namespaced %v)", subject, namespaced)
+			}
+		case rbacv1.UserKind, rbacv1.GroupKind:
+			if subject.APIGroup != rbacv1.GroupName {
+				t.Fatalf("accepted subject %+v", subject)
+			}
+		default:
+			t.Fatalf("accepted a subject of kind %q", subject.Kind)
 		}
 	})
 }

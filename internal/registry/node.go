@@ -151,20 +151,21 @@ func orUnknown(s string) string {
 var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}
 
 // validateNode checks what leasehold's users set on Nodes: taints (key,
-// value, effect, no duplicate key and effect), pod CIDRs and addresses.
+// value, effect, no duplicate key and effect), pod CIDRs, resource
+// quantities and addresses.
 func validateNode(n *corev1.Node) field.ErrorList {
 	var errs field.ErrorList
-	taints := field.NewPath("spec", "taints")
+	// kube-apiserver reports a taint's errors under metadata.taints, not
+	// where the taints are; clients see that path, so it is kept.
+	taints := field.NewPath("metadata", "taints")
 	seen := map[string]bool{}
 	for i, t := range n.Spec.Taints {
 		p := taints.Index(i)
 		for _, msg := range validation.IsQualifiedName(t.Key) {
 			errs = append(errs, field.Invalid(p.Child("key"), t.Key, msg))
 		}
-		if t.Value != "" {
-			for _, msg := range validation.IsValidLabelValue(t.Value) {
-				errs = append(errs, field.Invalid(p.Child("value"), t.Value, msg))
-			}
+		if msgs := validation.IsValidLabelValue(t.Value); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(p.Child("value"), t.Value, strings.Join(msgs, ";")))
 		}
 		switch t.Effect {
 		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -185,4 +186,26 @@ func errorStrings(errs field.ErrorList) []string {
 		out = append(out, e.Error())
 	}
 	return out
+}
+
+// TestNodeTaints: a taint's errors, as kube-apiserver words and places
+// them.
+func TestNodeTaints(t *testing.T) {
+	n := &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+		{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "bad key", Value: "-x-", Effect: "Sometimes"},
+		{Key: "example.com/k"},
+		{Key: "dedicated", Value: "web", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "dedicated", Effect: corev1.TaintEffectNoExecute},
+	}}}
+	want := []string{
+		`metadata.taints[1].key: Invalid value: "bad key": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+		`metadata.taints[1].value: Invalid value: "-x-": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`,
+		`metadata.taints[1].effect: Unsupported value: "Sometimes": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"`,
+		`metadata.taints[2].effect: Required value`,
+		`metadata.taints[3]: Duplicate value: {"key":"dedicated","value":"web","effect":"NoSchedule"}: taints must be unique by key and effect pair`,
+	}
+	if got := errorStrings(Nodes.Validate(n)); !slices.Equal(got, want) {
+		t.Errorf("errors\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

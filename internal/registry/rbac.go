@@ -5,6 +5,7 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -241,6 +242,11 @@ func validateBinding(ref rbacv1.RoleRef, subjects []rbacv1.Subject, namespaced b
 		}
 		switch s.Kind {
 		case rbacv1.ServiceAccountKind:
+			if s.Name != "" {
+				for _, msg := range apivalidation.NameIsDNSSubdomain(s.Name, false) {
+					errs = append(errs, field.Invalid(sp.Child("name"), s.Name, msg))
+				}
+			}
 			if s.APIGroup != "" {
 				errs = append(errs, field.NotSupported(sp.Child("apiGroup"), s.APIGroup, []string{""}))
 			}

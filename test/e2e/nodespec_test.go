@@ -10,9 +10,9 @@ import (
 )
 
 // TestNodeSpecRules: with kubectl, a Node's pod CIDRs and provider ID are
-// set once and kept, podCIDR and podCIDRs are stored in step, and an
-// address listed twice is refused, each refusal kube-apiserver's 422 with
-// nothing stored.
+// set once and kept, podCIDR and podCIDRs are stored in step, and a taint
+// without an effect or an address listed twice is refused, each refusal
+// kube-apiserver's 422 with nothing stored.
 func TestNodeSpecRules(t *testing.T) {
 	t.Parallel()
 	s := shared(t)
@@ -37,6 +37,7 @@ func TestNodeSpecRules(t *testing.T) {
 		{`{"spec":{"podCIDR":"10.244.2.0/24"}}`, `spec.podCIDRs: Forbidden: node updates may not change podCIDR except from "" to valid`},
 		{`{"spec":{"podCIDRs":["10.244.1.0/24","fd00:1::/64"]}}`, `spec.podCIDRs: Forbidden: node updates may not change podCIDR except from "" to valid`},
 		{`{"spec":{"providerID":"leasehold:///other"}}`, `spec.providerID: Forbidden: node updates may not change providerID except from "" to valid`},
+		{`{"spec":{"taints":[{"key":"dedicated"}]}}`, `metadata.taints[0].effect: Required value`},
 	} {
 		errOut := s.kubectlFails(t, "", "patch", "node", node, "--type", "merge", "-p", tc.patch)
 		if !strings.Contains(errOut, `The Node "`+node+`" is invalid`) || !strings.Contains(errOut, tc.want) {
@@ -50,7 +51,8 @@ func TestNodeSpecRules(t *testing.T) {
 	}
 	// The node lifecycle controller may write the node meanwhile; what the
 	// refused writes named must be as it was.
-	if got := get(); !slices.Equal(got.Spec.PodCIDRs, n.Spec.PodCIDRs) || got.Spec.ProviderID != n.Spec.ProviderID || len(got.Status.Addresses) != 0 {
+	if got := get(); !slices.Equal(got.Spec.PodCIDRs, n.Spec.PodCIDRs) || got.Spec.ProviderID != n.Spec.ProviderID ||
+		slices.ContainsFunc(got.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "dedicated" }) || len(got.Status.Addresses) != 0 {
 		t.Errorf("a refused write changed the node: podCIDRs %q providerID %q addresses %v", got.Spec.PodCIDRs, got.Spec.ProviderID, got.Status.Addresses)
 	}
 }
