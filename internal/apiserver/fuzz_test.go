@@ -178,6 +178,53 @@ func FuzzRequestBody(f *testing.F) {
 	})
 }
 
+// fuzzKinds are the collections FuzzWriteAnyKind creates in, each with a
+// well-formed object to seed it.
+var fuzzKinds = []struct{ path, seed string }{
+	{"/api/v1/nodes", `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"},"spec":{"podCIDR":"10.0.0.0/24","taints":[{"key":"k","effect":"NoSchedule"}]},"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.1"}],"capacity":{"cpu":"2"}}}`},
+	{"/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ns"}}`},
+	{"/api/v1/namespaces/default/events", `{"apiVersion":"v1","kind":"Event","metadata":{"name":"e"},"involvedObject":{"kind":"Node","name":"n"},"reason":"R","message":"m","type":"Normal"}`},
+	{"/apis/events.k8s.io/v1/namespaces/default/events", `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"e"},"eventTime":"2026-01-02T03:04:05.000000Z","reportingController":"example.com/c","reportingInstance":"i","action":"A","reason":"R","type":"Normal","regarding":{"kind":"Node","name":"n"}}`},
+	{"/apis/coordination.k8s.io/v1beta1/namespaces/default/leasecandidates", `{"apiVersion":"coordination.k8s.io/v1beta1","kind":"LeaseCandidate","metadata":{"name":"c"},"spec":{"leaseName":"l","binaryVersion":"1.33.0","emulationVersion":"1.33.0","strategy":"OldestEmulationVersion"}}`},
+	{"/api/v1/namespaces/default/resourcequotas", `{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"q"},"spec":{"hard":{"count/leases.coordination.k8s.io":"5"}}}`},
+	{"/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r"},"rules":[{"verbs":["get"],"apiGroups":[""],"resources":["nodes"]}]}`},
+	{"/apis/rbac.authorization.k8s.io/v1/clusterroles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"r"},"rules":[{"verbs":["get"],"nonResourceURLs":["/healthz"]}],"aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"a":"b"}}]}}`},
+	{"/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"b"},"roleRef":{"kind":"Role","name":"r"},"subjects":[{"kind":"ServiceAccount","name":"sa"}]}`},
+	{"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"b"},"roleRef":{"kind":"ClusterRole","name":"r"},"subjects":[{"kind":"User","name":"bob"}]}`},
+}
+
+// FuzzWriteAnyKind posts arbitrary bodies to the collection of every kind
+// but Leases (FuzzRequestBody has those), as dry runs: each kind's decoding,
+// defaulting and validation answer a Status for what they refuse, and an
+// object of the collection's kind for what they take.
+func FuzzWriteAnyKind(f *testing.F) {
+	h := fuzzServer(f)
+	for i, k := range fuzzKinds {
+		f.Add(uint8(i), uint8(0), []byte(k.seed))
+	}
+	f.Add(uint8(0), uint8(0), []byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"},"spec":{"podCIDRs":["x","10.0.0.0/8","10.0.0.0/8"]},"status":{"capacity":{"memory":"-1"},"addresses":[{"type":""}]}}`))
+	f.Add(uint8(3), uint8(0), []byte(`{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"e"},"series":{"count":1}}`))
+	f.Add(uint8(8), uint8(1), []byte("apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: b\nroleRef: {kind: Role, name: ''}\nsubjects: [{kind: ServiceAccount, name: Bad_Name}]\n"))
+	f.Add(uint8(1), uint8(0), []byte(`{"apiVersion":"v1","kind":"Lease","metadata":{"name":"ns"}}`))
+	f.Fuzz(func(t *testing.T, kind, ct uint8, body []byte) {
+		k := fuzzKinds[int(kind)%len(fuzzKinds)]
+		header := http.Header{"Accept": {"application/json"}}
+		if c := fuzzContentTypes[int(ct)%len(fuzzContentTypes)]; c != "" {
+			header.Set("Content-Type", c)
+		}
+		rec := serveFuzz(h, http.MethodPost, &url.URL{Path: k.path, RawQuery: "dryRun=All"}, header, body)
+		checkFuzzResponse(t, rec, false, "POST "+k.path+" "+header.Get("Content-Type"))
+		if rec.Code >= 300 {
+			return
+		}
+		var got metav1.TypeMeta
+		var seed metav1.TypeMeta
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || json.Unmarshal([]byte(k.seed), &seed) != nil || got.Kind != seed.Kind {
+			t.Fatalf("POST %s: HTTP %d with kind %q (%v), want %s: %s", k.path, rec.Code, got.Kind, err, seed.Kind, truncate(rec.Body.Bytes()))
+		}
+	})
+}
+
 var fuzzPatchTypes = []string{"application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml"}
 
 // FuzzPatch applies arbitrary patches of all four types to default/fixed,
