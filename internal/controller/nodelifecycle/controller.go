@@ -198,7 +198,11 @@ type Controller struct {
 	// disrupted is whether the last pass found no node Ready in any.
 	zones     map[string]*zone
 	disrupted bool
-	passes    int
+	// resumed is when a pass last found a node Ready again after none in
+	// any zone was: a node silent since has a fresh grace period from
+	// then before it waits for a NoExecute taint.
+	resumed time.Time
+	passes  int
 	// visits is how many nodes the last pass visited.
 	visits int
 	// nodeEvents counts the node feed's notifications: passes read nodes
@@ -435,7 +439,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.running.Store(false)
 	c.update(func() {
 		c.health, c.dirty, c.due, c.byState = map[string]*health{}, map[string]struct{}{}, nil, map[string]int{}
-		c.zones, c.disrupted = map[string]*zone{}, false
+		c.zones, c.disrupted, c.resumed = map[string]*zone{}, false, time.Time{}
 		for _, st := range []string{stateReady, stateNotReady, stateUnknown} {
 			c.metrics.nodes.WithLabelValues(st).Set(0)
 		}
@@ -958,8 +962,12 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 		if noExec || !needsNoExecute(after) {
 			h.granted = false
 			c.dequeueLocked(h)
-		} else if !c.disrupted && !h.granted {
-			// Tainted NoExecute when its zone grants it (zones.go).
+		} else if !c.disrupted && !h.granted && (silent || after != corev1.ConditionUnknown || !probe.Equal(c.resumed)) {
+			// Tainted NoExecute when its zone grants it (zones.go); a node
+			// silent since the end of a full disruption, visited within
+			// the fresh grace period that gave it (for a write of it, such
+			// as the echo of the one that took its taint away), waits for
+			// the pass that finds it silent.
 			c.enqueueLocked(name, h)
 		}
 	})

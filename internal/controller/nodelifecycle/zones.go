@@ -362,7 +362,7 @@ func (c *Controller) judgeZonesLocked(now time.Time) {
 		}
 	case allWereFull && c.disrupted:
 		c.log.Info("a node is Ready again: NoExecute taints resume, after a fresh grace period for every node")
-		c.disrupted = false
+		c.disrupted, c.resumed = false, now
 		for name, h := range c.health {
 			if h.uid == "" {
 				continue
