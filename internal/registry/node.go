@@ -183,15 +183,19 @@ func validateNode(n *corev1.Node) field.ErrorList {
 		seen[id] = true
 	}
 	errs = append(errs, validatePodCIDRs(n.Spec.PodCIDRs)...)
-	// Quantities that are not negative, as kube-apiserver has them (and its
-	// paths, status.capacity.memory).
+	// Quantities that are not negative, and whole for what is counted, as
+	// kube-apiserver has them (and its paths, status.capacity.memory).
 	for _, l := range []struct {
 		name string
 		list corev1.ResourceList
 	}{{"capacity", n.Status.Capacity}, {"allocatable", n.Status.Allocatable}} {
 		for _, name := range slices.Sorted(maps.Keys(l.list)) {
-			if q := l.list[name]; q.Sign() < 0 {
-				errs = append(errs, field.Invalid(field.NewPath("status", l.name, string(name)), q.String(), apivalidation.IsNegativeErrorMsg))
+			p, q := field.NewPath("status", l.name, string(name)), l.list[name]
+			if q.Sign() < 0 {
+				errs = append(errs, field.Invalid(p, q.String(), apivalidation.IsNegativeErrorMsg))
+			}
+			if countedResource(name) && q.MilliValue()%1000 != 0 {
+				errs = append(errs, field.Invalid(p, q, "must be an integer"))
 			}
 		}
 	}
@@ -205,6 +209,29 @@ func validateNode(n *corev1.Node) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// countedResources are the resources of the core namespace that come in
+// whole numbers.
+var countedResources = []corev1.ResourceName{
+	corev1.ResourcePods, corev1.ResourceQuotas, corev1.ResourceServices, corev1.ResourceReplicationControllers,
+	corev1.ResourceSecrets, corev1.ResourceConfigMaps, corev1.ResourcePersistentVolumeClaims,
+	corev1.ResourceServicesNodePorts, corev1.ResourceServicesLoadBalancers,
+}
+
+// countedResource reports whether a quantity of name must be whole, as
+// kube-apiserver decides it: one of countedResources, or an extended
+// resource (a qualified name with a domain other than kubernetes.io's,
+// such as example.com/gpu, that may also be requested in a quota).
+func countedResource(name corev1.ResourceName) bool {
+	if slices.Contains(countedResources, name) {
+		return true
+	}
+	s := string(name)
+	if !strings.Contains(s, "/") || strings.Contains(s, corev1.ResourceDefaultNamespacePrefix) || strings.HasPrefix(s, corev1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+s)) == 0
 }
 
 // validatePodCIDRs checks spec.podCIDRs as kube-apiserver does: each a

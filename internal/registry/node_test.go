@@ -53,16 +53,22 @@ func TestNodeSharedStrings(t *testing.T) {
 }
 
 // TestNodeResourceQuantities: a negative quantity in a Node's capacity or
-// allocatable resources is refused as kube-apiserver refuses it.
+// allocatable resources, or a fraction of one counted in whole numbers, is
+// refused as kube-apiserver refuses it.
 func TestNodeResourceQuantities(t *testing.T) {
+	q := resource.MustParse
 	bad := &corev1.Node{Status: corev1.NodeStatus{
-		Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("-1")},
-		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-500m")},
+		Capacity: corev1.ResourceList{corev1.ResourceCPU: q("8"), corev1.ResourceMemory: q("-1"), corev1.ResourcePods: q("110"),
+			"example.com/gpu": q("2"), "example.com/fpga": q("500m"), "hugepages-2Mi": q("1Mi")},
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: q("-500m"), corev1.ResourcePods: q("1.5"),
+			"kubernetes.io/widgets": q("500m"), "requests.example.com/gpu": q("500m"), "example.com/bad name": q("500m")},
 	}}
 	got := errorStrings(validateNode(bad))
 	want := []string{
+		`status.capacity.example.com/fpga: Invalid value: "500m": must be an integer`,
 		`status.capacity.memory: Invalid value: "-1": must be greater than or equal to 0`,
 		`status.allocatable.cpu: Invalid value: "-500m": must be greater than or equal to 0`,
+		`status.allocatable.pods: Invalid value: "1500m": must be an integer`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("errors %q, want %q", got, want)
