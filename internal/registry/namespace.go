@@ -15,16 +15,17 @@ import (
 // namespace controller empties it and then removes the "kubernetes"
 // finalizer through the finalize subresource, as in Kubernetes.
 var Namespaces = &Resource{
-	GroupVersion:      corev1.SchemeGroupVersion,
-	Name:              "namespaces",
-	SingularName:      "namespace",
-	Kind:              "Namespace",
-	ShortNames:        []string{"ns"},
-	NameRule:          apivalidation.ValidateNamespaceName,
-	Verbs:             []string{"create", "delete", "get", "list", "patch", "update", "watch"},
-	StatusSubresource: true,
-	New:               func() runtime.Object { return &corev1.Namespace{} },
-	NewList:           func() runtime.Object { return &corev1.NamespaceList{} },
+	GroupVersion:             corev1.SchemeGroupVersion,
+	Name:                     "namespaces",
+	SingularName:             "namespace",
+	Kind:                     "Namespace",
+	ShortNames:               []string{"ns"},
+	NameRule:                 apivalidation.ValidateNamespaceName,
+	Verbs:                    []string{"create", "delete", "get", "list", "patch", "update", "watch"},
+	StatusSubresource:        true,
+	AllowUnconditionalUpdate: true,
+	New:                      func() runtime.Object { return &corev1.Namespace{} },
+	NewList:                  func() runtime.Object { return &corev1.NamespaceList{} },
 	PrepareForCreate: func(obj runtime.Object) {
 		ns := obj.(*corev1.Namespace)
 		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}

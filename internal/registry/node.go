@@ -58,6 +58,9 @@ var Nodes = &Resource{
 		return append(validateNode(n), validateNodeUpdate(n, old.(*corev1.Node))...)
 	},
 	AllowCreateOnUpdate: false,
+	// A write without a resourceVersion goes over the stored Node, as
+	// kube-apiserver lets it (kubectl replace, a repeated server-side apply).
+	AllowUnconditionalUpdate: true,
 	Columns: []metav1.TableColumnDefinition{
 		{Name: "Status", Type: "string", Description: "The status of the node"},
 		{Name: "Roles", Type: "string", Description: "The roles of the node"},

@@ -20,15 +20,16 @@ import (
 // refuses a create beyond it (apiserver's quota admission), and the
 // resource quota controller keeps status.used counted.
 var ResourceQuotas = &Resource{
-	GroupVersion:      corev1.SchemeGroupVersion,
-	Name:              "resourcequotas",
-	SingularName:      "resourcequota",
-	Kind:              "ResourceQuota",
-	ShortNames:        []string{"quota"},
-	Namespaced:        true,
-	StatusSubresource: true,
-	New:               func() runtime.Object { return &corev1.ResourceQuota{} },
-	NewList:           func() runtime.Object { return &corev1.ResourceQuotaList{} },
+	GroupVersion:             corev1.SchemeGroupVersion,
+	Name:                     "resourcequotas",
+	SingularName:             "resourcequota",
+	Kind:                     "ResourceQuota",
+	ShortNames:               []string{"quota"},
+	Namespaced:               true,
+	StatusSubresource:        true,
+	AllowUnconditionalUpdate: true,
+	New:                      func() runtime.Object { return &corev1.ResourceQuota{} },
+	NewList:                  func() runtime.Object { return &corev1.ResourceQuotaList{} },
 	PrepareForCreate: func(obj runtime.Object) {
 		obj.(*corev1.ResourceQuota).Status = corev1.ResourceQuotaStatus{}
 	},

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -54,5 +55,51 @@ func TestNodeSpecRules(t *testing.T) {
 	if got := get(); !slices.Equal(got.Spec.PodCIDRs, n.Spec.PodCIDRs) || got.Spec.ProviderID != n.Spec.ProviderID ||
 		slices.ContainsFunc(got.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "dedicated" }) || len(got.Status.Addresses) != 0 {
 		t.Errorf("a refused write changed the node: podCIDRs %q providerID %q addresses %v", got.Spec.PodCIDRs, got.Spec.ProviderID, got.Status.Addresses)
+	}
+}
+
+// TestApplyAgainEveryKind: kubectl apply --server-side of an object that
+// exists changes it, and kubectl replace of one read without its
+// resourceVersion writes it, for every kind, as kube-apiserver lets them
+// (it had refused Nodes, Namespaces and ResourceQuotas: "metadata.
+// resourceVersion: must be specified for an update").
+func TestApplyAgainEveryKind(t *testing.T) {
+	t.Parallel()
+	s := shared(t)
+	ns := testNamespace(t, s)
+	const node = "apply-again-1"
+	t.Cleanup(func() { s.runKubectl(t, "delete", "node", node, "--wait=false") })
+	manifests := []struct{ kind, name, manifest string }{
+		{"node", node, "apiVersion: v1\nkind: Node\nmetadata:\n  name: " + node + "\n  labels: {example.com/step: \"%d\"}\n"},
+		{"namespace", ns, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n  labels: {example.com/step: \"%d\"}\n"},
+		{"resourcequota", "q", "apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: q\n  namespace: " + ns + "\n  labels: {example.com/step: \"%d\"}\nspec:\n  hard: {count/leases.coordination.k8s.io: \"10\"}\n"},
+		{"lease", "l", "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: l\n  namespace: " + ns + "\n  labels: {example.com/step: \"%d\"}\n"},
+		{"clusterrole", ns + "-r", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: " + ns + "-r\n  labels: {example.com/step: \"%d\"}\nrules: []\n"},
+	}
+	t.Cleanup(func() { s.runKubectl(t, "delete", "clusterrole", ns+"-r", "--wait=false") })
+	step := func(kind, name string) string {
+		return s.kubectl(t, "get", kind, name, "-n", ns, "-o", `jsonpath={.metadata.labels.example\.com/step}`)
+	}
+	for _, m := range manifests {
+		for i := 1; i <= 2; i++ {
+			s.kubectlStdin(t, fmt.Sprintf(m.manifest, i), "apply", "--server-side", "-f", "-")
+			if got := step(m.kind, m.name); got != fmt.Sprint(i) {
+				t.Errorf("%s %s after apply %d: step %q", m.kind, m.name, i, got)
+			}
+		}
+		// replace with what get shows, its resourceVersion taken out.
+		out := s.kubectl(t, "get", m.kind, m.name, "-n", ns, "-o", "json")
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(out), &obj); err != nil {
+			t.Fatal(err)
+		}
+		md := obj["metadata"].(map[string]any)
+		delete(md, "resourceVersion")
+		md["labels"].(map[string]any)["example.com/step"] = "3"
+		body, _ := json.Marshal(obj)
+		s.kubectlStdin(t, string(body), "replace", "-f", "-")
+		if got := step(m.kind, m.name); got != "3" {
+			t.Errorf("%s %s after kubectl replace without a resourceVersion: step %q", m.kind, m.name, got)
+		}
 	}
 }
