@@ -642,6 +642,44 @@ func TestNamespaceDeletionRemovesLeases(t *testing.T) {
 	}
 }
 
+// TestNamespaceHeldByFinalizer: a namespace whose content a finalizer
+// holds stays Terminating, and kubectl describe namespace says what is
+// left and which finalizer holds it, in kube-apiserver's conditions; once
+// the finalizer goes, so does the namespace.
+func TestNamespaceHeldByFinalizer(t *testing.T) {
+	t.Parallel()
+	s := shared(t)
+	ns := testNamespace(t, s)
+	held := strings.Replace(leaseManifest("held", ns, "a"), "metadata:\n", "metadata:\n  finalizers: [example.com/hold]\n", 1)
+	s.kubectlStdin(t, held+"---\n"+leaseManifest("free", ns, "b"), "apply", "-f", "-")
+	s.kubectl(t, "delete", "namespace", ns, "--wait=false")
+
+	want := []string{
+		"NamespaceContentRemaining True SomeResourcesRemain Some resources are remaining: leases.coordination.k8s.io has 1 resource instances",
+		"NamespaceFinalizersRemaining True SomeFinalizersRemain Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances",
+	}
+	eventually(t, 30*time.Second, func() error {
+		out := s.kubectl(t, "get", "namespace", ns, "-o", `jsonpath={range .status.conditions[*]}{.type} {.status} {.reason} {.message}{"\n"}{end}`)
+		for _, w := range want {
+			if !strings.Contains(out, w+"\n") {
+				return fmt.Errorf("namespace %s conditions:\n%s\nwant a line %q", ns, out, w)
+			}
+		}
+		return nil
+	})
+	if out := s.kubectl(t, "describe", "namespace", ns); !strings.Contains(out, "Status:       Terminating") || !strings.Contains(out, "SomeFinalizersRemain") {
+		t.Errorf("kubectl describe namespace %s:\n%s", ns, out)
+	}
+
+	s.kubectl(t, "patch", "lease", "held", "-n", ns, "--type", "json", "-p", `[{"op":"remove","path":"/metadata/finalizers"}]`)
+	eventually(t, 30*time.Second, func() error {
+		if out, errOut, err := s.runKubectl(t, "get", "ns", ns); err == nil || !strings.Contains(errOut, "NotFound") {
+			return fmt.Errorf("namespace %s still there: %v\n%s%s", ns, err, out, errOut)
+		}
+		return nil
+	})
+}
+
 func TestSelectorsAndPagination(t *testing.T) {
 	t.Parallel()
 	s := shared(t)

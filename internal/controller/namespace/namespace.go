@@ -1,9 +1,10 @@
 // Package namespace is the namespace controller: when a namespace is being
 // deleted (it has a deletionTimestamp and phase Terminating), it deletes
 // every namespaced object in it through the API, waits until none is left
-// (objects with finalizers go when their finalizers are done), and then
-// removes the "kubernetes" finalizer with the finalize subresource, upon
-// which the server deletes the namespace.
+// (objects with finalizers go when their finalizers are done), saying in
+// the namespace's status conditions what is left and what holds it, and
+// then removes the "kubernetes" finalizer with the finalize subresource,
+// upon which the server deletes the namespace.
 //
 // It is a client of the API like any other: an informer on namespaces feeds
 // a rate-limited work queue with one worker; a namespace that still has
@@ -15,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/leasehold/leasehold/internal/registry"
 )
@@ -37,6 +41,8 @@ type Config struct {
 	REST *rest.Config
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Clock dates the conditions; default the real clock.
+	Clock clock.PassiveClock
 }
 
 // Controller finishes namespace deletions.
@@ -44,6 +50,7 @@ type Controller struct {
 	client  kubernetes.Interface
 	dynamic dynamic.Interface
 	log     *slog.Logger
+	clock   clock.PassiveClock
 }
 
 // New returns a controller.
@@ -53,6 +60,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	rc := rest.CopyConfig(cfg.REST)
 	rc.UserAgent = "leasehold-namespace-controller"
@@ -64,7 +74,7 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{client: c, dynamic: d, log: cfg.Logger}, nil
+	return &Controller{client: c, dynamic: d, log: cfg.Logger, clock: cfg.Clock}, nil
 }
 
 // Run works until ctx ends.
@@ -116,27 +126,49 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // sync deletes the namespace's content and, once it is gone, finalizes it.
+// Each attempt leaves kube-apiserver's namespace controller's five
+// conditions in the namespace's status (kubectl describe namespace lists
+// them): what is left, of which resources, and which finalizers hold it.
 func (c *Controller) sync(ctx context.Context, ns *corev1.Namespace) error {
 	if !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
 		return nil
 	}
-	remaining := 0
+	var (
+		left       content
+		deleteErrs []string
+	)
 	for _, r := range registry.All() {
 		if !r.Namespaced || r.Virtual {
 			continue
 		}
 		ri := c.dynamic.Resource(r.GroupVersionResource()).Namespace(ns.Name)
 		if err := ri.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting %s: %w", r.Name, err)
+			deleteErrs = append(deleteErrs, fmt.Sprintf("deleting %s: %v", r.Name, err))
 		}
-		left, err := ri.List(ctx, metav1.ListOptions{})
+		items, err := ri.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", r.Name, err)
 		}
-		remaining += len(left.Items)
+		for _, item := range items.Items {
+			left.add(r.Name+"."+r.GroupVersion.Group, item.GetFinalizers())
+		}
 	}
-	if remaining > 0 {
-		return fmt.Errorf("%d objects left", remaining)
+	if status := deletionConditions(ns.Status, left, deleteErrs, metav1.NewTime(c.clock.Now())); status != nil {
+		updated := ns.DeepCopy()
+		updated.Status = *status
+		var err error
+		if ns, err = c.client.CoreV1().Namespaces().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("recording what is left: %w", err)
+		}
+	}
+	switch {
+	case len(deleteErrs) > 0:
+		return errors.New(strings.Join(deleteErrs, "; "))
+	case len(left.resources) > 0:
+		return fmt.Errorf("%d objects left", left.objects)
 	}
 	fin := ns.DeepCopy()
 	fin.Spec.Finalizers = slices.DeleteFunc(fin.Spec.Finalizers, func(f corev1.FinalizerName) bool { return f == corev1.FinalizerKubernetes })
@@ -145,4 +177,84 @@ func (c *Controller) sync(ctx context.Context, ns *corev1.Namespace) error {
 		return nil
 	}
 	return err
+}
+
+// content counts what is left in a namespace being deleted: objects by
+// resource (as "leases.coordination.k8s.io", or "events." in the core
+// group, as Kubernetes names them here) and by finalizer.
+type content struct {
+	objects    int
+	resources  map[string]int
+	finalizers map[string]int
+}
+
+func (c *content) add(resource string, finalizers []string) {
+	if c.resources == nil {
+		c.resources, c.finalizers = map[string]int{}, map[string]int{}
+	}
+	c.objects++
+	c.resources[resource]++
+	for _, f := range finalizers {
+		c.finalizers[f]++
+	}
+}
+
+// deletionConditions returns status with the namespace controller's
+// conditions set from what is left and the deletions that failed, or nil
+// when they are as status has them already. A condition's transition time
+// moves only when its status does, and its text is Kubernetes'.
+func deletionConditions(status corev1.NamespaceStatus, left content, deleteErrs []string, now metav1.Time) *corev1.NamespaceStatus {
+	want := []corev1.NamespaceCondition{
+		{Type: corev1.NamespaceDeletionDiscoveryFailure, Status: corev1.ConditionFalse, Reason: "ResourcesDiscovered", Message: "All resources successfully discovered"},
+		{Type: corev1.NamespaceDeletionGVParsingFailure, Status: corev1.ConditionFalse, Reason: "ParsedGroupVersions", Message: "All legacy kube types successfully parsed"},
+		{Type: corev1.NamespaceDeletionContentFailure, Status: corev1.ConditionFalse, Reason: "ContentDeleted", Message: "All content successfully deleted, may be waiting on finalization"},
+		{Type: corev1.NamespaceContentRemaining, Status: corev1.ConditionFalse, Reason: "ContentRemoved", Message: "All content successfully removed"},
+		{Type: corev1.NamespaceFinalizersRemaining, Status: corev1.ConditionFalse, Reason: "ContentHasNoFinalizers", Message: "All content-preserving finalizers finished"},
+	}
+	if len(deleteErrs) > 0 {
+		slices.Sort(deleteErrs)
+		want[2].Status, want[2].Reason = corev1.ConditionTrue, "ContentDeletionFailed"
+		want[2].Message = fmt.Sprintf("Failed to delete all resource types, %d remaining: %s", len(deleteErrs), strings.Join(deleteErrs, ", "))
+	}
+	if len(left.resources) > 0 {
+		want[3].Status, want[3].Reason = corev1.ConditionTrue, "SomeResourcesRemain"
+		want[3].Message = "Some resources are remaining: " + tally(left.resources, "%s has %d resource instances")
+	}
+	if len(left.finalizers) > 0 {
+		want[4].Status, want[4].Reason = corev1.ConditionTrue, "SomeFinalizersRemain"
+		want[4].Message = "Some content in the namespace has finalizers remaining: " + tally(left.finalizers, "%s in %d resource instances")
+	}
+	out := *status.DeepCopy()
+	changed := false
+	for _, w := range want {
+		i := slices.IndexFunc(out.Conditions, func(c corev1.NamespaceCondition) bool { return c.Type == w.Type })
+		if i < 0 {
+			w.LastTransitionTime = now
+			out.Conditions = append(out.Conditions, w)
+			changed = true
+			continue
+		}
+		have := &out.Conditions[i]
+		if have.Status == w.Status && have.Reason == w.Reason && have.Message == w.Message {
+			continue
+		}
+		if have.Status != w.Status {
+			have.LastTransitionTime = now
+		}
+		have.Status, have.Reason, have.Message = w.Status, w.Reason, w.Message
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	return &out
+}
+
+// tally formats each name of counts with its count, in name order.
+func tally(counts map[string]int, format string) string {
+	parts := make([]string, 0, len(counts))
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf(format, name, counts[name]))
+	}
+	return strings.Join(parts, ", ")
 }
