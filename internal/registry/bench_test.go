@@ -6,6 +6,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -52,6 +53,32 @@ func BenchmarkRenewalChecks(b *testing.B) {
 			b.Fatal(errs)
 		}
 		if errs := Leases.ValidateUpdate(renewed, old); len(errs) > 0 {
+			b.Fatal(errs)
+		}
+	}
+}
+
+// BenchmarkStatusPostChecks is the registry's work for an agent's periodic
+// node status post: which fields changed (the heartbeats alone, for the
+// managedFields fast path) and the update's validation.
+func BenchmarkStatusPostChecks(b *testing.B) {
+	at := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "77c1", ResourceVersion: "40"}}
+	for _, t := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure, corev1.NodeReady} {
+		old.Status.Conditions = append(old.Status.Conditions, corev1.NodeCondition{Type: t, Status: corev1.ConditionFalse,
+			LastHeartbeatTime: at, LastTransitionTime: at, Reason: "R", Message: "m"})
+	}
+	old.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeHostName, Address: "node-1"}}
+	posted := old.DeepCopy()
+	for i := range posted.Status.Conditions {
+		posted.Status.Conditions[i].LastHeartbeatTime = metav1.NewTime(at.Add(5 * time.Minute))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if paths, ok := Nodes.ChangedFields(posted, old); !ok || len(paths) != 4 {
+			b.Fatalf("ChangedFields = %v, %v", paths, ok)
+		}
+		if errs := Nodes.ValidateUpdate(posted, old); len(errs) > 0 {
 			b.Fatal(errs)
 		}
 	}

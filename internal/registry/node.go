@@ -158,11 +158,49 @@ var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.Tai
 // quantities and addresses.
 func validateNode(n *corev1.Node) field.ErrorList {
 	var errs field.ErrorList
+	if len(n.Spec.Taints) > 0 {
+		errs = validateTaints(n.Spec.Taints)
+	}
+	errs = append(errs, validatePodCIDRs(n.Spec.PodCIDRs)...)
+	// Quantities that are not negative, and whole for what is counted, as
+	// kube-apiserver has them (and its paths, status.capacity.memory).
+	for _, l := range []struct {
+		name string
+		list corev1.ResourceList
+	}{{"capacity", n.Status.Capacity}, {"allocatable", n.Status.Allocatable}} {
+		if len(l.list) == 0 {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(l.list)) {
+			q := l.list[name]
+			if q.Sign() < 0 {
+				errs = append(errs, field.Invalid(field.NewPath("status", l.name, string(name)), q.String(), apivalidation.IsNegativeErrorMsg))
+			}
+			if countedResource(name) && q.MilliValue()%1000 != 0 {
+				errs = append(errs, field.Invalid(field.NewPath("status", l.name, string(name)), q, "must be an integer"))
+			}
+		}
+	}
+	for i, a := range n.Status.Addresses {
+		if a.Type == "" {
+			errs = append(errs, field.Required(field.NewPath("status", "addresses").Index(i).Child("type"), ""))
+		}
+		if a.Address == "" {
+			errs = append(errs, field.Required(field.NewPath("status", "addresses").Index(i).Child("address"), ""))
+		}
+	}
+	return errs
+}
+
+// validateTaints checks taints as kube-apiserver does: key, value and
+// effect, and no key twice with one effect.
+func validateTaints(ts []corev1.Taint) field.ErrorList {
+	var errs field.ErrorList
 	// kube-apiserver reports a taint's errors under metadata.taints, not
 	// where the taints are; clients see that path, so it is kept.
 	taints := field.NewPath("metadata", "taints")
-	seen := map[string]bool{}
-	for i, t := range n.Spec.Taints {
+	seen := make(map[string]bool, len(ts))
+	for i, t := range ts {
 		p := taints.Index(i)
 		for _, msg := range validation.IsQualifiedName(t.Key) {
 			errs = append(errs, field.Invalid(p.Child("key"), t.Key, msg))
@@ -184,32 +222,6 @@ func validateNode(n *corev1.Node) field.ErrorList {
 			errs = append(errs, dup)
 		}
 		seen[id] = true
-	}
-	errs = append(errs, validatePodCIDRs(n.Spec.PodCIDRs)...)
-	// Quantities that are not negative, and whole for what is counted, as
-	// kube-apiserver has them (and its paths, status.capacity.memory).
-	for _, l := range []struct {
-		name string
-		list corev1.ResourceList
-	}{{"capacity", n.Status.Capacity}, {"allocatable", n.Status.Allocatable}} {
-		for _, name := range slices.Sorted(maps.Keys(l.list)) {
-			p, q := field.NewPath("status", l.name, string(name)), l.list[name]
-			if q.Sign() < 0 {
-				errs = append(errs, field.Invalid(p, q.String(), apivalidation.IsNegativeErrorMsg))
-			}
-			if countedResource(name) && q.MilliValue()%1000 != 0 {
-				errs = append(errs, field.Invalid(p, q, "must be an integer"))
-			}
-		}
-	}
-	for i, a := range n.Status.Addresses {
-		p := field.NewPath("status", "addresses").Index(i)
-		if a.Type == "" {
-			errs = append(errs, field.Required(p.Child("type"), ""))
-		}
-		if a.Address == "" {
-			errs = append(errs, field.Required(p.Child("address"), ""))
-		}
 	}
 	return errs
 }
@@ -241,6 +253,9 @@ func countedResource(name corev1.ResourceName) bool {
 // CIDR (its lenient rules for this field, which predates strict ones), and
 // two at most, of different IP families.
 func validatePodCIDRs(cidrs []string) field.ErrorList {
+	if len(cidrs) == 0 {
+		return nil
+	}
 	path := field.NewPath("spec", "podCIDRs")
 	var errs field.ErrorList
 	for i, c := range cidrs {
