@@ -290,6 +290,12 @@ func podCIDRs(spec *corev1.NodeSpec) (string, []string) {
 	return cidr, cidrs
 }
 
+// cidrsOf gives a spec's podCIDRs as kube-apiserver would store them.
+func cidrsOf(spec *corev1.NodeSpec) []string {
+	_, cidrs := podCIDRs(spec)
+	return cidrs
+}
+
 // validateNodeUpdate adds kube-apiserver's checks of a Node against the
 // stored one: the pod CIDRs and the provider ID are set once and then kept
 // (a controller may fill them in), externalID is never changed, and no
@@ -301,7 +307,9 @@ func validateNodeUpdate(n, old *corev1.Node) field.ErrorList {
 			errs = append(errs, field.Duplicate(field.NewPath("status", "addresses").Index(i), a))
 		}
 	}
-	if _, was := podCIDRs(&old.Spec); len(was) > 0 && !slices.Equal(was, n.Spec.PodCIDRs) {
+	// Both as stored now: a Node stored before podCIDRs was kept in step
+	// may have podCIDR alone, and an update of its status keeps its spec.
+	if was := cidrsOf(&old.Spec); len(was) > 0 && !slices.Equal(was, cidrsOf(&n.Spec)) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "podCIDRs"), `node updates may not change podCIDR except from "" to valid`))
 	}
 	if old.Spec.ProviderID != "" && n.Spec.ProviderID != old.Spec.ProviderID {

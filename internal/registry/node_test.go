@@ -130,8 +130,11 @@ func TestNodeUpdateRules(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		old, new corev1.NodeSpec
-		status   []corev1.NodeAddress // the new status's addresses
-		errs     []string
+		// addresses are the new status's addresses; status says the write
+		// is one of /status, which keeps the stored spec as it is.
+		addresses []corev1.NodeAddress
+		status    bool
+		errs      []string
 	}{
 		{name: "provider ID set", new: corev1.NodeSpec{ProviderID: "aws:///a"}},
 		{name: "provider ID kept", old: corev1.NodeSpec{ProviderID: "aws:///a"}, new: corev1.NodeSpec{ProviderID: "aws:///a", Unschedulable: true}},
@@ -143,17 +146,22 @@ func TestNodeUpdateRules(t *testing.T) {
 		{name: "pod CIDR cleared", old: corev1.NodeSpec{PodCIDR: "10.0.0.0/24", PodCIDRs: []string{"10.0.0.0/24"}}, errs: []string{cidrMsg}},
 		{name: "second family added", old: corev1.NodeSpec{PodCIDRs: []string{"10.0.0.0/24"}}, new: corev1.NodeSpec{PodCIDRs: []string{"10.0.0.0/24", "fd00::/64"}}, errs: []string{cidrMsg}},
 		{name: "stored podCIDR alone counts as set", old: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}, new: corev1.NodeSpec{PodCIDRs: []string{"10.0.2.0/24"}}, errs: []string{cidrMsg}},
+		{name: "status update of a node stored with podCIDR alone", old: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}, new: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}, status: true},
 		{name: "externalID", old: corev1.NodeSpec{DoNotUseExternalID: "a"}, new: corev1.NodeSpec{DoNotUseExternalID: "b"}, errs: []string{"spec.externalID: Forbidden: may not be updated"}},
-		{name: "addresses", status: addrs("InternalIP", "10.0.0.1", "InternalIP", "10.0.0.2", "Hostname", "10.0.0.1")},
-		{name: "an address twice", status: addrs("InternalIP", "10.0.0.1", "Hostname", "web-1", "InternalIP", "10.0.0.1"),
+		{name: "addresses", addresses: addrs("InternalIP", "10.0.0.1", "InternalIP", "10.0.0.2", "Hostname", "10.0.0.1")},
+		{name: "an address twice", addresses: addrs("InternalIP", "10.0.0.1", "Hostname", "web-1", "InternalIP", "10.0.0.1"),
 			errs: []string{`status.addresses[2]: Duplicate value: {"type":"InternalIP","address":"10.0.0.1"}`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := &corev1.Node{Spec: tc.old}
 			n := &corev1.Node{Spec: tc.new}
 			before := old.DeepCopy()
-			Nodes.PrepareForUpdate(n, old)
-			n.Status.Addresses = tc.status // as a status update would leave them
+			if tc.status {
+				Nodes.PrepareForStatusUpdate(n, old)
+			} else {
+				Nodes.PrepareForUpdate(n, old)
+			}
+			n.Status.Addresses = tc.addresses // as a status update would leave them
 			if got := errorStrings(Nodes.ValidateUpdate(n, old)); !slices.Equal(got, tc.errs) {
 				t.Errorf("errors %q, want %q", got, tc.errs)
 			}
