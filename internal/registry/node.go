@@ -54,8 +54,19 @@ var Nodes = &Resource{
 	SharedStrings: nodeSharedStrings,
 	Validate:      func(obj runtime.Object) field.ErrorList { return validateNode(obj.(*corev1.Node)) },
 	ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
-		n := obj.(*corev1.Node)
-		return append(validateNode(n), validateNodeUpdate(n, old.(*corev1.Node))...)
+		n, o := obj.(*corev1.Node), old.(*corev1.Node)
+		errs := append(validateNode(n), duplicateAddresses(n)...)
+		if len(errs) > 0 {
+			// Ratcheting, as Kubernetes has it for rules it tightens: what
+			// the stored Node already broke (written before a rule was
+			// kept) does not hold back an update that leaves it so, such
+			// as the node lifecycle controller's taint.
+			had := append(validateNode(o), duplicateAddresses(o)...)
+			errs = slices.DeleteFunc(errs, func(e *field.Error) bool {
+				return slices.ContainsFunc(had, func(h *field.Error) bool { return h.Error() == e.Error() })
+			})
+		}
+		return append(errs, validateNodeUpdate(n, o)...)
 	},
 	AllowCreateOnUpdate: false,
 	// A write without a resourceVersion goes over the stored Node, as
@@ -296,17 +307,23 @@ func cidrsOf(spec *corev1.NodeSpec) []string {
 	return cidrs
 }
 
-// validateNodeUpdate adds kube-apiserver's checks of a Node against the
-// stored one: the pod CIDRs and the provider ID are set once and then kept
-// (a controller may fill them in), externalID is never changed, and no
-// address is listed twice.
-func validateNodeUpdate(n, old *corev1.Node) field.ErrorList {
+// duplicateAddresses refuses an address listed twice, as kube-apiserver
+// does on update.
+func duplicateAddresses(n *corev1.Node) field.ErrorList {
 	var errs field.ErrorList
 	for i, a := range n.Status.Addresses {
 		if slices.Contains(n.Status.Addresses[:i], a) {
 			errs = append(errs, field.Duplicate(field.NewPath("status", "addresses").Index(i), a))
 		}
 	}
+	return errs
+}
+
+// validateNodeUpdate adds kube-apiserver's checks of a Node against the
+// stored one: the pod CIDRs and the provider ID are set once and then kept
+// (a controller may fill them in), and externalID is never changed.
+func validateNodeUpdate(n, old *corev1.Node) field.ErrorList {
+	var errs field.ErrorList
 	// Both as stored now: a Node stored before podCIDRs was kept in step
 	// may have podCIDR alone, and an update of its status keeps its spec.
 	if was := cidrsOf(&old.Spec); len(was) > 0 && !slices.Equal(was, cidrsOf(&n.Spec)) {

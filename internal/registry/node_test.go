@@ -135,6 +135,9 @@ func TestNodeUpdateRules(t *testing.T) {
 		addresses []corev1.NodeAddress
 		status    bool
 		errs      []string
+		// oldAddresses are the stored node's; an update of the main
+		// resource keeps them.
+		oldAddresses []corev1.NodeAddress
 	}{
 		{name: "provider ID set", new: corev1.NodeSpec{ProviderID: "aws:///a"}},
 		{name: "provider ID kept", old: corev1.NodeSpec{ProviderID: "aws:///a"}, new: corev1.NodeSpec{ProviderID: "aws:///a", Unschedulable: true}},
@@ -147,13 +150,14 @@ func TestNodeUpdateRules(t *testing.T) {
 		{name: "second family added", old: corev1.NodeSpec{PodCIDRs: []string{"10.0.0.0/24"}}, new: corev1.NodeSpec{PodCIDRs: []string{"10.0.0.0/24", "fd00::/64"}}, errs: []string{cidrMsg}},
 		{name: "stored podCIDR alone counts as set", old: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}, new: corev1.NodeSpec{PodCIDRs: []string{"10.0.2.0/24"}}, errs: []string{cidrMsg}},
 		{name: "status update of a node stored with podCIDR alone", old: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}, new: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}, status: true},
+		{name: "an address twice already", oldAddresses: addrs("InternalIP", "10.0.0.1", "InternalIP", "10.0.0.1"), new: corev1.NodeSpec{Unschedulable: true}},
 		{name: "externalID", old: corev1.NodeSpec{DoNotUseExternalID: "a"}, new: corev1.NodeSpec{DoNotUseExternalID: "b"}, errs: []string{"spec.externalID: Forbidden: may not be updated"}},
 		{name: "addresses", addresses: addrs("InternalIP", "10.0.0.1", "InternalIP", "10.0.0.2", "Hostname", "10.0.0.1")},
 		{name: "an address twice", addresses: addrs("InternalIP", "10.0.0.1", "Hostname", "web-1", "InternalIP", "10.0.0.1"),
 			errs: []string{`status.addresses[2]: Duplicate value: {"type":"InternalIP","address":"10.0.0.1"}`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := &corev1.Node{Spec: tc.old}
+			old := &corev1.Node{Spec: tc.old, Status: corev1.NodeStatus{Addresses: tc.oldAddresses}}
 			n := &corev1.Node{Spec: tc.new}
 			before := old.DeepCopy()
 			if tc.status {
@@ -161,7 +165,9 @@ func TestNodeUpdateRules(t *testing.T) {
 			} else {
 				Nodes.PrepareForUpdate(n, old)
 			}
-			n.Status.Addresses = tc.addresses // as a status update would leave them
+			if tc.addresses != nil {
+				n.Status.Addresses = tc.addresses // as a status update would leave them
+			}
 			if got := errorStrings(Nodes.ValidateUpdate(n, old)); !slices.Equal(got, tc.errs) {
 				t.Errorf("errors %q, want %q", got, tc.errs)
 			}
@@ -221,5 +227,29 @@ func TestNodeTaints(t *testing.T) {
 	}
 	if got := errorStrings(Nodes.Validate(n)); !slices.Equal(got, want) {
 		t.Errorf("errors\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestNodeRatcheting: a Node stored when a rule did not hold it (a fraction
+// of pods in its capacity, an address twice) may still be written, the
+// node lifecycle controller's taint for one, as long as the write leaves
+// that part as it was; a write that changes it meets the rule.
+func TestNodeRatcheting(t *testing.T) {
+	old := &corev1.Node{Status: corev1.NodeStatus{
+		Capacity:  corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1.5")},
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+	}}
+	tainted := old.DeepCopy()
+	tainted.Spec.Taints = []corev1.Taint{{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoSchedule}}
+	Nodes.PrepareForUpdate(tainted, old)
+	if errs := Nodes.ValidateUpdate(tainted, old); len(errs) > 0 {
+		t.Errorf("a taint on a node stored with what the rules now refuse: %v", errs)
+	}
+	posted := old.DeepCopy()
+	posted.Status.Capacity[corev1.ResourcePods] = resource.MustParse("2.5")
+	Nodes.PrepareForStatusUpdate(posted, old)
+	want := []string{`status.capacity.pods: Invalid value: "2500m": must be an integer`}
+	if got := errorStrings(Nodes.ValidateUpdate(posted, old)); !slices.Equal(got, want) {
+		t.Errorf("a changed fraction: errors %q, want %q", got, want)
 	}
 }
