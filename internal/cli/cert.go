@@ -18,8 +18,12 @@ func init() {
 }
 
 func runCert(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "issue" {
-		return errors.New("usage: leasehold cert issue --user NAME [--group G]... (--out-dir DIR | --kubeconfig-out FILE)")
+	const usage = "usage: leasehold cert issue --user NAME [--group G]... (--out-dir DIR | --kubeconfig-out FILE)"
+	switch {
+	case helpAsked(args):
+		return printUsage(usage, "cert")
+	case len(args) == 0 || args[0] != "issue":
+		return errors.New(usage)
 	}
 	var id identityFlags
 	var dataDir, outDir, kubeconfigOut, server string

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"syscall"
 
@@ -37,7 +38,11 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 // Main runs the subcommand named by args[0] and returns the exit status.
 func Main(args []string) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) > 1 && args[0] == "help" {
+		// leasehold help COMMAND [SUBCOMMAND]: its --help.
+		args = append(args[1:], "--help")
+	}
+	if len(args) == 0 || helpAsked(args) {
 		usage(os.Stdout)
 		return 0
 	}
@@ -76,6 +81,19 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'leasehold COMMAND --help' for a command's flags.")
+}
+
+// helpAsked reports whether args, a command's arguments where a
+// subcommand would be, ask for its usage instead.
+func helpAsked(args []string) bool {
+	return len(args) > 0 && slices.Contains([]string{"-h", "-help", "--help", "help"}, args[0])
+}
+
+// printUsage answers a command's --help with its usage, on stdout, and a
+// pointer to its subcommands' flags.
+func printUsage(usage, command string) error {
+	fmt.Printf("%s\n\nRun 'leasehold %s SUBCOMMAND --help' for a subcommand's flags.\n", usage, command)
+	return nil
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting.

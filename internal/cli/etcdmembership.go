@@ -32,8 +32,11 @@ const etcdMemberTimeout = 30 * time.Second
 const etcdMemberUsage = "usage: leasehold etcd member list|add|promote|remove [flags] [NAME|ID], leasehold etcd status [flags], or leasehold etcd snapshot [flags] FILE"
 
 func runEtcdMember(ctx context.Context, args []string) error {
-	if len(args) == 0 {
+	switch {
+	case len(args) == 0:
 		return errors.New(etcdMemberUsage)
+	case helpAsked(args):
+		return printUsage(etcdMemberUsage, "etcd member")
 	}
 	var endpoints, caFile, certFile, keyFile, peerURLs string
 	var learner bool

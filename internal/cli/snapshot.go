@@ -29,8 +29,12 @@ func init() {
 }
 
 func runSnapshot(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return errors.New("usage: leasehold snapshot save|restore [flags] FILE")
+	const usage = "usage: leasehold snapshot save|restore [flags] FILE"
+	switch {
+	case len(args) == 0:
+		return errors.New(usage)
+	case helpAsked(args):
+		return printUsage(usage, "snapshot")
 	}
 	switch args[0] {
 	case "save":

@@ -33,8 +33,12 @@ func init() {
 }
 
 func runToken(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return errors.New("usage: leasehold token create|list|delete [flags]")
+	const usage = "usage: leasehold token create|list|delete [flags]"
+	switch {
+	case len(args) == 0:
+		return errors.New(usage)
+	case helpAsked(args):
+		return printUsage(usage, "token")
 	}
 	switch args[0] {
 	case "create":

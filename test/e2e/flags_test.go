@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -173,5 +175,47 @@ func TestGoawayChanceFlag(t *testing.T) {
 	sharedClient, _ := clientOf(shared(t))
 	if n := requests(shared(t), sharedClient, 600); n != 1 {
 		t.Errorf("600 requests without the flag went on %d connections; want 1", n)
+	}
+}
+
+// TestHelp: every way of asking the binary for help answers on stdout with
+// exit status 0, a command with subcommands included, and leasehold help
+// COMMAND gives the command's flags; an unknown subcommand still fails.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	run := func(args ...string) (stdout, stderr string, code int) {
+		cmd := exec.Command(leaseholdBin, args...)
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), errOut.String(), code
+	}
+	for _, tc := range []struct {
+		args []string
+		want string // in stdout, or in stderr where flag sets print
+	}{
+		{[]string{"--help"}, "Usage: leasehold COMMAND"},
+		{[]string{"help"}, "Usage: leasehold COMMAND"},
+		{[]string{"token", "--help"}, "usage: leasehold token create|list|delete"},
+		{[]string{"snapshot", "-h"}, "usage: leasehold snapshot save|restore"},
+		{[]string{"cert", "help"}, "usage: leasehold cert issue"},
+		{[]string{"etcd", "member", "--help"}, "usage: leasehold etcd member list|add|promote|remove"},
+		{[]string{"help", "token", "create"}, "-ttl duration"},
+		{[]string{"help", "serve"}, "-etcd-servers"},
+		{[]string{"agent", "--help"}, "-node-name string"},
+	} {
+		stdout, stderr, code := run(tc.args...)
+		if code != 0 || !strings.Contains(stdout+stderr, tc.want) {
+			t.Errorf("leasehold %s: exit %d, want 0 and %q in\n%s%s", strings.Join(tc.args, " "), code, tc.want, stdout, stderr)
+		}
+	}
+	if _, stderr, code := run("token", "bogus"); code != 1 || !strings.Contains(stderr, `unknown token subcommand "bogus"`) {
+		t.Errorf("leasehold token bogus: exit %d, stderr %q", code, stderr)
 	}
 }
