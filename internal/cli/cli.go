@@ -96,6 +96,19 @@ func printUsage(usage, command string) error {
 	return nil
 }
 
+// noSubcommand answers a command whose args name no subcommand: without
+// arguments, an error that shows its usage; asked for help, the usage.
+// done says whether it answered.
+func noSubcommand(args []string, usage, command string) (done bool, err error) {
+	switch {
+	case len(args) == 0:
+		return true, errors.New(usage)
+	case helpAsked(args):
+		return true, printUsage(usage, command)
+	}
+	return false, nil
+}
+
 // newFlagSet returns a flag set that reports errors instead of exiting.
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("leasehold "+name, flag.ContinueOnError)

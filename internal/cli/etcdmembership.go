@@ -32,11 +32,8 @@ const etcdMemberTimeout = 30 * time.Second
 const etcdMemberUsage = "usage: leasehold etcd member list|add|promote|remove [flags] [NAME|ID], leasehold etcd status [flags], or leasehold etcd snapshot [flags] FILE"
 
 func runEtcdMember(ctx context.Context, args []string) error {
-	switch {
-	case len(args) == 0:
-		return errors.New(etcdMemberUsage)
-	case helpAsked(args):
-		return printUsage(etcdMemberUsage, "etcd member")
+	if done, err := noSubcommand(args, etcdMemberUsage, "etcd member"); done {
+		return err
 	}
 	var endpoints, caFile, certFile, keyFile, peerURLs string
 	var learner bool

@@ -30,11 +30,8 @@ func init() {
 
 func runSnapshot(ctx context.Context, args []string) error {
 	const usage = "usage: leasehold snapshot save|restore [flags] FILE"
-	switch {
-	case len(args) == 0:
-		return errors.New(usage)
-	case helpAsked(args):
-		return printUsage(usage, "snapshot")
+	if done, err := noSubcommand(args, usage, "snapshot"); done {
+		return err
 	}
 	switch args[0] {
 	case "save":

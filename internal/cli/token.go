@@ -34,11 +34,8 @@ func init() {
 
 func runToken(ctx context.Context, args []string) error {
 	const usage = "usage: leasehold token create|list|delete [flags]"
-	switch {
-	case len(args) == 0:
-		return errors.New(usage)
-	case helpAsked(args):
-		return printUsage(usage, "token")
+	if done, err := noSubcommand(args, usage, "token"); done {
+		return err
 	}
 	switch args[0] {
 	case "create":
