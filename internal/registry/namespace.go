@@ -47,8 +47,14 @@ var Namespaces = &Resource{
 	Validate: func(obj runtime.Object) field.ErrorList {
 		return validateNamespaceFinalizers(obj.(*corev1.Namespace))
 	},
-	ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
-		return validateNamespaceFinalizers(obj.(*corev1.Namespace))
+	ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
+		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
+		errs := validateNamespaceFinalizers(ns)
+		if ns.Status.Phase != o.Status.Phase {
+			// A phase written before this rule stays until it changes.
+			errs = append(errs, validateNamespacePhase(ns)...)
+		}
+		return errs
 	},
 	Columns: []metav1.TableColumnDefinition{
 		{Name: "Status", Type: "string", Description: "The status of the namespace"},
@@ -80,6 +86,21 @@ func setNamespaceNameLabel(ns *corev1.Namespace) {
 		ns.Labels = map[string]string{}
 	}
 	ns.Labels[corev1.LabelMetadataName] = ns.Name
+}
+
+// validateNamespacePhase checks a written status.phase as kube-apiserver
+// does: Active while the namespace is not being deleted, Terminating once
+// it is (the server itself moves it there when it is deleted). The path is
+// kube-apiserver's own, "status.Phase".
+func validateNamespacePhase(ns *corev1.Namespace) field.ErrorList {
+	path := field.NewPath("status", "Phase")
+	switch {
+	case ns.DeletionTimestamp.IsZero() && ns.Status.Phase != corev1.NamespaceActive:
+		return field.ErrorList{field.Invalid(path, ns.Status.Phase, "may only be 'Active' if `deletionTimestamp` is empty")}
+	case !ns.DeletionTimestamp.IsZero() && ns.Status.Phase != corev1.NamespaceTerminating:
+		return field.ErrorList{field.Invalid(path, ns.Status.Phase, "may only be 'Terminating' if `deletionTimestamp` is not empty")}
+	}
+	return nil
 }
 
 // validateNamespaceFinalizers checks spec.finalizers as Kubernetes does,

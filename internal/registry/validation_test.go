@@ -224,6 +224,41 @@ func TestNamespacePrepare(t *testing.T) {
 	}
 }
 
+// TestNamespacePhase: a namespace's phase, written through /status, is
+// Active until it is being deleted and Terminating after, as kube-apiserver
+// has it; a phase stored before the rule does not hold back an update that
+// keeps it.
+func TestNamespacePhase(t *testing.T) {
+	deleted := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	active := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+	terminating := active.DeepCopy()
+	terminating.DeletionTimestamp, terminating.Status.Phase = &deleted, corev1.NamespaceTerminating
+	with := func(ns *corev1.Namespace, phase corev1.NamespacePhase) *corev1.Namespace {
+		ns = ns.DeepCopy()
+		ns.Status.Phase = phase
+		return ns
+	}
+	for _, tc := range []struct {
+		name     string
+		obj, old *corev1.Namespace
+		want     []wantErr
+	}{
+		{"active kept", active, active, nil},
+		{"terminating while not deleted", with(active, corev1.NamespaceTerminating), active,
+			[]wantErr{{field.ErrorTypeInvalid, `status.Phase: Invalid value: "Terminating": may only be 'Active' if ` + "`deletionTimestamp`" + ` is empty`}}},
+		{"unknown phase", with(active, "Bogus"), active,
+			[]wantErr{{field.ErrorTypeInvalid, `status.Phase: Invalid value: "Bogus": may only be 'Active' if ` + "`deletionTimestamp`" + ` is empty`}}},
+		{"active again while deleted", with(terminating, corev1.NamespaceActive), terminating,
+			[]wantErr{{field.ErrorTypeInvalid, `status.Phase: Invalid value: "Active": may only be 'Terminating' if ` + "`deletionTimestamp`" + ` is not empty`}}},
+		{"a stored bad phase kept", with(active, "Bogus"), with(active, "Bogus"), nil},
+		{"a stored bad phase mended", active, with(active, "Bogus"), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, registry.Namespaces.ValidateUpdate(tc.obj, tc.old), tc.want)
+		})
+	}
+}
+
 // TestValidateEvent checks Events as kube-apiserver does: lenient through
 // v1, where old clients write them; strict on create through
 // events.k8s.io/v1; and an update through events.k8s.io/v1 may change the

@@ -614,6 +614,17 @@ func TestNamespaces(t *testing.T) {
 	if got, want := strings.TrimSpace(errOut), notFoundLine("namespaces", "no-such-ns"); got != want {
 		t.Errorf("get of a missing namespace: %q, want %q", got, want)
 	}
+
+	// Only its deletion makes a namespace Terminating: a write of its
+	// phase through /status is refused, as kube-apiserver refuses it.
+	ns := testNamespace(t, s)
+	errOut = s.kubectlFails(t, "", "patch", "ns", ns, "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Terminating"}}`)
+	if want := "status.Phase: Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty"; !strings.Contains(errOut, want) {
+		t.Errorf("setting a namespace's phase: stderr %q, want %q", errOut, want)
+	}
+	if got := s.kubectl(t, "get", "ns", ns, "-o", "jsonpath={.status.phase}"); got != "Active" {
+		t.Errorf("namespace %s phase %q after the refused write, want Active", ns, got)
+	}
 }
 
 func TestNamespaceDeletionRemovesLeases(t *testing.T) {
