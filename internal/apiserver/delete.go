@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -37,15 +38,12 @@ func (s *Server) deleteOptions(req *request) (*metav1.DeleteOptions, error) {
 	if _, err := parseWriteOptions(req, "DeleteOptions", opts.DryRun, "", ""); err != nil {
 		return nil, err
 	}
-	if opts.OrphanDependents != nil && opts.PropagationPolicy != nil {
-		return nil, badRequest("OrphanDependents and DeletionPropagation cannot be both set")
-	}
-	if p := opts.PropagationPolicy; p != nil {
-		switch *p {
-		case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan:
-		default:
-			return nil, badRequest("DeletionPropagation must be one of %q, %q or %q", metav1.DeletePropagationForeground, metav1.DeletePropagationBackground, metav1.DeletePropagationOrphan)
-		}
+	// As kube-apiserver with its unsafe deletion of unreadable objects off:
+	// the option is dropped, and the rest checked by apimachinery's rules
+	// (422: propagationPolicy: Unsupported value).
+	opts.IgnoreStoreReadErrorWithClusterBreakingPotential = nil
+	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
 	}
 	return opts, nil
 }

@@ -192,6 +192,15 @@ func TestErrorStatus(t *testing.T) {
 			code: 409, reason: metav1.StatusReasonConflict, details: leaseGR("existing"), contains: []string{"Precondition failed: ResourceVersion in precondition: " + stale}},
 
 		// 422.
+		{name: "delete with an unknown propagation policy", method: "DELETE", path: base + "/existing?propagationPolicy=Bogus",
+			code: 422, reason: metav1.StatusReasonInvalid,
+			message: `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Bogus": supported values: "Foreground", "Background", "Orphan", "nil"`,
+			details: &metav1.StatusDetails{Group: "meta.k8s.io", Kind: "DeleteOptions", Causes: []metav1.StatusCause{
+				{Type: metav1.CauseTypeFieldValueNotSupported, Message: `Unsupported value: "Bogus": supported values: "Foreground", "Background", "Orphan", "nil"`, Field: "propagationPolicy"}}}},
+		{name: "delete orphaning and with a propagation policy", method: "DELETE", path: base + "/existing", contentType: "application/json",
+			body: `{"kind":"DeleteOptions","apiVersion":"v1","orphanDependents":true,"propagationPolicy":"Background"}`,
+			code: 422, reason: metav1.StatusReasonInvalid,
+			message: `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: "Background": orphanDependents and deletionPropagation cannot be both set`},
 		{name: "invalid lease on create", method: "POST", path: base, contentType: "application/json", body: leaseBody("bad", "", `"leaseDurationSeconds":0`),
 			code: 422, reason: metav1.StatusReasonInvalid,
 			message: `Lease.coordination.k8s.io "bad" is invalid: spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0`,
