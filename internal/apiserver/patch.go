@@ -100,7 +100,8 @@ func (s *Server) patch(req *request) error {
 			if err != nil {
 				return nil, applyError(err)
 			}
-			meta.NewAccessor().SetResourceVersion(obj, "")
+			// The result keeps the stored resourceVersion, or the one the
+			// configuration gave: a precondition, as a patch's is.
 			return s.prepareUpdate(req, obj, cur, wo.fieldManager, false)
 		}
 		obj, err := s.applyPatch(req, pt, body, cur, wo.fieldValidation)
