@@ -120,6 +120,10 @@ type Server struct {
 	// shutdown ends open watches when the server stops.
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
+	// stopping, once closed, fails /readyz (health.go).
+	stopping     chan struct{}
+	stoppingOnce sync.Once
+	health       *http.ServeMux
 	// uncachedLists lets one in-process read of a resource without a
 	// watch cache run at a time (listwatch.go).
 	uncachedLists sync.Mutex
@@ -164,10 +168,12 @@ func New(cfg Config) (*Server, error) {
 		kinds:        map[*registry.Resource]objectStore{},
 		fields:       map[fieldManagerKey]*managedfields.FieldManager{},
 		shutdown:     make(chan struct{}),
+		stopping:     make(chan struct{}),
 		quotaLookups: lru.New(quotaLookupEntries),
 		quotaWrites:  lru.New(quotaWriteEntries),
 		inflight:     &inflight{max: cfg.MaxRequestsInFlight, maxPerUser: cfg.MaxRequestsInFlightPerUser},
 	}
+	s.health = s.newHealth()
 	if err := s.SetAuthorization(cfg.Authorization); err != nil {
 		return nil, err
 	}
@@ -299,16 +305,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, path string) {
 	switch {
-	case path == "/healthz" || path == "/livez":
-		writeText(w, http.StatusOK, "ok")
-	case path == "/readyz":
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := s.cfg.Store.Check(ctx); err != nil {
-			writeText(w, http.StatusServiceUnavailable, "[-]etcd failed: "+err.Error()+"\nreadyz check failed")
-			return
-		}
-		writeText(w, http.StatusOK, "ok")
+	case isHealthPath(path):
+		s.serveHealth(w, r)
 	case path == "/version":
 		s.serveVersion(w, r)
 	case strings.HasPrefix(path, "/openapi/"):

@@ -98,6 +98,7 @@ type serveFlags struct {
 	identityDuration, identityRenew        time.Duration
 	profiling, dashboard                   bool
 	shutdownGrace                          time.Duration
+	shutdownDelay                          time.Duration
 	logLevel, logFormat                    string
 
 	tokenAuthFile               string
@@ -183,6 +184,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.identityDuration, "identity-lease-duration", identity.DefaultDuration, "leaseDurationSeconds of this replica's identity Lease in kube-system; a Lease unrenewed that long is deleted (whole seconds)")
 	fs.DurationVar(&f.identityRenew, "identity-lease-renew-interval", identity.DefaultRenewInterval, "how often this replica renews its identity Lease")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace-period", 30*time.Second, "how long in-flight requests may take to finish on SIGTERM")
+	fs.DurationVar(&f.shutdownDelay, "shutdown-delay-duration", 0, "how long the server goes on serving after SIGTERM with /readyz failing, so that load balancers in front of several replicas take it out before it stops, as kube-apiserver's flag")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.tokenAuthFile, "token-auth-file", "", "static bearer tokens in Kubernetes' CSV format: token,user,uid,\"group1,group2\"")
@@ -656,6 +658,17 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		stopControllers()
 		<-ctrlDone
 		return err
+	}
+	api.StopReadiness()
+	if f.shutdownDelay > 0 {
+		log.Info("serving on with /readyz failing", "for", f.shutdownDelay)
+		select {
+		case <-clk.After(f.shutdownDelay):
+		case err := <-serveErr:
+			stopControllers()
+			<-ctrlDone
+			return err
+		}
 	}
 	stopControllers()
 	<-ctrlDone

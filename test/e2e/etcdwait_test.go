@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,6 +64,25 @@ func TestServeWaitsForEtcd(t *testing.T) {
 	if got := st.s.kubectl(t, "get", "namespace", "kube-node-lease", "-o", "name"); strings.TrimSpace(got) != "namespace/kube-node-lease" {
 		t.Errorf("kubectl get namespace kube-node-lease: %q", got)
 	}
+
+	// etcd stops answering again: the server is not ready, and says
+	// which check failed; once etcd answers, it is ready again.
+	if err := etcd.proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed = false
+	eventually(t, 30*time.Second, func() error {
+		err := st.s.readyz()
+		if err == nil || !strings.Contains(err.Error(), "500 Internal Server Error: [+]ping ok\n[-]etcd failed: reason withheld\n[+]shutdown ok\nreadyz check failed") {
+			return fmt.Errorf("/readyz with etcd stopped: %v; want 500 for the etcd check", err)
+		}
+		return nil
+	})
+	if err := etcd.proc.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	eventually(t, 30*time.Second, st.s.readyz)
 
 	// Nothing listens where this server's etcd should be: SIGTERM stops it
 	// while it waits, with exit status 0.

@@ -988,10 +988,17 @@ func TestRawEndpoints(t *testing.T) {
 		t.Errorf("kubectl version -o json has no serverVersion %s:\n%s", v.GitVersion, out)
 	}
 
-	for _, path := range []string{"/readyz", "/livez", "/healthz"} {
+	for _, path := range []string{"/readyz", "/livez", "/healthz", "/readyz/etcd", "/livez/ping"} {
 		if got := strings.TrimSpace(s.kubectl(t, "get", "--raw", path)); got != "ok" {
 			t.Errorf("%s = %q, want ok", path, got)
 		}
+	}
+	// kube-apiserver's checks, each on its line; one left out by name.
+	if got, want := s.kubectl(t, "get", "--raw", "/readyz?verbose&exclude=etcd"), "[+]ping ok\n[+]etcd excluded: ok\n[+]shutdown ok\nreadyz check passed\n"; got != want {
+		t.Errorf("/readyz?verbose&exclude=etcd = %q, want %q", got, want)
+	}
+	if out := s.kubectlFails(t, "", "get", "--raw", "/readyz/informer-sync"); !strings.Contains(out, "NotFound") {
+		t.Errorf("/readyz/informer-sync, a check leasehold does not have: %s", out)
 	}
 
 	out = s.kubectl(t, "get", "--raw", "/metrics")

@@ -188,13 +188,14 @@ func TestRequestLimitFlags(t *testing.T) {
 	}
 }
 
-// TestShutdownGracePeriodFlag: on SIGTERM the server stops taking
+// TestShutdownFlags: on SIGTERM the server fails /readyz at once and goes
+// on serving for --shutdown-delay-duration; then it stops taking
 // connections and answers the requests in flight whose bodies arrive
 // within --shutdown-grace-period; it waits no longer than that for one
 // whose body does not, and exits cleanly, saying that it cut it off.
-func TestShutdownGracePeriodFlag(t *testing.T) {
+func TestShutdownFlags(t *testing.T) {
 	needKubectl(t)
-	s := newServer(t, "--shutdown-grace-period", "3s")
+	s := newServer(t, "--shutdown-grace-period", "3s", "--shutdown-delay-duration", "6s")
 	ns := testNamespace(t, s)
 	admin := mustConfig(t, s).BearerToken
 	leases := "/apis/coordination.k8s.io/v1/namespaces/" + ns + "/leases"
@@ -209,7 +210,19 @@ func TestShutdownGracePeriodFlag(t *testing.T) {
 	if err := s.signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	// The listener closes once the server has begun its shutdown.
+	// Not ready, and still serving: a load balancer's cue to send the
+	// requests elsewhere before the listener closes.
+	eventually(t, 30*time.Second, func() error {
+		err := s.readyz()
+		if err == nil || !strings.Contains(err.Error(), "500 Internal Server Error: [+]ping ok\n[+]etcd ok\n[-]shutdown failed: reason withheld\nreadyz check failed") {
+			return fmt.Errorf("/readyz after SIGTERM: %v; want 500 for the shutdown check", err)
+		}
+		return nil
+	})
+	if code, _, reason := getAs(t, s, admin, leases); code != http.StatusOK {
+		t.Fatalf("GET while not ready, before the delay ends: %d %s", code, reason)
+	}
+	// The listener closes once the delay is over.
 	eventually(t, 30*time.Second, func() error {
 		c, err := net.DialTimeout("tcp", s.listen, time.Second)
 		if err == nil {
@@ -225,7 +238,7 @@ func TestShutdownGracePeriodFlag(t *testing.T) {
 	select {
 	case <-s.exited:
 	case <-time.After(20 * time.Second):
-		t.Fatal("the server still runs 20 s after SIGTERM, with a grace period of 3 s (the default is 30 s)")
+		t.Fatal("the server still runs 20 s after its listener closed, with a grace period of 3 s (the default is 30 s)")
 	}
 	if s.err != nil {
 		t.Errorf("the server's exit: %v; want a clean one", s.err)
