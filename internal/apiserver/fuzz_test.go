@@ -264,6 +264,13 @@ func FuzzPatch(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.pt, []byte(s.patch))
 	}
+	f.Add(uint8(1), []byte(`{"metadata":{"uid":"x"},"spec":{"renewTime":"2026-01-01T00:00:00.000000Z"}}`))
+	f.Add(uint8(2), []byte(`{"metadata":{"deletionTimestamp":"2026-01-01T00:00:00Z"}}`))
+	var stored metav1.ObjectMeta
+	rec := serveFuzz(h, http.MethodGet, &url.URL{Path: fuzzLeases + "/fixed"}, http.Header{"Accept": {"application/json"}}, nil)
+	if err := json.Unmarshal(rec.Body.Bytes(), &struct{ Metadata *metav1.ObjectMeta }{&stored}); err != nil || stored.UID == "" {
+		f.Fatalf("reading default/fixed: %v: %s", err, rec.Body)
+	}
 	f.Fuzz(func(t *testing.T, pt uint8, patch []byte) {
 		ct := fuzzPatchTypes[int(pt)%len(fuzzPatchTypes)]
 		q := "dryRun=All&fieldManager=fuzz"
@@ -273,6 +280,19 @@ func FuzzPatch(f *testing.F) {
 		header := http.Header{"Accept": {"application/json"}, "Content-Type": {ct}}
 		rec := serveFuzz(h, http.MethodPatch, &url.URL{Path: fuzzLeases + "/fixed", RawQuery: q}, header, patch)
 		checkFuzzResponse(t, rec, true, "PATCH "+ct)
+		if rec.Code >= 300 {
+			return
+		}
+		// What no patch may change, as kube-apiserver has it.
+		var got coordinationv1.Lease
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if m := got.ObjectMeta; m.UID != stored.UID || !m.CreationTimestamp.Equal(&stored.CreationTimestamp) || m.DeletionTimestamp != nil ||
+			m.DeletionGracePeriodSeconds != nil || m.Name != stored.Name || m.Namespace != stored.Namespace {
+			t.Fatalf("PATCH %s changed what it may not: uid %q, created %v, deletion %v %v, %s/%s; stored uid %q, created %v",
+				ct, m.UID, m.CreationTimestamp, m.DeletionTimestamp, m.DeletionGracePeriodSeconds, m.Namespace, m.Name, stored.UID, stored.CreationTimestamp)
+		}
 	})
 }
 

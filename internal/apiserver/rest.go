@@ -551,12 +551,20 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 		return nil, store.ErrConflict
 	}
 	nm.SetResourceVersion(cm.GetResourceVersion())
+	// As kube-apiserver carries them over before it validates: what the
+	// client left out, and what no update may change. A uid, a
+	// deletionTimestamp or a deletionGracePeriodSeconds the client did
+	// change is refused by the validation below (immutable).
 	if nm.GetUID() == "" {
 		nm.SetUID(cm.GetUID())
 	}
 	nm.SetCreationTimestamp(cm.GetCreationTimestamp())
-	nm.SetDeletionTimestamp(cm.GetDeletionTimestamp())
-	nm.SetDeletionGracePeriodSeconds(cm.GetDeletionGracePeriodSeconds())
+	if cm.GetDeletionTimestamp() != nil {
+		nm.SetDeletionTimestamp(cm.GetDeletionTimestamp())
+	}
+	if nm.GetDeletionGracePeriodSeconds() == nil {
+		nm.SetDeletionGracePeriodSeconds(cm.GetDeletionGracePeriodSeconds())
+	}
 	nm.SetGeneration(cm.GetGeneration())
 	nm.SetSelfLink("")
 	switch req.info.subresource {
@@ -691,6 +699,13 @@ func (s *Server) update(req *request) error {
 			return obj, s.chargeQuota(req, wo.dryRun)
 		}
 		created = false
+		// The body's uid is a precondition, as kube-apiserver takes it
+		// for a PUT (a patch that changes it is refused as immutable).
+		if uid := objectMeta(proposed).UID; uid != "" {
+			if err := checkPreconditions(&metav1.Preconditions{UID: &uid}, cur, req.gr); err != nil {
+				return nil, err
+			}
+		}
 		return s.prepareUpdate(req, proposed, cur, wo.fieldManager, true)
 	})
 	if err != nil {

@@ -268,10 +268,14 @@ func equalMicroTime(a, b *metav1.MicroTime) bool {
 }
 
 // SameMetadata reports whether two ObjectMetas agree on everything a client
-// may change (the server-managed fields are already copied over by then):
-// labels, annotations, ownerReferences, finalizers and managedFields.
+// may change or try to (the server-managed fields it may not send are
+// already copied over by then): labels, annotations, ownerReferences,
+// finalizers and managedFields, and the uid and deletion fields, which
+// validation refuses to see changed.
 func SameMetadata(a, b *metav1.ObjectMeta) bool {
-	return a.Name == b.Name && a.Namespace == b.Namespace && a.GenerateName == b.GenerateName &&
+	return a.Name == b.Name && a.Namespace == b.Namespace && a.GenerateName == b.GenerateName && a.UID == b.UID &&
+		equalPtr(a.DeletionGracePeriodSeconds, b.DeletionGracePeriodSeconds) &&
+		a.DeletionTimestamp.Equal(b.DeletionTimestamp) &&
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) &&
 		slices.Equal(a.Finalizers, b.Finalizers) &&
 		slices.EqualFunc(a.OwnerReferences, b.OwnerReferences, sameOwnerReference) &&

@@ -347,6 +347,16 @@ func TestPatch(t *testing.T) {
 		t.Errorf("invalid patch changed the lease: resourceVersion %s → %s", before.ResourceVersion, after.ResourceVersion)
 	}
 
+	// The uid is immutable, even beside a renewal (which takes the
+	// server's fast path); a node's owner references name it.
+	errOut = s.kubectlFails(t, "", "patch", "lease", "p", "-n", ns, "--type", "merge", "-p", `{"metadata":{"uid":"123"},"spec":{"renewTime":"2026-01-01T00:00:00.000000Z"}}`)
+	if want := `metadata.uid: Invalid value: "123": field is immutable`; !strings.Contains(errOut, want) {
+		t.Errorf("uid patch: stderr lacks %q:\n%s", want, errOut)
+	}
+	if after := getLease(t, s, ns, "p"); after.ResourceVersion != before.ResourceVersion || after.UID != before.UID {
+		t.Errorf("uid patch changed the lease: resourceVersion %s → %s, uid %s → %s", before.ResourceVersion, after.ResourceVersion, before.UID, after.UID)
+	}
+
 	// A JSON patch whose test fails is refused.
 	s.kubectlFails(t, "", "patch", "lease", "p", "-n", ns, "--type", "json", "-p", `[{"op":"test","path":"/spec/leaseDurationSeconds","value":99}]`)
 	if after := getLease(t, s, ns, "p"); after.ResourceVersion != before.ResourceVersion {
