@@ -56,7 +56,11 @@
 // feed has not caught up with it); on a conflict
 // the node is read again and the change recomputed, a few times, then left
 // for the next pass. The feeds' callbacks only record what they see under
-// a mutex; all API writes happen in the pass.
+// a mutex; API writes happen in visits on Run's goroutine. Those are the
+// passes', and between passes the visits of the nodes whose NoSchedule
+// taints the node feed found out of step with their spec and conditions
+// (a cordon, a pressure condition, Ready False): Kubernetes' controller
+// taints those on the node's update, not at its next pass.
 //
 // Events go out through the events.k8s.io/v1 API (client-go's tools/events)
 // from ReportingController, regarding {v1 Node, name, uid = the node's name}:
@@ -188,6 +192,12 @@ type Controller struct {
 	health map[string]*health
 	// dirty names the nodes the next pass visits (see the package doc).
 	dirty map[string]struct{}
+	// prompt names the nodes whose NoSchedule taints disagree with what
+	// they report (a cordon, a pressure condition, Ready False), which
+	// Run visits at once rather than at the next pass, as Kubernetes'
+	// controller taints them on the node's update; kick wakes it.
+	prompt map[string]struct{}
+	kick   chan struct{}
 	// due holds each registered node once, by probe time: the pass takes
 	// from it the nodes silent for longer than the grace period.
 	due dueQueue
@@ -203,8 +213,10 @@ type Controller struct {
 	// then before it waits for a NoExecute taint.
 	resumed time.Time
 	passes  int
-	// visits is how many nodes the last pass visited.
-	visits int
+	// visits is how many nodes the last pass visited, and promptVisits
+	// how many were visited between passes (visitPrompt).
+	visits       int
+	promptVisits int
 	// nodeEvents counts the node feed's notifications: passes read nodes
 	// from the table the feed fills, and a test waits on this to know a
 	// change has reached it.
@@ -325,13 +337,13 @@ func stateOfNode(n *corev1.Node, keep bool) nodeState {
 	// Whether the changes of a pass would change anything, asked of a
 	// scratch node holding what they read and edit. Neither answer depends
 	// on the time given.
+	// The taints first: markUnknown changes the pressure conditions they
+	// follow.
+	sum.taintsMatch = taintsMatch(n, sum.ready)
 	var scratch corev1.Node
 	scratch.CreationTimestamp = n.CreationTimestamp
 	scratch.Status.Conditions = slices.Clone(n.Status.Conditions)
-	scratch.Spec.Taints = n.Spec.Taints
-	scratch.Spec.Unschedulable = n.Spec.Unschedulable
 	sum.unknown = !markUnknown(&scratch, time.Time{})
-	sum.taintsMatch = !reconcileTaints(&scratch, sum.ready, time.Time{}, noExecuteHold)
 	sum.noExecute = hasNoExecute(n)
 	sum.zoneKey, sum.zoneName, sum.excluded = nodeZone(n)
 	return nodeState{sum: sum}
@@ -421,6 +433,8 @@ func New(cfg Config) (*Controller, error) {
 		metrics: newMetrics(),
 		health:  map[string]*health{},
 		dirty:   map[string]struct{}{},
+		prompt:  map[string]struct{}{},
+		kick:    make(chan struct{}, 1),
 		byState: map[string]int{},
 		zones:   map[string]*zone{},
 		changed: make(chan struct{}),
@@ -439,6 +453,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.running.Store(false)
 	c.update(func() {
 		c.health, c.dirty, c.due, c.byState = map[string]*health{}, map[string]struct{}{}, nil, map[string]int{}
+		c.prompt = map[string]struct{}{}
 		c.zones, c.disrupted, c.resumed = map[string]*zone{}, false, time.Time{}
 		for _, st := range []string{stateReady, stateNotReady, stateUnknown} {
 			c.metrics.nodes.WithLabelValues(st).Set(0)
@@ -483,13 +498,45 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	for {
 		c.monitor(ctx)
-		select {
-		case <-ctx.Done():
-			c.log.Info("node lifecycle controller stopped")
-			return nil
-		case <-ticker.C():
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				c.log.Info("node lifecycle controller stopped")
+				return nil
+			case <-c.kick:
+				c.visitPrompt(ctx)
+			case <-ticker.C():
+				break wait
+			}
 		}
 	}
+}
+
+// visitPrompt visits the nodes in prompt between two passes. A visit
+// does what a pass's does; the pass after it finds nothing more to do.
+// Zones are judged and NoExecute taints granted in passes alone.
+func (c *Controller) visitPrompt(ctx context.Context) {
+	now := c.clock.Now()
+	var visit []string
+	c.locked(func() {
+		for name := range c.prompt {
+			visit = append(visit, name)
+		}
+		clear(c.prompt)
+	})
+	workqueue.ParallelizeUntil(ctx, c.workers, len(visit), func(i int) {
+		var n nodeState
+		c.locked(func() {
+			if h := c.health[visit[i]]; h != nil {
+				n = h.node
+			}
+		})
+		if n.seen() {
+			c.monitorNode(ctx, visit[i], n, now)
+		}
+	})
+	c.update(func() { c.promptVisits += len(visit) })
 }
 
 // update runs f under the mutex and wakes whoever waits for a change.
@@ -558,6 +605,7 @@ func (c *Controller) nodeHandler(shared bool) feed.Handler {
 				return
 			}
 			st := stateOfNode(n, shared)
+			prompt := scheduleTaintsDisagree(n)
 			c.update(func() {
 				h := c.health[n.Name]
 				if h == nil {
@@ -567,7 +615,19 @@ func (c *Controller) nodeHandler(shared bool) feed.Handler {
 				h.node = st
 				c.nodeEvents++
 				c.dirty[n.Name] = struct{}{}
+				// Not the controller's own status write, which its taint
+				// write follows.
+				prompt = prompt && !(h.written != nil && slices.Contains(h.superseded, n.ResourceVersion))
+				if prompt {
+					c.prompt[n.Name] = struct{}{}
+				}
 			})
+			if prompt {
+				select {
+				case c.kick <- struct{}{}:
+				default: // already woken
+				}
+			}
 		},
 		Gone: func(obj runtime.Object) {
 			if n, ok := obj.(*corev1.Node); ok {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -945,6 +946,85 @@ func TestCordonEvents(t *testing.T) {
 	if n := got[len(got)-1]; n.note != "Node web-1 status is now: NodeNotSchedulable" || n.action != "StatusChange" || n.typ != corev1.EventTypeNormal {
 		t.Errorf("the NodeNotSchedulable event: %+v", n)
 	}
+}
+
+// TestScheduleTaintsAtOnce: a node cordoned, or reporting a pressure
+// condition or Ready False, gets its NoSchedule taint without waiting for
+// the next pass, as Kubernetes' controller taints a node on its update;
+// the NoExecute taint of Ready False still waits for a pass to grant it.
+func TestScheduleTaintsAtOnce(t *testing.T) {
+	// web-2 stays Ready, so that the zone is not fully disrupted.
+	e := newEnv(t, readyNode("web-1"), nodeLease("web-1", t0), readyNode("web-2"), nodeLease("web-2", t0))
+	// resourceVersions, which the fake clientset does not keep, for the
+	// controller to tell its own writes from others'.
+	rv := 0
+	e.client.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		rv++
+		a.(k8stesting.UpdateAction).GetObject().(*corev1.Node).ResourceVersion = strconv.Itoa(rv)
+		return false, nil, nil
+	})
+	change := func(what string, f func(n *corev1.Node), status bool, want ...corev1.Taint) {
+		t.Helper()
+		e.c.mu.Lock()
+		passes := e.c.passes
+		e.c.mu.Unlock()
+		n := e.node("web-1")
+		f(n)
+		nodes := e.client.CoreV1().Nodes()
+		var err error
+		if status {
+			_, err = nodes.UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+		} else {
+			_, err = nodes.Update(context.Background(), n, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []corev1.Taint
+		e.waitFor(what+": the taints", func(c *Controller) bool {
+			got = e.node("web-1").Spec.Taints
+			return len(got) == len(want) && c.promptVisits > 0
+		})
+		for i := range want {
+			if got[i].Key != want[i].Key || got[i].Effect != want[i].Effect {
+				t.Fatalf("%s: taints %+v, want %+v", what, got, want)
+			}
+		}
+		e.c.mu.Lock()
+		defer e.c.mu.Unlock()
+		if e.c.passes != passes {
+			t.Fatalf("%s: %d passes ran; the clock did not move, so none should have", what, e.c.passes-passes)
+		}
+	}
+	unschedulable := corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
+	change("cordon", func(n *corev1.Node) { n.Spec.Unschedulable = true }, false, unschedulable)
+	change("memory pressure", func(n *corev1.Node) { setCondition(n, corev1.NodeMemoryPressure, corev1.ConditionTrue) }, true,
+		unschedulable, corev1.Taint{Key: corev1.TaintNodeMemoryPressure, Effect: corev1.TaintEffectNoSchedule})
+	change("uncordon, no pressure", func(n *corev1.Node) {
+		n.Spec.Unschedulable = false
+		setCondition(n, corev1.NodeMemoryPressure, corev1.ConditionFalse)
+	}, false)
+	change("Ready False", func(n *corev1.Node) { setCondition(n, corev1.NodeReady, corev1.ConditionFalse) }, true,
+		corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
+	// Passes grant the NoExecute taint (one grants, the next taints).
+	for i := 1; i <= 2; i++ {
+		e.renew("web-1", t0.Add(time.Duration(i)*period))
+		e.renew("web-2", t0.Add(time.Duration(i)*period))
+		e.step(period)
+	}
+	if ts := e.node("web-1").Spec.Taints; len(ts) != 2 || ts[1].Key != corev1.TaintNodeNotReady || ts[1].Effect != corev1.TaintEffectNoExecute {
+		t.Fatalf("after a pass, taints %+v; want not-ready NoSchedule and NoExecute", ts)
+	}
+}
+
+func setCondition(n *corev1.Node, typ corev1.NodeConditionType, status corev1.ConditionStatus) {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == typ {
+			n.Status.Conditions[i].Status = status
+			return
+		}
+	}
+	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: typ, Status: status})
 }
 
 // TestRunAgain runs the same controller twice, as for two terms of

@@ -166,6 +166,28 @@ func mayNeedTaints(n *corev1.Node) bool {
 	return false
 }
 
+// scheduleTaintsDisagree reports whether n's NoSchedule taints are not
+// what its own report calls for: the unschedulable taint of a cordon,
+// the taints of its pressure and network conditions, and not-ready while
+// Ready is False. Unreachable, for Ready Unknown, is left out: the
+// controller sets Unknown itself, and taints in the same visit. It
+// changes nothing of n, which may be the watch cache's.
+func scheduleTaintsDisagree(n *corev1.Node) bool {
+	ready := readyStatus(n)
+	return ready != corev1.ConditionUnknown && mayNeedTaints(n) && !taintsMatch(n, ready)
+}
+
+// taintsMatch reports whether reconcileTaints, for Ready status ready and
+// holding NoExecute taints as they are, would leave n's taints alone. It
+// changes nothing of n.
+func taintsMatch(n *corev1.Node, ready corev1.ConditionStatus) bool {
+	// reconcileTaints reads the conditions and taints and replaces the
+	// scratch node's taints, never changing the slices it was given.
+	scratch := corev1.Node{Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints}}
+	scratch.Status.Conditions = n.Status.Conditions
+	return !reconcileTaints(&scratch, ready, time.Time{}, noExecuteHold)
+}
+
 // taintEffects are the effects of the taints the controller manages, each
 // for one key.
 var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute}

@@ -261,6 +261,15 @@ func TestConditionTaints(t *testing.T) {
 	if reconcileTaints(n, corev1.ConditionTrue, now, noExecuteHold) {
 		t.Error("a second reconcile changed the taints again")
 	}
+	// The summary a pass reads when the feed keeps no nodes agrees: these
+	// taints match, and none would not. (It had judged the taints after
+	// setting the pressure conditions Unknown on its scratch copy.)
+	if sum := stateOfNode(n, false).sum; !sum.taintsMatch {
+		t.Error("the summary of a node with its pressure taints says they do not match")
+	}
+	if sum := stateOfNode(&corev1.Node{Status: n.Status}, false).sum; sum.taintsMatch {
+		t.Error("the summary of a node under memory pressure without its taint says the taints match")
+	}
 	n.Status.Conditions[1].Status = corev1.ConditionFalse
 	n.Status.Conditions[4].Status = corev1.ConditionFalse
 	if !mayNeedTaints(n) || !reconcileTaints(n, corev1.ConditionTrue, now, noExecuteHold) || len(n.Spec.Taints) != 0 {
