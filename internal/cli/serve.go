@@ -183,7 +183,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Float64Var(&f.zones.UnhealthyZoneThreshold, "unhealthy-zone-threshold", nodelifecycle.DefaultUnhealthyZoneThreshold, "share of a zone's nodes not Ready (at least three) from which it is partly disrupted")
 	fs.DurationVar(&f.identityDuration, "identity-lease-duration", identity.DefaultDuration, "leaseDurationSeconds of this replica's identity Lease in kube-system; a Lease unrenewed that long is deleted (whole seconds)")
 	fs.DurationVar(&f.identityRenew, "identity-lease-renew-interval", identity.DefaultRenewInterval, "how often this replica renews its identity Lease")
-	fs.DurationVar(&f.shutdownGrace, "shutdown-grace-period", 30*time.Second, "how long in-flight requests may take to finish on SIGTERM")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace-period", 30*time.Second, "how long in-flight requests may take to finish once the server, on SIGTERM (and after --shutdown-delay-duration), stops taking connections")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay-duration", 0, "how long the server goes on serving after SIGTERM with /readyz failing, so that load balancers in front of several replicas take it out before it stops, as kube-apiserver's flag")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
