@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leasehold/leasehold/internal/auth"
@@ -79,6 +80,10 @@ func (f *identityFlags) toUser() (*auth.User, error) {
 	case f.node != "" && f.user != "":
 		return nil, errors.New("give --user or --node, not both")
 	case f.node != "":
+		// A node's credential is only good for a Node it may register.
+		if errs := validation.IsDNS1123Subdomain(f.node); len(errs) > 0 {
+			return nil, fmt.Errorf("--node %q is not a valid node name: %s", f.node, strings.Join(errs, "; "))
+		}
 		u := auth.NodeUser(f.node)
 		u.Groups = slices.DeleteFunc(u.Groups, func(g string) bool { return g == auth.GroupAuthenticated })
 		for _, g := range f.groups {
