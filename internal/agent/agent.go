@@ -79,8 +79,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"k8s.io/utils/clock"
 
+	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/version"
 )
 
@@ -222,6 +224,12 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.NodeStatusReportPeriod < 0 {
 		return nil, fmt.Errorf("agent: node status report period %v must be positive", cfg.NodeStatusReportPeriod)
+	}
+	// As the kubelet refuses its --node-labels: the server would refuse
+	// a node identity's registration with them (node restriction).
+	if bad := auth.ForbiddenNodeLabels(cfg.Labels, nil); len(bad) > 0 {
+		return nil, fmt.Errorf("agent: a node may not set the labels %s: of the kubernetes.io and k8s.io labels, a node may set those under %s, and %s; node-restriction.kubernetes.io is for administrators",
+			strings.Join(bad, ", "), strings.Join(kubeletapis.KubeletLabelNamespaces(), " or "), strings.Join(kubeletapis.KubeletLabels(), ", "))
 	}
 	for k, v := range cfg.Labels {
 		switch k {

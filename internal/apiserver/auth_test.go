@@ -163,6 +163,16 @@ func TestNodeRestriction(t *testing.T) {
 	if nodes, err := web1.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil || len(nodes.Items) != 2 {
 		t.Errorf("listing nodes: %v", err)
 	}
+	// Labels a kubelet may set it may change; an administrator's it keeps.
+	if _, err := s.Client(t, "").CoreV1().Nodes().Patch(ctx, "web-1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/db":""}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := web1.CoreV1().Nodes().Patch(ctx, "web-1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"topology.kubernetes.io/zone":"z1","rack":"r1"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("web-1 setting its zone and rack: %v", err)
+	}
+	if _, err := web1.CoreV1().Nodes().Patch(ctx, "web-1", "application/merge-patch+json", []byte(`{"status":{"conditions":[{"type":"Ready","status":"True"}]}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Errorf("web-1 posting its status: %v", err)
+	}
 
 	forbidden := []struct {
 		name string
@@ -206,6 +216,23 @@ func TestNodeRestriction(t *testing.T) {
 		}},
 		{"namespaces", func() error {
 			_, err := web1.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		// Labels and taints that would steer work to the node.
+		{"give itself a role", func() error {
+			_, err := web1.CoreV1().Nodes().Patch(ctx, "web-1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/web":""}}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"give itself a restricted label through its status", func() error {
+			_, err := web1.CoreV1().Nodes().Patch(ctx, "web-1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"node-restriction.kubernetes.io/secure":"true"}}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"drop the role an administrator gave it", func() error {
+			_, err := web1.CoreV1().Nodes().Patch(ctx, "web-1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/db":null}}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"taint itself", func() error {
+			_, err := web1.CoreV1().Nodes().Patch(ctx, "web-1", "application/merge-patch+json", []byte(`{"spec":{"taints":[{"key":"k","effect":"NoSchedule"}]}}`), metav1.PatchOptions{})
 			return err
 		}},
 	}

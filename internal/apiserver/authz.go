@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -174,7 +175,7 @@ func (s *Server) authorize(ctx context.Context, a auth.Attributes) (bool, string
 // admit runs the admission checks of authorization after a write's object
 // is known (obj is what will be stored; cur the stored object, nil on
 // create): node restriction, and RBAC escalation prevention.
-func (s *Server) admit(req *request, obj runtime.Object) error {
+func (s *Server) admit(req *request, obj, cur runtime.Object) error {
 	u := auth.UserFrom(req.ctx)
 	if u == nil {
 		return nil
@@ -186,6 +187,12 @@ func (s *Server) admit(req *request, obj runtime.Object) error {
 	a := attributesFor(req.info, u, req.r)
 	if err := auth.AdmitNode(a, m.GetName(), m.GetOwnerReferences()); err != nil {
 		return apierrors.NewForbidden(req.gr, m.GetName(), err)
+	}
+	if n, ok := obj.(*corev1.Node); ok {
+		old, _ := cur.(*corev1.Node)
+		if err := auth.AdmitNodeObject(a, n, old); err != nil {
+			return apierrors.NewForbidden(req.gr, m.GetName(), err)
+		}
 	}
 	if req.res.GroupVersion.Group == rbacv1.GroupName && req.info.subresource == "" && s.checksEscalation() {
 		return s.noEscalation(req, u, obj)

@@ -519,7 +519,7 @@ func (s *Server) prepareCreate(req *request, obj runtime.Object, manager string,
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(req.res.GroupVersionKind().GroupKind(), m.GetName(), errs)
 	}
-	if err := s.admit(req, obj); err != nil {
+	if err := s.admit(req, obj, nil); err != nil {
 		return nil, err
 	}
 	return obj, nil
@@ -610,7 +610,7 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(req.res.GroupVersionKind().GroupKind(), nm.GetName(), errs)
 	}
-	if err := s.admit(req, obj); err != nil {
+	if err := s.admit(req, obj, cur); err != nil {
 		return nil, err
 	}
 	return obj, nil

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 )
 
 // NodeAuthorizer gives each node identity (system:node:<name> in
@@ -133,4 +136,62 @@ func AdmitNode(a Attributes, name string, owners []metav1.OwnerReference) error 
 		}
 	}
 	return nil
+}
+
+// AdmitNodeObject is the rest of Kubernetes' NodeRestriction for a node
+// writing its own Node, so that a node cannot steer work meant for others
+// to itself: it may register with, and later change, only the labels a
+// kubelet may set (k8s.io/kubelet's list: none under kubernetes.io or
+// k8s.io but those, and nothing under node-restriction.kubernetes.io,
+// which is there for administrators to label nodes with), and it may set
+// its taints only when it registers. node is the Node to be stored, old
+// the one stored (nil on create). It returns nil for other users, or the
+// reason for a Forbidden answer, in kube-apiserver's words.
+func AdmitNodeObject(a Attributes, node, old *corev1.Node) error {
+	name, ok := NodeName(a.User)
+	if !ok {
+		return nil
+	}
+	if old == nil {
+		if bad := ForbiddenNodeLabels(node.Labels, nil); len(bad) > 0 {
+			return fmt.Errorf("node %q is not allowed to set the following labels: %s", name, strings.Join(bad, ", "))
+		}
+		return nil
+	}
+	if !apiequality.Semantic.DeepEqual(node.Spec.Taints, old.Spec.Taints) {
+		return fmt.Errorf("node %q is not allowed to modify taints", name)
+	}
+	if bad := ForbiddenNodeLabels(node.Labels, old.Labels); len(bad) > 0 {
+		return fmt.Errorf("is not allowed to modify labels: %s", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// forbiddenNodeLabels returns, sorted, the labels added, changed or
+// removed between old and labels that a node may not set.
+func ForbiddenNodeLabels(labels, old map[string]string) []string {
+	var bad []string
+	check := func(k string) {
+		domain, _, ok := strings.Cut(k, "/")
+		if !ok {
+			return
+		}
+		kube := domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io") || domain == "k8s.io" || strings.HasSuffix(domain, ".k8s.io")
+		restricted := domain == corev1.LabelNamespaceNodeRestriction || strings.HasSuffix(domain, "."+corev1.LabelNamespaceNodeRestriction)
+		if (restricted || kube && !kubeletapis.IsKubeletLabel(k)) && !slices.Contains(bad, k) {
+			bad = append(bad, k)
+		}
+	}
+	for k, v := range labels {
+		if was, ok := old[k]; !ok || was != v {
+			check(k)
+		}
+	}
+	for k := range old {
+		if _, ok := labels[k]; !ok {
+			check(k)
+		}
+	}
+	slices.Sort(bad)
+	return bad
 }

@@ -2,8 +2,10 @@ package auth
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -80,6 +82,50 @@ func TestAdmitNode(t *testing.T) {
 			err := AdmitNode(tt.a, tt.obj, tt.owners)
 			if (err != nil) != tt.wantErr {
 				t.Errorf("got %v, want error %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestAdmitNodeObject(t *testing.T) {
+	web1 := Attributes{User: NodeUser("web-1"), Verb: "update", ResourceRequest: true, Resource: "nodes", Name: "web-1"}
+	node := func(labels map[string]string, taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Labels: labels}, Spec: corev1.NodeSpec{Taints: taints}}
+	}
+	dedicated := corev1.Taint{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
+	stored := node(map[string]string{"kubernetes.io/hostname": "web-1", "node-role.kubernetes.io/db": "", "rack": "r1"}, dedicated)
+	tests := []struct {
+		name     string
+		a        Attributes
+		obj, old *corev1.Node
+		wantErr  string
+	}{
+		{"register with kubelet labels and taints", web1, node(map[string]string{
+			"kubernetes.io/hostname": "web-1", "topology.kubernetes.io/zone": "z", "node.kubernetes.io/pool": "a",
+			"kubelet.kubernetes.io/x": "y", "example.com/rack": "r1", "plain": "v"}, dedicated), nil, ""},
+		{"register with a role and a restricted label", web1, node(map[string]string{"node-role.kubernetes.io/db": "", "node-restriction.kubernetes.io/secure": "true"}), nil,
+			`node "web-1" is not allowed to set the following labels: node-restriction.kubernetes.io/secure, node-role.kubernetes.io/db`},
+		{"register with a k8s.io label", web1, node(map[string]string{"x.k8s.io/y": "z"}), nil, "x.k8s.io/y"},
+		{"a restricted label under a subdomain", web1, node(map[string]string{"a.node-restriction.kubernetes.io/b": "c"}), nil, "a.node-restriction.kubernetes.io/b"},
+		{"status post keeping an administrator's labels", web1, stored.DeepCopy(), stored, ""},
+		{"change own labels", web1, node(map[string]string{"kubernetes.io/hostname": "web-1", "node-role.kubernetes.io/db": "", "rack": "r2", "topology.kubernetes.io/zone": "z"}, dedicated), stored, ""},
+		{"remove a role", web1, node(map[string]string{"kubernetes.io/hostname": "web-1", "rack": "r1"}, dedicated), stored,
+			"is not allowed to modify labels: node-role.kubernetes.io/db"},
+		{"change a role", web1, node(map[string]string{"kubernetes.io/hostname": "web-1", "node-role.kubernetes.io/db": "x", "rack": "r1"}, dedicated), stored,
+			"is not allowed to modify labels: node-role.kubernetes.io/db"},
+		{"remove a taint", web1, node(stored.Labels), stored, `node "web-1" is not allowed to modify taints`},
+		{"add a taint", web1, node(stored.Labels, dedicated, corev1.Taint{Key: "k", Effect: corev1.TaintEffectNoExecute}), stored, "not allowed to modify taints"},
+		{"an administrator may", Attributes{User: &User{Name: "admin", Groups: []string{GroupMasters}}, Verb: "update", ResourceRequest: true, Resource: "nodes"},
+			node(map[string]string{"node-restriction.kubernetes.io/secure": "true"}), stored, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := AdmitNodeObject(tt.a, tt.obj, tt.old)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("got %v, want none", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("got %v, want an error with %q", err, tt.wantErr)
 			}
 		})
 	}

@@ -208,6 +208,10 @@ func TestAuthNodeIdentity(t *testing.T) {
 		{"web-1 creating a lease named web-2", strings.Replace(nodeLease(web2), "name: "+web2, "name: "+web2+"-x", 1), []string{"create", "-f", "-"},
 			"can only access node lease with the same name as the requesting node"},
 		{"web-1 reading leases elsewhere", "", []string{"get", "lease", "-n", "default"}, "forbidden"},
+		{"web-1 giving itself a role", "", []string{"label", "node", web1, "node-role.kubernetes.io/db="},
+			fmt.Sprintf(`nodes %q is forbidden: is not allowed to modify labels: node-role.kubernetes.io/db`, web1)},
+		{"web-1 tainting itself", "", []string{"taint", "node", web1, "dedicated=db:NoSchedule"},
+			fmt.Sprintf(`nodes %q is forbidden: node %q is not allowed to modify taints`, web1, web1)},
 	}
 	for _, c := range checks {
 		_, errOut, err := s.withKubeconfig(t, kc1, c.stdin, c.args...)
