@@ -228,8 +228,8 @@ func New(cfg Config) (*Agent, error) {
 	// As the kubelet refuses its --node-labels: the server would refuse
 	// a node identity's registration with them (node restriction).
 	if bad := auth.ForbiddenNodeLabels(cfg.Labels, nil); len(bad) > 0 {
-		return nil, fmt.Errorf("agent: a node may not set the labels %s: of the kubernetes.io and k8s.io labels, a node may set those under %s, and %s; node-restriction.kubernetes.io is for administrators",
-			strings.Join(bad, ", "), strings.Join(kubeletapis.KubeletLabelNamespaces(), " or "), strings.Join(kubeletapis.KubeletLabels(), ", "))
+		return nil, fmt.Errorf("agent: a node may not set the labels %s (label the Node as an administrator instead: kubectl label node %s %s=...): of the kubernetes.io and k8s.io labels, a node may set those under %s, and %s; node-restriction.kubernetes.io is for administrators",
+			strings.Join(bad, ", "), cfg.NodeName, bad[0], strings.Join(kubeletapis.KubeletLabelNamespaces(), " or "), strings.Join(kubeletapis.KubeletLabels(), ", "))
 	}
 	for k, v := range cfg.Labels {
 		switch k {
