@@ -82,3 +82,28 @@ func seeAll(c *Controller, nodes []*corev1.Node, shared bool) {
 		seen(n, true)
 	}
 }
+
+// BenchmarkScheduleTaintsCheck is what the node feed's callback adds to
+// each node update it sees, to tell whether the node's NoSchedule taints
+// need a visit before the next pass: for a healthy node (an agent's
+// status post, most updates of a fleet) and for a cordoned node whose
+// taint is in place.
+func BenchmarkScheduleTaintsCheck(b *testing.B) {
+	healthy := readyNode("web-1")
+	cordoned := readyNode("web-2")
+	cordoned.Spec.Unschedulable = true
+	cordoned.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}}
+	for _, c := range []struct {
+		name string
+		n    *corev1.Node
+	}{{"healthy", healthy}, {"cordoned", cordoned}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if scheduleTaintsDisagree(c.n) {
+					b.Fatal("the node's taints disagree with it")
+				}
+			}
+		})
+	}
+}
