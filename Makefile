@@ -14,7 +14,9 @@ FUZZ_TIME    ?= 10s
 
 BIN     := $(CURDIR)/bin
 VERSION := $(shell git describe --always --dirty 2>/dev/null)
-LDFLAGS := $(if $(VERSION),-X github.com/leasehold/leasehold/internal/version.Version=$(VERSION))
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X github.com/leasehold/leasehold/internal/version.Version=$(VERSION)) \
+           $(if $(COMMIT),-X github.com/leasehold/leasehold/internal/version.Commit=$(COMMIT))
 
 # When asked to build kubectl even though the PATH has one, the tests use
 # the built one.
