@@ -344,6 +344,9 @@ func (f *serveFlags) check() error {
 	if f.quotaSync <= 0 {
 		return fmt.Errorf("--resource-quota-sync-period must be positive, not %v", f.quotaSync)
 	}
+	if f.shutdownDelay < 0 || f.shutdownGrace < 0 {
+		return fmt.Errorf("--shutdown-delay-duration (%v) and --shutdown-grace-period (%v) must not be negative", f.shutdownDelay, f.shutdownGrace)
+	}
 	return f.zones.Validate()
 }
 

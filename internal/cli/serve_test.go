@@ -156,6 +156,8 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--requestheader-client-ca-file", junk, "--requestheader-group-headers", "X Group"}, `"X Group" is not a header name`, false},
 		{[]string{"--requestheader-client-ca-file", junk}, "--requestheader-client-ca-file", true},
 		{[]string{"--resource-quota-sync-period", "0s"}, "--resource-quota-sync-period must be positive", false},
+		{[]string{"--shutdown-delay-duration", "-1s"}, "--shutdown-delay-duration (-1s) and --shutdown-grace-period (30s) must not be negative", false},
+		{[]string{"--shutdown-grace-period", "-1s"}, "must not be negative", false},
 		{[]string{"--tls-sni-cert-key", junk}, "want CERT,KEY", false},
 		{[]string{"--tls-sni-cert-key", junk + "," + junk + ":not_a_name"}, `name "not_a_name"`, false},
 		{[]string{"--tls-sni-cert-key", junk + "," + junk}, "--tls-sni-cert-key", true},
