@@ -347,6 +347,24 @@ func (f *serveFlags) check() error {
 	if f.shutdownDelay < 0 || f.shutdownGrace < 0 {
 		return fmt.Errorf("--shutdown-delay-duration (%v) and --shutdown-grace-period (%v) must not be negative", f.shutdownDelay, f.shutdownGrace)
 	}
+	// Flags whose 0 means none or forever: a negative value is a mistake,
+	// not another way to say so.
+	for _, c := range []struct {
+		name     string
+		value    any
+		negative bool
+	}{
+		{"--event-ttl", f.eventTTL, f.eventTTL < 0},
+		{"--etcd-compaction-interval", f.compaction, f.compaction < 0},
+		{"--etcd-compaction-writes", f.compactionWrites, f.compactionWrites < 0},
+		{"--request-read-timeout", f.requestReadTimeout, f.requestReadTimeout < 0},
+		{"--max-requests-inflight", f.maxInFlight, f.maxInFlight < 0},
+		{"--max-requests-inflight-per-user", f.maxInFlightPerUser, f.maxInFlightPerUser < 0},
+	} {
+		if c.negative {
+			return fmt.Errorf("%s must not be negative, not %v", c.name, c.value)
+		}
+	}
 	return f.zones.Validate()
 }
 
