@@ -121,6 +121,9 @@ func TestErrorStatus(t *testing.T) {
 			body: leaseBody("other", "", ""),
 			code: 400, reason: metav1.StatusReasonBadRequest, message: "the name of the object (other) does not match the name on the URL (existing)"},
 
+		{name: "timeout that is not a duration", method: "GET", path: base + "?timeout=abc",
+			code: 400, reason: metav1.StatusReasonBadRequest, message: `invalid timeout specified in the request URL - time: invalid duration "abc"`},
+
 		// 415.
 		{name: "text/plain on create", method: "POST", path: base, contentType: "text/plain", body: valid,
 			code: 415, reason: metav1.StatusReasonUnsupportedMediaType,
@@ -198,6 +201,10 @@ func TestErrorStatus(t *testing.T) {
 		{name: "update with another uid", method: "PUT", path: base + "/existing", contentType: "application/json",
 			body: `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"existing","uid":"00000000-0000-0000-0000-000000000000"},"spec":{"holderIdentity":"late"}}`,
 			code: 409, reason: metav1.StatusReasonConflict, details: leaseGR("existing"), contains: []string{"Precondition failed: UID in precondition: 00000000-0000-0000-0000-000000000000, UID in object meta: "}},
+
+		// 504: the client's deadline passed; nothing was stored.
+		{name: "create past its timeout", method: "POST", path: base + "?timeout=1ns", contentType: "application/json", body: leaseBody("late", "", ""),
+			code: 504, reason: metav1.StatusReasonTimeout, message: "Timeout: request did not complete within the allowed duration"},
 
 		// 422.
 		{name: "patch of the uid", method: "PATCH", path: base + "/existing", contentType: "application/merge-patch+json",

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
@@ -294,6 +295,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveDashboard(rw, r)
 		return
 	}
+	if info.resourceRequest && info.verb != "watch" {
+		// The client's own deadline, as kube-apiserver takes it: at most
+		// a minute. Without one the request has none but the client's.
+		ctx, cancel, err := requestDeadline(r.Context(), info.query.Get("timeout"))
+		if err != nil {
+			s.writeError(rw, r, err, schema.GroupResource{}, "")
+			return
+		}
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	s.guard(rw, r, info, func(w http.ResponseWriter, r *http.Request) {
 		if !info.resourceRequest {
 			s.serveNonResource(w, r, path)
@@ -330,6 +342,28 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, path s
 		}
 		s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")
 	}
+}
+
+// maxRequestTimeout is kube-apiserver's --request-timeout default, the
+// longest deadline a client's ?timeout= may ask for.
+const maxRequestTimeout = time.Minute
+
+// requestDeadline returns ctx with the deadline a request's timeout query
+// parameter asks for: at most maxRequestTimeout, and none for "" or 0s. A
+// value that is not a duration is a 400, in kube-apiserver's words.
+func requestDeadline(ctx context.Context, timeout string) (context.Context, context.CancelFunc, error) {
+	if timeout == "" {
+		return ctx, func() {}, nil
+	}
+	d, err := time.ParseDuration(timeout)
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest("invalid timeout specified in the request URL - " + err.Error())
+	}
+	if d <= 0 {
+		return ctx, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(d, maxRequestTimeout))
+	return ctx, cancel, nil
 }
 
 func writeText(w http.ResponseWriter, code int, text string) {
