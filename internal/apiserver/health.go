@@ -3,29 +3,24 @@ package apiserver
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/server/healthz"
 )
-
-// healthPaths are the roots of the health endpoints. Each answers with
-// kube-apiserver's handler (k8s.io/apiserver's healthz): "ok", or with
-// ?verbose a line a check; ?exclude=NAME leaves a check out; ROOT/NAME
-// runs one check; a failure answers 500 with the failed checks' names and
-// their reasons withheld. The roots are public (publicPaths); a single
-// check, which tells its reason, is authorized like any non-resource URL
-// (system:monitoring may, as in Kubernetes).
-var healthPaths = []string{"/healthz", "/livez", "/readyz"}
 
 // etcdCheckTimeout bounds the etcd check, as kube-apiserver's
 // --etcd-healthcheck-timeout does by default.
 const etcdCheckTimeout = 2 * time.Second
 
-// newHealth returns the handler of the health endpoints: ping and etcd in
-// all three, as kube-apiserver has them, and in /readyz also shutdown,
-// which fails once StopReadiness is called.
+// newHealth returns the handler of the health endpoints /healthz, /livez
+// and /readyz, kube-apiserver's own (k8s.io/apiserver's healthz): "ok", or
+// with ?verbose one line per check; ?exclude=NAME leaves a check out;
+// ROOT/NAME runs one check; a failure answers 500 naming the failed checks,
+// their reasons withheld. The checks are ping and etcd in all three, as
+// kube-apiserver has them, and in /readyz also shutdown, which fails once
+// StopReadiness is called. The roots are public (publicPaths); a single
+// check, which tells its reason, is authorized like any non-resource URL
+// (system:monitoring may, as in Kubernetes).
 func (s *Server) newHealth() *http.ServeMux {
 	etcd := healthz.NamedGroupedCheck("etcd", "etcd", func(r *http.Request) error {
 		ctx, cancel := context.WithTimeout(r.Context(), etcdCheckTimeout)
@@ -37,28 +32,6 @@ func (s *Server) newHealth() *http.ServeMux {
 	healthz.InstallLivezHandler(mux, healthz.PingHealthz, etcd)
 	healthz.InstallReadyzHandler(mux, healthz.PingHealthz, etcd, healthz.NewShutdownHealthz(s.stopping))
 	return mux
-}
-
-// isHealthPath reports whether path is a health endpoint or one of its
-// checks.
-func isHealthPath(path string) bool {
-	for _, root := range healthPaths {
-		if rest, ok := strings.CutPrefix(path, root); ok && (rest == "" || rest[0] == '/') {
-			return true
-		}
-	}
-	return false
-}
-
-// serveHealth answers a health endpoint; an unknown check is a 404
-// Status.
-func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
-	h, pattern := s.health.Handler(r)
-	if pattern == "" {
-		s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")
-		return
-	}
-	h.ServeHTTP(w, r)
 }
 
 // StopReadiness makes /readyz fail from now on, with its shutdown check,

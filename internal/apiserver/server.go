@@ -297,14 +297,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if info.resourceRequest && info.verb != "watch" {
 		// The client's own deadline, as kube-apiserver takes it: at most
-		// a minute. Without one the request has none but the client's.
-		ctx, cancel, err := requestDeadline(r.Context(), info.query.Get("timeout"))
+		// a minute. Without one the request has none but the client's,
+		// and its context is left as it is (no copy of the request).
+		d, err := requestTimeout(info.query.Get("timeout"))
 		if err != nil {
 			s.writeError(rw, r, err, schema.GroupResource{}, "")
 			return
 		}
-		defer cancel()
-		r = r.WithContext(ctx)
+		if d > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
 	}
 	s.guard(rw, r, info, func(w http.ResponseWriter, r *http.Request) {
 		if !info.resourceRequest {
@@ -316,9 +320,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, path string) {
+	// The health endpoints and their checks; an unknown check falls
+	// through to the 404 below.
+	if h, pattern := s.health.Handler(r); pattern != "" {
+		h.ServeHTTP(w, r)
+		return
+	}
 	switch {
-	case isHealthPath(path):
-		s.serveHealth(w, r)
 	case path == "/version":
 		s.serveVersion(w, r)
 	case strings.HasPrefix(path, "/openapi/"):
@@ -348,22 +356,18 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, path s
 // longest deadline a client's ?timeout= may ask for.
 const maxRequestTimeout = time.Minute
 
-// requestDeadline returns ctx with the deadline a request's timeout query
-// parameter asks for: at most maxRequestTimeout, and none for "" or 0s. A
-// value that is not a duration is a 400, in kube-apiserver's words.
-func requestDeadline(ctx context.Context, timeout string) (context.Context, context.CancelFunc, error) {
+// requestTimeout returns the deadline a request's timeout query parameter
+// asks for: at most maxRequestTimeout, and 0 (none) for "" or 0s. A value
+// that is not a duration is a 400, in kube-apiserver's words.
+func requestTimeout(timeout string) (time.Duration, error) {
 	if timeout == "" {
-		return ctx, func() {}, nil
+		return 0, nil
 	}
 	d, err := time.ParseDuration(timeout)
 	if err != nil {
-		return nil, nil, apierrors.NewBadRequest("invalid timeout specified in the request URL - " + err.Error())
+		return 0, apierrors.NewBadRequest("invalid timeout specified in the request URL - " + err.Error())
 	}
-	if d <= 0 {
-		return ctx, func() {}, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, min(d, maxRequestTimeout))
-	return ctx, cancel, nil
+	return max(0, min(d, maxRequestTimeout)), nil
 }
 
 func writeText(w http.ResponseWriter, code int, text string) {
