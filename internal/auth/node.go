@@ -167,7 +167,7 @@ func AdmitNodeObject(a Attributes, node, old *corev1.Node) error {
 	return nil
 }
 
-// forbiddenNodeLabels returns, sorted, the labels added, changed or
+// ForbiddenNodeLabels returns, sorted, the labels added, changed or
 // removed between old and labels that a node may not set.
 func ForbiddenNodeLabels(labels, old map[string]string) []string {
 	var bad []string
@@ -178,7 +178,7 @@ func ForbiddenNodeLabels(labels, old map[string]string) []string {
 		}
 		kube := domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io") || domain == "k8s.io" || strings.HasSuffix(domain, ".k8s.io")
 		restricted := domain == corev1.LabelNamespaceNodeRestriction || strings.HasSuffix(domain, "."+corev1.LabelNamespaceNodeRestriction)
-		if (restricted || kube && !kubeletapis.IsKubeletLabel(k)) && !slices.Contains(bad, k) {
+		if restricted || kube && !kubeletapis.IsKubeletLabel(k) {
 			bad = append(bad, k)
 		}
 	}

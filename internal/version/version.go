@@ -69,7 +69,10 @@ var vcs = sync.OnceValues(func() (commit, treeState string) {
 		case "vcs.revision":
 			commit = s.Value
 		case "vcs.modified":
-			treeState = map[string]string{"true": "dirty", "false": "clean"}[s.Value]
+			treeState = "clean"
+			if s.Value == "true" {
+				treeState = "dirty"
+			}
 		}
 	}
 	return commit, treeState

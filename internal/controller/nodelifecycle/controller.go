@@ -338,8 +338,9 @@ func stateOfNode(n *corev1.Node, keep bool) nodeState {
 	// scratch node holding what they read and edit. Neither answer depends
 	// on the time given.
 	// The taints first: markUnknown changes the pressure conditions they
-	// follow.
-	sum.taintsMatch = taintsMatch(n, sum.ready)
+	// follow. A node mayNeedTaints rules out, most of a fleet, has its
+	// taints as they should be.
+	sum.taintsMatch = !mayNeedTaints(n) || taintsMatch(n, sum.ready)
 	var scratch corev1.Node
 	scratch.CreationTimestamp = n.CreationTimestamp
 	scratch.Status.Conditions = slices.Clone(n.Status.Conditions)
