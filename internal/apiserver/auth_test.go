@@ -18,13 +18,17 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -297,6 +301,100 @@ func TestImpersonationAndReviews(t *testing.T) {
 	ssrr, err := alice.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: "default"}}, metav1.CreateOptions{})
 	if err != nil || len(ssrr.Status.ResourceRules) == 0 || len(ssrr.Status.NonResourceRules) == 0 {
 		t.Errorf("SelfSubjectRulesReview: %+v, %v", ssrr, err)
+	}
+}
+
+// TestTokenReview checks the TokenReview a service sends to learn who
+// holds a token, as kube-apiserver answers it: every authenticator asked,
+// the audiences met, the permission of system:auth-delegator required.
+func TestTokenReview(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers(), APIAudiences: []string{"https://leasehold.test", "fleet"}})
+	ctx := context.Background()
+	review := func(c kubernetes.Interface, spec authenticationv1.TokenReviewSpec) (authenticationv1.TokenReviewStatus, error) {
+		tr, err := c.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return authenticationv1.TokenReviewStatus{}, err
+		}
+		return tr.Status, nil
+	}
+	alice := clientFor(t, s, aliceToken)
+	want := `tokenreviews.authentication.k8s.io is forbidden: User "alice" cannot create resource "tokenreviews" in API group "authentication.k8s.io" at the cluster scope`
+	if _, err := review(alice, authenticationv1.TokenReviewSpec{Token: web1Token}); err == nil || err.Error() != want {
+		t.Fatalf("alice without system:auth-delegator: got %v\nwant %s", err, want)
+	}
+	admin := s.Client(t, "")
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-delegator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	web1 := authenticationv1.UserInfo{Username: "system:node:web-1", Groups: []string{auth.GroupNodes, auth.GroupAuthenticated}}
+	for _, tc := range []struct {
+		name string
+		spec authenticationv1.TokenReviewSpec
+		want authenticationv1.TokenReviewStatus
+	}{
+		{"the server's audiences", authenticationv1.TokenReviewSpec{Token: web1Token},
+			authenticationv1.TokenReviewStatus{Authenticated: true, User: web1, Audiences: []string{"https://leasehold.test", "fleet"}}},
+		{"one of them", authenticationv1.TokenReviewSpec{Token: web1Token, Audiences: []string{"elsewhere", "fleet", "fleet"}},
+			authenticationv1.TokenReviewStatus{Authenticated: true, User: web1, Audiences: []string{"fleet"}}},
+		{"none of them", authenticationv1.TokenReviewSpec{Token: web1Token, Audiences: []string{"elsewhere"}},
+			authenticationv1.TokenReviewStatus{}},
+		{"unknown token", authenticationv1.TokenReviewSpec{Token: "nobody's"},
+			authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}},
+		{"not one token", authenticationv1.TokenReviewSpec{Token: web1Token + " " + web1Token},
+			authenticationv1.TokenReviewStatus{}},
+	} {
+		var got authenticationv1.TokenReviewStatus
+		eventuallyAuth(t, tc.name, func() error {
+			var err error
+			got, err = review(alice, tc.spec)
+			return err
+		})
+		if !apiequality.Semantic.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %+v\nwant %+v", tc.name, got, tc.want)
+		}
+	}
+	if _, err := review(alice, authenticationv1.TokenReviewSpec{}); !apierrors.IsBadRequest(err) || err.Error() != "token is required for TokenReview in authentication" {
+		t.Errorf("no token: got %v, want 400", err)
+	}
+}
+
+// TestNoCustomResourceDefinitions: kubectl create -f of a review lists the
+// CustomResourceDefinitions to validate it; leasehold answers that there are
+// none, to those who may list them.
+func TestNoCustomResourceDefinitions(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers()})
+	ctx := context.Background()
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	client := func(c *rest.Config) dynamic.Interface {
+		d, err := dynamic.NewForConfig(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	list, err := client(s.Config).Resource(crds).List(ctx, metav1.ListOptions{})
+	if err != nil || list.GetKind() != "CustomResourceDefinitionList" || len(list.Items) != 0 {
+		t.Errorf("admin: %+v, %v; want an empty CustomResourceDefinitionList", list, err)
+	}
+	want := `customresourcedefinitions.apiextensions.k8s.io is forbidden: User "alice" cannot list resource "customresourcedefinitions" in API group "apiextensions.k8s.io" at the cluster scope`
+	if _, err := client(s.ConfigFor(aliceToken)).Resource(crds).List(ctx, metav1.ListOptions{}); err == nil || err.Error() != want {
+		t.Errorf("alice: %v\nwant %s", err, want)
+	}
+	for _, verb := range []func() error{
+		func() error { _, err := client(s.Config).Resource(crds).Get(ctx, "x", metav1.GetOptions{}); return err },
+		func() error { _, err := client(s.Config).Resource(crds).Watch(ctx, metav1.ListOptions{}); return err },
+		func() error {
+			_, err := client(s.Config).Resource(crds).Namespace("default").List(ctx, metav1.ListOptions{})
+			return err
+		},
+	} {
+		if err := verb(); !apierrors.IsNotFound(err) {
+			t.Errorf("another request for CustomResourceDefinitions: %v, want 404", err)
+		}
 	}
 }
 

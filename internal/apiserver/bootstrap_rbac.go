@@ -61,7 +61,9 @@ var (
 // BootstrapClusterRoles are the ClusterRoles every leasehold cluster has,
 // Kubernetes' where leasehold has the same need (cluster-admin, admin,
 // edit, view, system:discovery, system:basic-user,
-// system:public-info-viewer, system:node, system:monitoring, the
+// system:public-info-viewer, system:auth-delegator for services that
+// authenticate and authorize their callers with the server, system:node,
+// system:monitoring, the
 // controllers' roles) and system:leader-election for services.
 func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 	cr := func(name string, lbl map[string]string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
@@ -96,6 +98,9 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 		cr("system:basic-user", nil,
 			rule([]string{"create"}, []string{"authorization.k8s.io"}, "selfsubjectaccessreviews", "selfsubjectrulesreviews"),
 			rule([]string{"create"}, []string{"authentication.k8s.io"}, "selfsubjectreviews")),
+		cr("system:auth-delegator", nil,
+			rule([]string{"create"}, []string{"authentication.k8s.io"}, "tokenreviews"),
+			rule([]string{"create"}, []string{"authorization.k8s.io"}, "subjectaccessreviews")),
 		cr("system:monitoring", nil,
 			urls([]string{"get"}, "/metrics", "/healthz", "/livez", "/readyz", "/healthz/*", "/livez/*", "/readyz/*")),
 		cr(ClusterRoleNode, nil,

@@ -23,7 +23,10 @@ import (
 
 var (
 	coreV1 = schema.GroupVersion{Version: "v1"}
-	metaV1 = metav1.SchemeGroupVersion
+	// apiextensionsV1 is the group of CustomResourceDefinitions, which
+	// leasehold does not serve (see serveResource).
+	apiextensionsV1 = schema.GroupVersion{Group: "apiextensions.k8s.io", Version: "v1"}
+	metaV1          = metav1.SchemeGroupVersion
 )
 
 // Media types leasehold reads and writes.

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"net/http"
+	"slices"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -14,8 +15,9 @@ import (
 // review answers create on a virtual resource: the access reviews kubectl
 // auth can-i asks (SelfSubjectAccessReview; SubjectAccessReview and
 // LocalSubjectAccessReview for someone else), the rules review of can-i
-// --list (SelfSubjectRulesReview), and the self review of kubectl auth
-// whoami. Nothing is stored; the answer is the request with its status
+// --list (SelfSubjectRulesReview), the self review of kubectl auth
+// whoami, and the token review of a service that checks its callers'
+// tokens with the server (TokenReview). Nothing is stored; the answer is the request with its status
 // filled in.
 func (s *Server) review(req *request) error {
 	if req.info.name != "" {
@@ -66,10 +68,55 @@ func (s *Server) review(req *request) error {
 	case *authenticationv1.SelfSubjectReview:
 		o.Status.UserInfo = userInfo(u)
 		out = o
+	case *authenticationv1.TokenReview:
+		if o.Spec.Token == "" {
+			return badRequest("token is required for TokenReview in authentication")
+		}
+		o.Status = s.tokenReview(req, o.Spec)
+		out = o
 	default:
 		return methodNotAllowed(req.r.Method)
 	}
 	return s.respond(req, http.StatusCreated, out)
+}
+
+// tokenReview authenticates a token as it would authenticate a request
+// that carried nothing else, as kube-apiserver answers a TokenReview: with
+// every authenticator, client certificates and an authenticating proxy's
+// headers never matching, and anonymous never either. leasehold's tokens are
+// bound to no audience, so those of the review count only where they meet
+// the server's own (kube-apiserver's audience-agnostic authenticators judge
+// them the same way); a review that names none is answered for the
+// server's.
+func (s *Server) tokenReview(req *request, spec authenticationv1.TokenReviewSpec) authenticationv1.TokenReviewStatus {
+	auds := s.cfg.APIAudiences
+	if len(spec.Audiences) > 0 {
+		auds = nil
+		for _, a := range spec.Audiences {
+			if slices.Contains(s.cfg.APIAudiences, a) && !slices.Contains(auds, a) {
+				auds = append(auds, a)
+			}
+		}
+		if len(auds) == 0 {
+			return authenticationv1.TokenReviewStatus{}
+		}
+	}
+	r, err := http.NewRequestWithContext(req.ctx, http.MethodPost, "/", nil)
+	if err != nil {
+		return authenticationv1.TokenReviewStatus{Error: err.Error()}
+	}
+	r.Header.Set("Authorization", "Bearer "+spec.Token)
+	u, ok, err := s.cfg.Authenticator.Authenticate(r)
+	var st authenticationv1.TokenReviewStatus
+	if err != nil {
+		st.Error = err.Error()
+	}
+	if ok && u != nil {
+		st.Authenticated = true
+		st.User = userInfo(u)
+		st.Audiences = auds
+	}
+	return st
 }
 
 func subjectUser(spec authorizationv1.SubjectAccessReviewSpec) *auth.User {

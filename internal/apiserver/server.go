@@ -49,6 +49,11 @@ type Config struct {
 	Store *store.Store
 	// Authenticator identifies request senders. Required.
 	Authenticator auth.Authenticator
+	// APIAudiences are the server's own audiences, as kube-apiserver's
+	// --api-audiences: a TokenReview that names none is answered for
+	// these, one that names others only where they meet these (leasehold's
+	// tokens are bound to no audience of their own). Default none.
+	APIAudiences []string
 	// Authorization is the chain of authorizers, as kube-apiserver's
 	// --authorization-config holds it (auth.AuthorizationConfigFromModes
 	// makes one of --authorization-mode); it must be valid

@@ -114,6 +114,7 @@ type serveFlags struct {
 	// --authorization-webhook-* flag was given.
 	authorizationFlagsSet              bool
 	anonymousAuth                      bool
+	apiAudiences                       string
 	authorizationMode                  string
 	auditLogPath, auditPolicyFile      string
 	auditMaxSize, auditMaxAge          int
@@ -201,6 +202,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.webhook.ConfigFile, "authentication-token-webhook-config-file", "", "kubeconfig of a remote service that authenticates bearer tokens nothing else knows, by TokenReview (authentication.k8s.io), as kube-apiserver's flag: its cluster is the service (https), its user the server's credentials there")
 	fs.DurationVar(&f.webhook.CacheTTL, "authentication-token-webhook-cache-ttl", 2*time.Minute, "how long the webhook's answer that a token is a user's is kept (a refusal: 10s)")
 	fs.StringVar(&f.webhook.Version, "authentication-token-webhook-version", "v1", "the authentication.k8s.io version of the TokenReviews sent: v1 or v1beta1 (kube-apiserver's default)")
+	fs.StringVar(&f.apiAudiences, "api-audiences", "", "comma-separated audiences of this server, as kube-apiserver's flag: a TokenReview that names none is answered for these, and one that names others authenticates no token unless they include one of these (leasehold's tokens are bound to no audience of their own)")
 	fs.BoolVar(&f.anonymousAuth, "anonymous-auth", false, "serve requests without credentials as system:anonymous (group system:unauthenticated) instead of answering 401")
 	fs.StringVar(&f.authorizationMode, "authorization-mode", "RBAC,Node", "comma-separated authorizers in order: RBAC, Node, Webhook, AlwaysAllow, AlwaysDeny (system:masters is always allowed). Not with --authorization-config")
 	fs.StringVar(&f.authorizationConfigFile, "authorization-config", "", "AuthorizationConfiguration file (apiserver.config.k8s.io/v1), as kube-apiserver's flag: the authorizers in order (RBAC, Node, AlwaysAllow, AlwaysDeny, and any number of Webhooks, each with its kubeconfig, TTLs, timeout, failurePolicy and CEL matchConditions); read again every 10s while the server runs. Not with --authorization-mode or --authorization-webhook-*")
@@ -498,7 +500,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		snapshot = member.Snapshot
 	}
 	api, err = apiserver.New(apiserver.Config{
-		Store: st, Authenticator: authn, OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
+		Store: st, Authenticator: authn, APIAudiences: splitList(f.apiAudiences), OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
 		Snapshot:                    snapshot,
 		Extra:                       map[string]http.Handler{"/metrics": promhttp.HandlerFor(metricsGatherer(f, reg), promhttp.HandlerOpts{})},
 		Dashboard:                   dashboardFiles(f.dashboard),

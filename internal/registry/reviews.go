@@ -6,9 +6,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// The access reviews of authorization.k8s.io/v1 and the self review of
-// authentication.k8s.io/v1: virtual resources that only answer create
-// (kubectl auth can-i, can-i --list and whoami). Nothing is stored.
+// The access reviews of authorization.k8s.io/v1, and the token and self
+// reviews of authentication.k8s.io/v1: virtual resources that only answer
+// create (kubectl auth can-i, can-i --list and whoami; a service checking
+// its callers' tokens). Nothing is stored.
 var (
 	SelfSubjectAccessReviews = &Resource{
 		GroupVersion: authorizationv1.SchemeGroupVersion, Name: "selfsubjectaccessreviews", SingularName: "selfsubjectaccessreview",
@@ -30,6 +31,11 @@ var (
 		Kind: "LocalSubjectAccessReview", Namespaced: true, Virtual: true, Verbs: []string{"create"},
 		New: func() runtime.Object { return &authorizationv1.LocalSubjectAccessReview{} },
 	}
+	TokenReviews = &Resource{
+		GroupVersion: authenticationv1.SchemeGroupVersion, Name: "tokenreviews", SingularName: "tokenreview",
+		Kind: "TokenReview", Virtual: true, Verbs: []string{"create"},
+		New: func() runtime.Object { return &authenticationv1.TokenReview{} },
+	}
 	SelfSubjectReviews = &Resource{
 		GroupVersion: authenticationv1.SchemeGroupVersion, Name: "selfsubjectreviews", SingularName: "selfsubjectreview",
 		Kind: "SelfSubjectReview", Virtual: true, Verbs: []string{"create"},
@@ -39,6 +45,7 @@ var (
 
 func init() {
 	register(SelfSubjectReviews)
+	register(TokenReviews)
 	register(LocalSubjectAccessReviews)
 	register(SelfSubjectAccessReviews)
 	register(SelfSubjectRulesReviews)

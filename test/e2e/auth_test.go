@@ -10,10 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leasehold/leasehold/internal/pki/pkitest"
@@ -305,6 +307,65 @@ func auditEvents(t *testing.T, s *server) []auditEvent {
 // TestTokenTTL: `leasehold token create --ttl` makes a token that
 // authenticates until it expires and gets 401 after, and `token list`
 // says when each token expires.
+// TestTokenReview: a service that its callers reach with leasehold tokens
+// asks the server who holds one, as services on Kubernetes do, with the
+// permission of system:auth-delegator; kubectl create -f sends reviews.
+func TestTokenReview(t *testing.T) {
+	s := shared(t)
+	suffix := fmt.Sprint(time.Now().UnixNano() % 100000)
+	reviewer, caller := "reviewer-"+suffix, "caller-"+suffix
+	kc := filepath.Join(t.TempDir(), "reviewer.kubeconfig")
+	leasehold(t, "token", "create", "--data-dir", s.dataDir, "--user", reviewer, "--kubeconfig-out", kc)
+	token := strings.TrimSpace(leasehold(t, "token", "create", "--data-dir", s.dataDir, "--user", caller, "--group", "callers"))
+	review := func(tok string) string { // JSON, as kubectl create --raw sends its file as it is
+		return fmt.Sprintf(`{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": %q}}`, tok)
+	}
+	raw := []string{"create", "--raw", "/apis/authentication.k8s.io/v1/tokenreviews", "-f", "-"}
+	var errOut string
+	eventually(t, 20*time.Second, func() error {
+		var err error
+		if _, errOut, err = s.withKubeconfig(t, kc, review(token), raw...); err == nil || !strings.Contains(errOut, "Forbidden") {
+			return fmt.Errorf("%s reviewing a token unbound: %v %s", reviewer, err, errOut)
+		}
+		return nil
+	})
+	s.kubectl(t, "create", "clusterrolebinding", reviewer, "--clusterrole=system:auth-delegator", "--user="+reviewer)
+	t.Cleanup(func() { s.runKubectl(t, "delete", "clusterrolebinding", reviewer) })
+	var got authenticationv1.TokenReview
+	eventually(t, 20*time.Second, func() error {
+		out, errOut, err := s.withKubeconfig(t, kc, review(token), raw...)
+		if err != nil {
+			return fmt.Errorf("%s reviewing: %v %s", reviewer, err, errOut)
+		}
+		return json.Unmarshal([]byte(out), &got)
+	})
+	if want := []string{"callers", "system:authenticated"}; !got.Status.Authenticated || got.Status.User.Username != caller || !slices.Equal(got.Status.User.Groups, want) {
+		t.Errorf("the caller's token: %+v; want %s in %v", got.Status, caller, want)
+	}
+	// The same delegation's other half: may the caller do something?
+	sar := fmt.Sprintf(`{"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {"user": %q, "groups": ["callers"],
+		"resourceAttributes": {"verb": "get", "group": "coordination.k8s.io", "resource": "leases", "namespace": "default"}}}`, caller)
+	if out, errOut, err := s.withKubeconfig(t, kc, sar, "create", "--raw", "/apis/authorization.k8s.io/v1/subjectaccessreviews", "-f", "-"); err != nil || !strings.Contains(out, `"allowed":false`) {
+		t.Errorf("%s's SubjectAccessReview: %v %s %s", reviewer, err, out, errOut)
+	}
+	// kubectl create -f validates a review (a kind without PATCH) by
+	// listing the CustomResourceDefinitions, as it does against Kubernetes.
+	if out, errOut, err := s.runKubectlStdin(t, review(token), "create", "-f", "-", "-o", "jsonpath={.status.user.username}"); err != nil || out != caller {
+		t.Errorf("kubectl create -f of a TokenReview: %q %v %s", out, err, errOut)
+	}
+	if out, errOut, err := s.runKubectlStdin(t, "apiVersion: authentication.k8s.io/v1\nkind: SelfSubjectReview\n", "create", "-f", "-", "-o", "jsonpath={.status.userInfo.username}"); err != nil || out != "leasehold-admin" {
+		t.Errorf("kubectl create -f of a SelfSubjectReview: %q %v %s", out, err, errOut)
+	}
+	leasehold(t, "token", "delete", "--data-dir", s.dataDir, "--user", caller)
+	eventually(t, 20*time.Second, func() error {
+		out, errOut, err := s.withKubeconfig(t, kc, review(token), raw...)
+		if err != nil || strings.Contains(out, `"authenticated":true`) || !strings.Contains(out, `"error":"invalid bearer token"`) {
+			return fmt.Errorf("a deleted token: %v %s %s", err, out, errOut)
+		}
+		return nil
+	})
+}
+
 func TestTokenTTL(t *testing.T) {
 	s := shared(t)
 	token := strings.TrimSpace(leasehold(t, "token", "create", "--data-dir", s.dataDir, "--user", "brief", "--ttl", "4s", "--description", "ttl test"))

@@ -65,6 +65,8 @@ type Options struct {
 	WatchCacheSizes map[schema.GroupResource]int
 	// Clock sets apiserver.Config.Clock.
 	Clock clock.WithTicker
+	// APIAudiences sets apiserver.Config.APIAudiences.
+	APIAudiences []string
 }
 
 // Server is a running test server.
@@ -128,7 +130,7 @@ func Start(t testing.TB, opts Options) *Server {
 		Authorization: authz, Audit: opts.Audit,
 		MaxRequestsInFlight: opts.MaxRequestsInFlight, MaxRequestsInFlightPerUser: opts.MaxRequestsInFlightPerUser,
 		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard, Extra: opts.Extra,
-		WatchCacheSizes: opts.WatchCacheSizes, Clock: opts.Clock,
+		WatchCacheSizes: opts.WatchCacheSizes, Clock: opts.Clock, APIAudiences: opts.APIAudiences,
 	})
 	if err != nil {
 		t.Fatal(err)
