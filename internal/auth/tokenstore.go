@@ -56,16 +56,33 @@ func ReadTokenStore(path string) ([]StoredToken, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseTokenStore(path, data)
+}
+
+// parseTokenStore decodes a token store's JSON document; where names it in
+// errors.
+func parseTokenStore(where string, data []byte) ([]StoredToken, error) {
 	var f tokenFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("token store %s: %w", path, err)
+		return nil, fmt.Errorf("token store %s: %w", where, err)
 	}
 	for i, t := range f.Tokens {
 		if sum, err := hex.DecodeString(t.SHA256); err != nil || len(sum) != sha256.Size || t.User == "" {
-			return nil, fmt.Errorf("token store %s: entry %d is corrupt", path, i+1)
+			return nil, fmt.Errorf("token store %s: entry %d is corrupt", where, i+1)
 		}
 	}
 	return f.Tokens, nil
+}
+
+// changeTokenStore applies change to the entries cur and returns the
+// store's new JSON document.
+func changeTokenStore(cur []StoredToken, change func([]StoredToken) ([]StoredToken, error)) ([]byte, error) {
+	next, err := change(cur)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.MarshalIndent(tokenFile{Tokens: next}, "", "  ")
+	return append(data, '\n'), err
 }
 
 // UpdateTokenStore changes the token store at path under an exclusive lock
@@ -88,11 +105,7 @@ func UpdateTokenStore(path string, change func([]StoredToken) ([]StoredToken, er
 	if err != nil {
 		return err
 	}
-	next, err := change(cur)
-	if err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(tokenFile{Tokens: next}, "", "  ")
+	data, err := changeTokenStore(cur, change)
 	if err != nil {
 		return err
 	}
@@ -105,7 +118,7 @@ func UpdateTokenStore(path string, change func([]StoredToken) ([]StoredToken, er
 		tmp.Close()
 		return err
 	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -132,11 +145,46 @@ func NewStoredToken(token string, u *User, created time.Time, ttl time.Duration,
 	return e
 }
 
+// TokenSource is where a TokenStore reads its entries: a file
+// (TokenStoreConfig.Path) or an etcd key (EtcdTokenSource).
+type TokenSource interface {
+	// Load returns the entries if their version differs from since ("" at
+	// first), with their version, and whether it read them.
+	Load(ctx context.Context, since string) (entries []StoredToken, version string, read bool, err error)
+	// String names the source in logs.
+	String() string
+}
+
+// fileTokenSource is the token store file at a path, whose version is its
+// modification time and size.
+type fileTokenSource string
+
+func (f fileTokenSource) String() string { return string(f) }
+
+func (f fileTokenSource) Load(_ context.Context, since string) ([]StoredToken, string, bool, error) {
+	version := "absent"
+	fi, err := os.Stat(string(f))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, "", false, err
+	default:
+		version = fmt.Sprintf("%d/%d", fi.ModTime().UnixNano(), fi.Size())
+	}
+	if version == since {
+		return nil, since, false, nil
+	}
+	entries, err := ReadTokenStore(string(f))
+	return entries, version, err == nil, err
+}
+
 // TokenStoreConfig configures a TokenStore.
 type TokenStoreConfig struct {
-	// Path of the store file. Required.
+	// Path of the store file. Required unless Source is set.
 	Path string
-	// Interval between checks of the file; default 1 s.
+	// Source, when set, is read instead of the file at Path.
+	Source TokenSource
+	// Interval between checks of the source; default 1 s.
 	Interval time.Duration
 	// MissInterval is the least time between the extra checks that
 	// unknown tokens cause; default 10 ms. See TokenStore.Authenticate.
@@ -147,29 +195,33 @@ type TokenStoreConfig struct {
 	Logger *slog.Logger
 }
 
-// TokenStore authenticates the tokens of a token store file and follows
-// changes to it: a token deleted from the file stops working within one
-// Interval; a token added works at its first use.
+// TokenStore authenticates the tokens of a token store (a file, or an etcd
+// key that several servers share) and follows changes to it: a token
+// deleted from the store stops working within one Interval; a token added
+// works at its first use.
 type TokenStore struct {
 	cfg    TokenStoreConfig
 	tokens *Tokens
 
-	// mu serialises the checks of the file and guards what follows.
+	// mu serialises the checks of the source and guards what follows.
 	mu sync.Mutex
-	// lastMod and lastSize are the file's when last loaded.
-	lastMod  time.Time
-	lastSize int64
-	loaded   bool
+	// version is the source's when last loaded.
+	version string
+	loaded  bool
 	// lastMiss is when an unknown token last caused a check.
 	lastMiss time.Time
 }
 
 var _ Authenticator = (*TokenStore)(nil)
 
-// NewTokenStore loads the store at cfg.Path (missing means empty).
+// NewTokenStore loads the store at cfg.Path, or cfg.Source (missing means
+// empty).
 func NewTokenStore(cfg TokenStoreConfig) (*TokenStore, error) {
-	if cfg.Path == "" {
-		return nil, errors.New("token store: Path is required")
+	switch {
+	case cfg.Source == nil && cfg.Path == "":
+		return nil, errors.New("token store: Path or Source is required")
+	case cfg.Source == nil:
+		cfg.Source = fileTokenSource(cfg.Path)
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
@@ -192,22 +244,22 @@ func NewTokenStore(cfg TokenStoreConfig) (*TokenStore, error) {
 }
 
 // Authenticate implements Authenticator. A token the store does not know
-// makes it check the file before it refuses the token, so that a token
+// makes it check the source before it refuses the token, so that a token
 // `leasehold token create` has just written works at once rather than
 // after the next poll. Those checks come at most once every MissInterval,
 // whatever the rate of unknown tokens; a token refused between them is
 // refused as before. Known tokens never cause a check.
 func (s *TokenStore) Authenticate(r *http.Request) (*User, bool, error) {
 	u, ok, err := s.tokens.Authenticate(r)
-	if !errors.Is(err, ErrInvalidToken) || !s.checkOnMiss() {
+	if !errors.Is(err, ErrInvalidToken) || !s.checkOnMiss(r.Context()) {
 		return u, ok, err
 	}
 	return s.tokens.Authenticate(r)
 }
 
-// checkOnMiss reloads the file if no miss has checked it within
+// checkOnMiss reloads the source if no miss has checked it within
 // MissInterval, and reports whether the tokens were reloaded.
-func (s *TokenStore) checkOnMiss() bool {
+func (s *TokenStore) checkOnMiss(ctx context.Context) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Clock.Now()
@@ -215,38 +267,35 @@ func (s *TokenStore) checkOnMiss() bool {
 		return false
 	}
 	s.lastMiss = now
-	changed, err := s.reload()
+	changed, err := s.reload(ctx)
 	if err != nil {
-		s.cfg.Logger.Error("token store check failed; keeping the previous tokens", "path", s.cfg.Path, "err", err)
+		s.cfg.Logger.Error("token store check failed; keeping the previous tokens", "path", s.cfg.Source.String(), "err", err)
 	}
 	return changed
 }
 
-// Reload reads the file again if its modification time or size changed.
+// Reload reads the source again if it changed (a file's modification time
+// or size, an etcd key's revision).
 func (s *TokenStore) Reload() error {
+	return s.ReloadContext(context.Background())
+}
+
+// ReloadContext is Reload within ctx.
+func (s *TokenStore) ReloadContext(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, err := s.reload()
+	_, err := s.reload(ctx)
 	return err
 }
 
-// reload is Reload with s.mu held; it reports whether it read the file.
-func (s *TokenStore) reload() (bool, error) {
-	fi, err := os.Stat(s.cfg.Path)
-	var mod time.Time
-	var size int64 = -1
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return false, err
-	default:
-		mod, size = fi.ModTime(), fi.Size()
+// reload is Reload with s.mu held; it reports whether it read the source.
+func (s *TokenStore) reload(ctx context.Context) (bool, error) {
+	since := s.version
+	if !s.loaded {
+		since = ""
 	}
-	if s.loaded && mod.Equal(s.lastMod) && size == s.lastSize {
-		return false, nil
-	}
-	entries, err := ReadTokenStore(s.cfg.Path)
-	if err != nil {
+	entries, version, read, err := s.cfg.Source.Load(ctx, since)
+	if err != nil || !read {
 		return false, err
 	}
 	users := make(map[[sha256.Size]byte]*User, len(entries))
@@ -263,18 +312,18 @@ func (s *TokenStore) reload() (bool, error) {
 	}
 	s.tokens.replace(users, expires)
 	if s.loaded {
-		s.cfg.Logger.Info("token store reloaded", "path", s.cfg.Path, "tokens", len(users))
+		s.cfg.Logger.Info("token store reloaded", "path", s.cfg.Source.String(), "tokens", len(users))
 	}
-	s.lastMod, s.lastSize, s.loaded = mod, size, true
+	s.version, s.loaded = version, true
 	return true, nil
 }
 
-// Run checks the file every Interval until ctx ends. A file that fails to
-// load keeps the previous tokens in force and is logged.
+// Run checks the source every Interval until ctx ends. A source that fails
+// to load keeps the previous tokens in force and is logged.
 func (s *TokenStore) Run(ctx context.Context) error {
 	tick.Every(ctx, s.cfg.Clock, s.cfg.Interval, func() {
-		if err := s.Reload(); err != nil {
-			s.cfg.Logger.Error("token store reload failed; keeping the previous tokens", "path", s.cfg.Path, "err", err)
+		if err := s.ReloadContext(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Error("token store reload failed; keeping the previous tokens", "path", s.cfg.Source.String(), "err", err)
 		}
 	})
 	return nil

@@ -280,10 +280,8 @@ func (f *serveFlags) check() error {
 	if f.tlsCertFile != "" && f.tlsSANs != "" {
 		return errors.New("--tls-san names hosts for the certificate the server's CA issues; with --tls-cert-file the certificate's own names are served")
 	}
-	if p := path.Clean(f.etcdPrefix); path.IsAbs(p) && p != "/" {
-		f.etcdPrefix = p
-	} else {
-		return fmt.Errorf("--etcd-prefix must be an absolute path below /, such as /registry, not %q", f.etcdPrefix)
+	if f.etcdPrefix, err = cleanEtcdPrefix(f.etcdPrefix); err != nil {
+		return err
 	}
 	switch oidcFlags := f.oidc.ClientID != "" || len(f.oidc.RequiredClaims) > 0 || f.oidc.GroupsClaim != "" || f.oidcCAFile != ""; {
 	case f.oidc.IssuerURL != "" && f.authenticationConfig != "":
@@ -455,6 +453,17 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		if err := waitForEtcd(ctx, etcdClient, clk, log); err != nil {
 			return stoppedOr(ctx, log, err)
 		}
+	}
+	if member == nil {
+		// The tokens that `leasehold token --etcd-servers` keeps in etcd,
+		// for every server on it. After anonymous in the list, which no
+		// request with a token is.
+		ets, err := auth.NewTokenStore(auth.TokenStoreConfig{Source: auth.EtcdTokenSource{KV: etcdClient, Prefix: f.etcdPrefix}, Logger: log})
+		if err != nil {
+			return fmt.Errorf("the token store in etcd: %w", err)
+		}
+		authn = append(authn, ets)
+		authWork.Go(func() { ets.Run(authCtx) })
 	}
 	var etcdKV pb.KVClient // the embedded member's own, which skips gRPC
 	if member != nil {
@@ -1403,6 +1412,14 @@ func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, *embedded.Etcd,
 // etcdClientConfig is the configuration of a client of an external etcd
 // at endpoints, verified with the CA bundle in caFile and authenticated
 // with certFile and keyFile when they are given, which logs to log.
+// cleanEtcdPrefix returns --etcd-prefix cleaned, or why it cannot be one.
+func cleanEtcdPrefix(prefix string) (string, error) {
+	if p := path.Clean(prefix); path.IsAbs(p) && p != "/" {
+		return p, nil
+	}
+	return "", fmt.Errorf("--etcd-prefix must be an absolute path below /, such as /registry, not %q", prefix)
+}
+
 func etcdClientConfig(endpoints []string, caFile, certFile, keyFile string, log *slog.Logger) (clientv3.Config, error) {
 	cfg := clientv3.Config{
 		Endpoints: endpoints, DialTimeout: 10 * time.Second,
@@ -1500,7 +1517,7 @@ func reloadAuthorization(api *apiserver.Server, file *pki.Reloading[*apiserverco
 // --authentication-config's (returned too, for its Run), the token
 // webhook, and anonymous requests when enabled, by --anonymous-auth or by
 // that file.
-func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, builtin *auth.Tokens, reloads *prometheus.CounterVec, log *slog.Logger) (auth.Authenticator, *auth.TokenStore, *auth.AuthenticationConfig, error) {
+func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, builtin *auth.Tokens, reloads *prometheus.CounterVec, log *slog.Logger) (auth.Union, *auth.TokenStore, *auth.AuthenticationConfig, error) {
 	var list auth.Union
 	if certs.proxyCAs != nil {
 		cfg := f.requestHeader

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -19,15 +20,16 @@ import (
 	"github.com/leasehold/leasehold/internal/pki"
 )
 
-// Tokens made by `leasehold token create` live in the data directory's
-// token store (tokens.json, mode 0600): only their SHA-256 digests, with the
-// user, groups and creation time. The running server polls the file every
-// second and follows changes, so `leasehold token delete` revokes a token
-// within a second, with no API call and no restart; a token it does not
-// know makes it look at the file at once, so a new token works at its
-// first use. The command works on
-// the data directory of the server (--data-dir), like the server's own
-// credentials; with several servers on one etcd, each has its own store.
+// Tokens made by `leasehold token create` live in a token store: only their
+// SHA-256 digests, with the user, groups and creation time. The running
+// server polls the store every second and follows changes, so `leasehold
+// token delete` revokes a token within a second, with no API call and no
+// restart; a token it does not know makes it look at the store at once, so
+// a new token works at its first use. By default the command works on the
+// data directory's store (tokens.json, mode 0600), like the server's own
+// credentials, which that server alone reads. With --etcd-servers it works
+// on the store in the external etcd instead, which every server on that
+// etcd (and --etcd-prefix) reads: the one for several replicas.
 
 func init() {
 	register(&command{name: "token", summary: "create, list and delete bearer tokens (create|list|delete)", run: runToken})
@@ -100,12 +102,88 @@ func (f *identityFlags) toUser() (*auth.User, error) {
 
 func tokenStorePath(dataDir string) string { return filepath.Join(dataDir, auth.TokenStoreFile) }
 
+// tokenStoreFlags say which token store a `leasehold token` command works
+// on: the data directory's file, or the one in etcd.
+type tokenStoreFlags struct {
+	dataDir, etcdServers, etcdPrefix, caFile, certFile, keyFile string
+}
+
+func (f *tokenStoreFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.dataDir, "data-dir", "./leasehold-data", "the server's data directory, whose tokens.json that server alone reads")
+	fs.StringVar(&f.etcdServers, "etcd-servers", "", "comma-separated client URLs of the external etcd, as serve's flag: work on the token store there, which every server on it reads, instead of the data directory's")
+	fs.StringVar(&f.etcdPrefix, "etcd-prefix", "/registry", "with --etcd-servers: the servers' --etcd-prefix")
+	fs.StringVar(&f.caFile, "etcd-cafile", "", "with --etcd-servers: CA bundle to verify etcd with")
+	fs.StringVar(&f.certFile, "etcd-certfile", "", "with --etcd-servers: client certificate for etcd")
+	fs.StringVar(&f.keyFile, "etcd-keyfile", "", "with --etcd-servers: client key for etcd")
+}
+
+// tokenStoreTimeout bounds a command's work on the store in etcd.
+const tokenStoreTimeout = 30 * time.Second
+
+// tokenStoreAccess reads and changes one token store.
+type tokenStoreAccess struct {
+	entries func(context.Context) ([]auth.StoredToken, error)
+	update  func(context.Context, func([]auth.StoredToken) ([]auth.StoredToken, error)) error
+	// where names the store to its user.
+	where string
+}
+
+// open returns access to the store the flags name, a context for the
+// command's work on it (tokenStoreTimeout), and what ends both.
+func (f *tokenStoreFlags) open() (tokenStoreAccess, context.Context, func(), error) {
+	store, closeStore, err := f.openStore()
+	if err != nil {
+		return tokenStoreAccess{}, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tokenStoreTimeout)
+	return store, ctx, func() { cancel(); closeStore() }, nil
+}
+
+func (f *tokenStoreFlags) openStore() (tokenStoreAccess, func(), error) {
+	if f.etcdServers == "" {
+		path := tokenStorePath(f.dataDir)
+		if _, err := os.Stat(f.dataDir); err != nil {
+			return tokenStoreAccess{}, nil, fmt.Errorf("--data-dir: %w", err)
+		}
+		return tokenStoreAccess{
+			entries: func(context.Context) ([]auth.StoredToken, error) { return auth.ReadTokenStore(path) },
+			update: func(_ context.Context, change func([]auth.StoredToken) ([]auth.StoredToken, error)) error {
+				return auth.UpdateTokenStore(path, change)
+			},
+			where: "the server",
+		}, func() {}, nil
+	}
+	prefix, err := cleanEtcdPrefix(f.etcdPrefix)
+	if err != nil {
+		return tokenStoreAccess{}, nil, err
+	}
+	urls := splitList(f.etcdServers)
+	if len(urls) == 0 {
+		return tokenStoreAccess{}, nil, errors.New("--etcd-servers names no URL")
+	}
+	log, err := newLogger("text", "error")
+	if err != nil {
+		return tokenStoreAccess{}, nil, err
+	}
+	cfg, err := etcdClientConfig(urls, f.caFile, f.certFile, f.keyFile, log)
+	if err != nil {
+		return tokenStoreAccess{}, nil, err
+	}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return tokenStoreAccess{}, nil, fmt.Errorf("connecting to etcd: %w", err)
+	}
+	src := auth.EtcdTokenSource{KV: c, Prefix: prefix}
+	return tokenStoreAccess{entries: src.Entries, update: src.Update, where: "every server on that etcd"}, func() { c.Close() }, nil
+}
+
 func tokenCreate(args []string) error {
 	var id identityFlags
-	var dataDir, description, kubeconfigOut, server string
+	var stores tokenStoreFlags
+	var description, kubeconfigOut, server string
 	var ttl time.Duration
 	fs := newFlagSet("token create")
-	fs.StringVar(&dataDir, "data-dir", "./leasehold-data", "the server's data directory")
+	stores.register(fs)
 	id.register(fs)
 	fs.StringVar(&description, "description", "", "what the token is for (shown by token list)")
 	fs.StringVar(&kubeconfigOut, "kubeconfig-out", "", "write a kubeconfig with the token to this file instead of printing the token")
@@ -124,15 +202,25 @@ func tokenCreate(args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(dataDir); err != nil {
-		return fmt.Errorf("--data-dir: %w", err)
+	store, ctx, done, err := stores.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	var spec pki.KubeconfigSpec
+	if kubeconfigOut != "" {
+		// Before the token is stored, so that a data directory without a
+		// CA stores none that no kubeconfig holds.
+		if spec, err = kubeconfigSpec(stores.dataDir, server, u.Name); err != nil {
+			return err
+		}
 	}
 	token, err := pki.NewToken()
 	if err != nil {
 		return err
 	}
 	entry := auth.NewStoredToken(token, u, time.Now(), ttl, description)
-	if err := auth.UpdateTokenStore(tokenStorePath(dataDir), func(cur []auth.StoredToken) ([]auth.StoredToken, error) {
+	if err := store.update(ctx, func(cur []auth.StoredToken) ([]auth.StoredToken, error) {
 		return append(cur, entry), nil
 	}); err != nil {
 		return err
@@ -140,10 +228,6 @@ func tokenCreate(args []string) error {
 	if kubeconfigOut == "" {
 		fmt.Println(token)
 		return nil
-	}
-	spec, err := kubeconfigSpec(dataDir, server, u.Name)
-	if err != nil {
-		return err
 	}
 	spec.Token = token
 	if err := pki.WriteKubeconfig(kubeconfigOut, spec); err != nil {
@@ -184,13 +268,18 @@ func kubeconfigSpec(dataDir, server, user string) (pki.KubeconfigSpec, error) {
 }
 
 func tokenList(args []string) error {
-	var dataDir string
+	var stores tokenStoreFlags
 	fs := newFlagSet("token list")
-	fs.StringVar(&dataDir, "data-dir", "./leasehold-data", "the server's data directory")
+	stores.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	entries, err := auth.ReadTokenStore(tokenStorePath(dataDir))
+	store, ctx, done, err := stores.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	entries, err := store.entries(ctx)
 	if err != nil {
 		return err
 	}
@@ -211,10 +300,11 @@ func tokenList(args []string) error {
 }
 
 func tokenDelete(args []string) error {
-	var dataDir, user, node string
+	var stores tokenStoreFlags
+	var user, node string
 	var expired bool
 	fs := newFlagSet("token delete")
-	fs.StringVar(&dataDir, "data-dir", "./leasehold-data", "the server's data directory")
+	stores.register(fs)
 	fs.StringVar(&user, "user", "", "delete every token of this user")
 	fs.StringVar(&node, "node", "", "delete every token of this node")
 	fs.BoolVar(&expired, "expired", false, "delete every token past its expiry (see token create --ttl)")
@@ -228,9 +318,15 @@ func tokenDelete(args []string) error {
 	if len(ids) == 0 && user == "" && !expired {
 		return errors.New("usage: leasehold token delete ID... | --user NAME | --node NAME | --expired")
 	}
+	store, ctx, done, err := stores.open()
+	if err != nil {
+		return err
+	}
+	defer done()
 	removed := 0
 	now := time.Now()
-	err := auth.UpdateTokenStore(tokenStorePath(dataDir), func(cur []auth.StoredToken) ([]auth.StoredToken, error) {
+	err = store.update(ctx, func(cur []auth.StoredToken) ([]auth.StoredToken, error) {
+		removed = 0 // a write to etcd that another overtook is done again
 		out := slices.DeleteFunc(cur, func(e auth.StoredToken) bool {
 			match := (user != "" && e.User == user) || (expired && e.Expires != nil && !now.Before(*e.Expires)) || slices.ContainsFunc(ids, func(id string) bool {
 				return id != "" && (id == e.ID || (len(id) >= 6 && strings.HasPrefix(e.SHA256, id)))
@@ -248,6 +344,6 @@ func tokenDelete(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "deleted %d token(s); the server stops accepting them within a second\n", removed)
+	fmt.Fprintf(os.Stderr, "deleted %d token(s); %s stops accepting them within a second\n", removed, store.where)
 	return nil
 }

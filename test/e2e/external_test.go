@@ -219,8 +219,9 @@ func (m *etcdMember) kill(t *testing.T) {
 }
 
 // replicas starts a `leasehold etcd` member and two servers on it, each
-// with a data directory of its own and the extra flags.
-func replicas(t *testing.T, extra ...string) [2]*server {
+// with a data directory of its own and the extra flags; it returns them
+// and the member's client URL.
+func replicas(t *testing.T, extra ...string) ([2]*server, string) {
 	t.Helper()
 	dir := t.TempDir()
 	etcdURL := startEtcdMember(t, dir)
@@ -232,7 +233,49 @@ func replicas(t *testing.T, extra ...string) [2]*server {
 		}
 		servers[i] = serveFor(t, filepath.Join(d, "data"), "", d, append([]string{"--etcd-servers", etcdURL}, extra...)...)
 	}
-	return servers
+	return servers, etcdURL
+}
+
+// TestTokensInEtcd: `leasehold token --etcd-servers` keeps tokens in the
+// external etcd, where every server on it reads them, so an agent that
+// fails over to another replica stays authenticated; a deletion there
+// revokes the token on all of them. A token of one server's data directory
+// stays that server's alone.
+func TestTokensInEtcd(t *testing.T) {
+	needKubectl(t)
+	servers, etcdURL := replicas(t)
+	whoami := func(s *server, token string) (string, error) {
+		out, errOut, err := s.asToken(t, token, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		if err != nil {
+			return "", fmt.Errorf("%v: %s", err, errOut)
+		}
+		return out, nil
+	}
+	shared := strings.TrimSpace(leasehold(t, "token", "create", "--etcd-servers", etcdURL, "--node", "web-1", "--description", "in etcd"))
+	local := strings.TrimSpace(leasehold(t, "token", "create", "--data-dir", servers[0].dataDir, "--user", "local"))
+	for i, s := range servers {
+		if got, err := whoami(s, shared); err != nil || got != "system:node:web-1" {
+			t.Errorf("the token in etcd through server %d, at its first use: %q, %v", i, got, err)
+		}
+	}
+	if got, err := whoami(servers[0], local); err != nil || got != "local" {
+		t.Errorf("server 0's own token through server 0: %q, %v", got, err)
+	}
+	if _, err := whoami(servers[1], local); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Errorf("server 0's own token through server 1: %v, want 401", err)
+	}
+	if list := leasehold(t, "token", "list", "--etcd-servers", etcdURL); !strings.Contains(grepLines(list, "in etcd"), "system:node:web-1") || strings.Contains(list, "local") {
+		t.Errorf("token list --etcd-servers:\n%s", list)
+	}
+	leasehold(t, "token", "delete", "--etcd-servers", etcdURL, "--node", "web-1")
+	for i, s := range servers {
+		eventually(t, 20*time.Second, func() error {
+			if got, err := whoami(s, shared); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+				return fmt.Errorf("the deleted token through server %d: %q, %v; want 401", i, got, err)
+			}
+			return nil
+		})
+	}
 }
 
 // TestServeOnExternalEtcd: two servers on one external etcd (`leasehold
@@ -242,7 +285,7 @@ func replicas(t *testing.T, extra ...string) [2]*server {
 // lose none; a delete through one is seen by the other.
 func TestServeOnExternalEtcd(t *testing.T) {
 	needKubectl(t)
-	servers := replicas(t)
+	servers, _ := replicas(t)
 	a, b := servers[0], servers[1]
 	ns := testNamespace(t, a)
 

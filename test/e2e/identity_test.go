@@ -30,7 +30,7 @@ func identityLeases(t *testing.T, s *server) []string {
 // return publishes the same lease with a new holder.
 func TestServerIdentityLeases(t *testing.T) {
 	needKubectl(t)
-	servers := replicas(t, "--identity-lease-duration", "2s", "--identity-lease-renew-interval", "200ms")
+	servers, _ := replicas(t, "--identity-lease-duration", "2s", "--identity-lease-renew-interval", "200ms")
 	a, b := servers[0], servers[1]
 
 	var before []string
