@@ -360,6 +360,16 @@ func TestTokenReview(t *testing.T) {
 	if _, err := review(alice, authenticationv1.TokenReviewSpec{}); !apierrors.IsBadRequest(err) || err.Error() != "token is required for TokenReview in authentication" {
 		t.Errorf("no token: got %v, want 400", err)
 	}
+	// In protobuf, as a client-go built for it sends.
+	cfg := s.ConfigFor(aliceToken)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	proto, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := review(proto, authenticationv1.TokenReviewSpec{Token: web1Token}); err != nil || !got.Authenticated || got.User.Username != web1.Username {
+		t.Errorf("in protobuf: %+v, %v", got, err)
+	}
 }
 
 // TestNoCustomResourceDefinitions: kubectl create -f of a review lists the
