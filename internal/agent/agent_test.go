@@ -17,8 +17,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -74,6 +76,7 @@ var healthyHost = HostStats{
 	FsAvailable: 50 << 30, FsCapacity: 100 << 30,
 	InodesFree: 5e6, Inodes: 6e6,
 	PIDsAvailable: 4e6, PIDs: 4194304,
+	CPUs: 4,
 }
 
 // setHost changes what the agent measures next.
@@ -382,6 +385,16 @@ func TestRegisters(t *testing.T) {
 	if ready.Status != corev1.ConditionTrue || ready.Reason != ReadyReason || ready.Message != ReadyMessage ||
 		!ready.LastHeartbeatTime.Time.Equal(t0) || !ready.LastTransitionTime.Time.Equal(t0) {
 		t.Errorf("got Ready condition %+v", ready)
+	}
+	// As the kubelet's, with the default thresholds taken off allocatable.
+	wantCapacity := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+	}
+	wantAllocatable := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8092Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("90Gi"),
+	}
+	if !equality.Semantic.DeepEqual(n.Status.Capacity, wantCapacity) || !equality.Semantic.DeepEqual(n.Status.Allocatable, wantAllocatable) {
+		t.Errorf("capacity %v, allocatable %v\nwant %v, %v", n.Status.Capacity, n.Status.Allocatable, wantCapacity, wantAllocatable)
 	}
 	checkLease(t, h.lease(c), n.UID, t0.Add(10*time.Second))
 }

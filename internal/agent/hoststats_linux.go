@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -13,7 +14,8 @@ import (
 // readHostStats measures the host: memory from /proc/meminfo (MemAvailable,
 // as the kernel estimates what can be had without swapping), the root file
 // system's space and inodes, and process IDs left from
-// /proc/sys/kernel/pid_max less the threads that hold one.
+// /proc/sys/kernel/pid_max less the threads that hold one, and the CPUs the
+// agent may run on.
 func readHostStats() (HostStats, error) {
 	var h HostStats
 	var errs []string
@@ -30,6 +32,7 @@ func readHostStats() (HostStats, error) {
 	} else {
 		errs = append(errs, fmt.Sprintf("statfs /: %v", err))
 	}
+	h.CPUs = int64(runtime.NumCPU())
 	if max, threads, err := pids(); err == nil {
 		h.PIDs, h.PIDsAvailable = max, max-threads
 	} else {

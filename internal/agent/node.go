@@ -17,13 +17,15 @@ import (
 
 // nodeStatus is the part of the Node status the agent decides.
 type nodeStatus struct {
-	addresses []corev1.NodeAddress
-	info      corev1.NodeSystemInfo
-	pressure  pressure
+	addresses             []corev1.NodeAddress
+	info                  corev1.NodeSystemInfo
+	pressure              pressure
+	capacity, allocatable corev1.ResourceList
 }
 
 func (s nodeStatus) equal(o nodeStatus) bool {
-	return slices.Equal(s.addresses, o.addresses) && equality.Semantic.DeepEqual(s.info, o.info) && s.pressure == o.pressure
+	return slices.Equal(s.addresses, o.addresses) && equality.Semantic.DeepEqual(s.info, o.info) && s.pressure == o.pressure &&
+		equality.Semantic.DeepEqual(s.capacity, o.capacity) && equality.Semantic.DeepEqual(s.allocatable, o.allocatable)
 }
 
 // desiredStatus measures the host at now for the status to post.
@@ -35,7 +37,9 @@ func (a *Agent) desiredStatus(now time.Time) nodeStatus {
 			a.log.Warn("the pressure conditions go without what could not be measured", "err", err)
 		}
 	}
-	return nodeStatus{addresses: a.addresses(), info: a.nodeInfo, pressure: a.pressure.observe(h, now)}
+	st := nodeStatus{addresses: a.addresses(), info: a.nodeInfo, pressure: a.pressure.observe(h, now)}
+	st.capacity, st.allocatable = nodeResources(h, a.pressure.thresholds)
+	return st
 }
 
 func errString(err error) string {
@@ -181,6 +185,7 @@ func (a *Agent) reportStatus(ctx context.Context, c kubernetes.Interface) error 
 func setStatus(n *corev1.Node, st nodeStatus, now time.Time) {
 	n.Status.Addresses = st.addresses
 	n.Status.NodeInfo = st.info
+	n.Status.Capacity, n.Status.Allocatable = st.capacity, st.allocatable
 	setConditions(n, st.pressure, now)
 }
 
@@ -222,7 +227,8 @@ func setCondition(n *corev1.Node, c corev1.NodeCondition, now time.Time) {
 
 // hasStatus tells whether n carries st and the agent's Ready condition.
 func hasStatus(n *corev1.Node, st nodeStatus) bool {
-	if !slices.Equal(st.addresses, n.Status.Addresses) || !equality.Semantic.DeepEqual(st.info, n.Status.NodeInfo) {
+	if !slices.Equal(st.addresses, n.Status.Addresses) || !equality.Semantic.DeepEqual(st.info, n.Status.NodeInfo) ||
+		!equality.Semantic.DeepEqual(st.capacity, n.Status.Capacity) || !equality.Semantic.DeepEqual(st.allocatable, n.Status.Allocatable) {
 		return false
 	}
 	want := map[corev1.NodeConditionType]corev1.ConditionStatus{corev1.NodeReady: corev1.ConditionTrue}

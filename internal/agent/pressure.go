@@ -101,6 +101,8 @@ type HostStats struct {
 	FsAvailable, FsCapacity         int64 // bytes of the root file system
 	InodesFree, Inodes              int64
 	PIDsAvailable, PIDs             int64
+	// CPUs is the number the agent may run on, for the node's capacity.
+	CPUs int64
 }
 
 // signal returns what is available of signal, and its capacity; ok is

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,4 +126,50 @@ func TestPressureConditionsPosted(t *testing.T) {
 	h.resume()
 	h.expectWait(10 * time.Second)
 	want(corev1.ConditionFalse, "LeaseholdAgentHasSufficientMemory", low.Add(DefaultPressureTransitionPeriod))
+}
+
+func TestNodeResources(t *testing.T) {
+	defaults, err := ParseThresholds(DefaultEvictionHard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tight, err := ParseThresholds("memory.available<10%,nodefs.available<200Gi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := HostStats{CPUs: 2, MemoryCapacity: 16331052 << 10, FsCapacity: 105152176128}
+	for _, tc := range []struct {
+		name                  string
+		host                  HostStats
+		thresholds            []Threshold
+		capacity, allocatable string
+	}{
+		{"default thresholds", host, defaults,
+			"cpu=2 ephemeral-storage=102687672Ki memory=16331052Ki", "cpu=2 ephemeral-storage=94636958516 memory=16228652Ki"},
+		{"none", host, nil,
+			"cpu=2 ephemeral-storage=102687672Ki memory=16331052Ki", "cpu=2 ephemeral-storage=102687672Ki memory=16331052Ki"},
+		{"a percent of memory, more disk than there is", host, tight,
+			"cpu=2 ephemeral-storage=102687672Ki memory=16331052Ki", "cpu=2 ephemeral-storage=0 memory=15050697524"},
+		{"memory not measured", HostStats{CPUs: 1, FsCapacity: 1 << 30}, defaults,
+			"cpu=1 ephemeral-storage=1Gi", "cpu=1 ephemeral-storage=966367642"},
+		{"nothing measured", HostStats{}, defaults, "", ""},
+	} {
+		capacity, allocatable := nodeResources(tc.host, tc.thresholds)
+		if got := resourceString(capacity); got != tc.capacity {
+			t.Errorf("%s: capacity %s, want %s", tc.name, got, tc.capacity)
+		}
+		if got := resourceString(allocatable); got != tc.allocatable {
+			t.Errorf("%s: allocatable %s, want %s", tc.name, got, tc.allocatable)
+		}
+	}
+}
+
+// resourceString prints a ResourceList as NAME=QUANTITY in name order.
+func resourceString(l corev1.ResourceList) string {
+	var out []string
+	for name, q := range l {
+		out = append(out, string(name)+"="+q.String())
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
 }

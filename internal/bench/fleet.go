@@ -517,9 +517,14 @@ func (a *vagent) newNode(now time.Time) *corev1.Node {
 		KubeletVersion: "leasehold-bench/" + version.Version, KubeProxyVersion: "leasehold-bench/" + version.Version,
 		OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH,
 	}
+	n.Status.Capacity, n.Status.Allocatable = agent.HostResources(virtualHost)
 	agent.SetHealthyConditions(n, now)
 	return n
 }
+
+// virtualHost is the machine each virtual agent posts the capacity of, as
+// an agent does.
+var virtualHost = agent.HostStats{CPUs: 4, MemoryCapacity: 16 << 30, FsCapacity: 100 << 30}
 
 // setNode caches n as the agent's Node.
 func (a *vagent) setNode(n *corev1.Node) error {
