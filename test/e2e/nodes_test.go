@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -370,6 +372,13 @@ func testNodeHeartbeats(t *testing.T, serveFlags ...string) {
 		if r := rowNamed(leaseRows, 0, n); len(r) != 3 || r[1] != n || !ageRE.MatchString(r[2]) {
 			t.Errorf("lease row for %s: %q, want NAME %s HOLDER %s AGE\n%s", n, r, n, n, out)
 		}
+	}
+
+	// The host's capacity, as the kubelet posts it; allocatable the same,
+	// as these agents have no eviction thresholds (--eviction-hard none).
+	capacity := s.kubectl(t, "get", "node", names[0], "-o", "jsonpath={.status.capacity.cpu} {.status.capacity.memory} {.status.allocatable.memory} {.status.allocatable.ephemeral-storage}")
+	if f := strings.Fields(capacity); len(f) != 4 || f[0] != strconv.Itoa(runtime.NumCPU()) || f[1] != f[2] || strings.HasPrefix(f[3], "0") {
+		t.Errorf("node %s: cpu, memory, allocatable memory and ephemeral-storage %q; want %d CPUs and all memory allocatable", names[0], capacity, runtime.NumCPU())
 	}
 
 	// One lease in full: owned by its Node, 4s, freshly renewed.
