@@ -149,6 +149,12 @@ type Config struct {
 	// after its signal was last below its threshold. Default
 	// DefaultPressureTransitionPeriod.
 	PressureTransitionPeriod time.Duration
+	// ReportCapacity posts the node's capacity and allocatable (cpu,
+	// memory, ephemeral-storage), as the kubelet does. Off by default: a
+	// Node carrying them costs the server about 4.7 KiB more of memory
+	// (docs/PERFORMANCE.md, "Capacity"), and leasehold schedules nothing by
+	// them.
+	ReportCapacity bool
 	// HostStats measures the host for the pressure conditions. Default:
 	// the machine's own /proc and root file system.
 	HostStats func() (HostStats, error)

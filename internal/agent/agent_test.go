@@ -386,6 +386,19 @@ func TestRegisters(t *testing.T) {
 		!ready.LastHeartbeatTime.Time.Equal(t0) || !ready.LastTransitionTime.Time.Equal(t0) {
 		t.Errorf("got Ready condition %+v", ready)
 	}
+	if n.Status.Capacity != nil || n.Status.Allocatable != nil {
+		t.Errorf("capacity %v and allocatable %v posted without ReportCapacity", n.Status.Capacity, n.Status.Allocatable)
+	}
+	checkLease(t, h.lease(c), n.UID, t0.Add(10*time.Second))
+}
+
+func TestReportCapacity(t *testing.T) {
+	c := newClient()
+	h := newHarness(t, c)
+	h.agent.cfg.ReportCapacity = true
+	h.run()
+	h.expectWait(10 * time.Second)
+	expectCalls(t, c, "create nodes", "get leases", "get nodes", "create leases") // the status went with the Node
 	// As the kubelet's, with the default thresholds taken off allocatable.
 	wantCapacity := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
@@ -393,10 +406,22 @@ func TestRegisters(t *testing.T) {
 	wantAllocatable := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8092Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("90Gi"),
 	}
+	n := h.node(c)
 	if !equality.Semantic.DeepEqual(n.Status.Capacity, wantCapacity) || !equality.Semantic.DeepEqual(n.Status.Allocatable, wantAllocatable) {
 		t.Errorf("capacity %v, allocatable %v\nwant %v, %v", n.Status.Capacity, n.Status.Allocatable, wantCapacity, wantAllocatable)
 	}
-	checkLease(t, h.lease(c), n.UID, t0.Add(10*time.Second))
+	// Unchanged, it is posted again only with the report period.
+	h.resume()
+	h.expectWait(10 * time.Second)
+	expectCalls(t, c, "update leases")
+	// A disk grown is posted at the next renewal.
+	h.setHost(func(s *HostStats) { s.FsCapacity = 200 << 30 })
+	h.resume()
+	h.expectWait(10 * time.Second)
+	expectCalls(t, c, "update leases", "update nodes/status")
+	if got := h.node(c).Status.Capacity[corev1.ResourceEphemeralStorage]; got.Cmp(resource.MustParse("200Gi")) != 0 {
+		t.Errorf("ephemeral-storage capacity %v after the disk grew, want 200Gi", &got)
+	}
 }
 
 func TestRenewCadence(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// The node's capacity and allocatable, as the kubelet posts them, for the
-// resources the agent can tell: cpu (the CPUs it may run on), memory
+// The node's capacity and allocatable, as the kubelet posts them
+// (Config.ReportCapacity), for the resources the agent can tell: cpu (the CPUs it may run on), memory
 // (MemTotal) and ephemeral-storage (the root file system). Allocatable is
 // capacity less the hard eviction threshold of memory.available and of
 // nodefs.available, as the kubelet subtracts them; the agent reserves
@@ -60,7 +60,7 @@ func (t Threshold) amount(capacity int64) int64 {
 
 // HostResources returns the capacity and allocatable the agent posts for a
 // host measured as h, with the default eviction thresholds. leasehold
-// bench's virtual agents post these.
+// bench's virtual agents post these with --report-capacity.
 func HostResources(h HostStats) (capacity, allocatable corev1.ResourceList) {
 	thresholds, err := ParseThresholds(DefaultEvictionHard)
 	if err != nil {

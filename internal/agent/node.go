@@ -38,7 +38,9 @@ func (a *Agent) desiredStatus(now time.Time) nodeStatus {
 		}
 	}
 	st := nodeStatus{addresses: a.addresses(), info: a.nodeInfo, pressure: a.pressure.observe(h, now)}
-	st.capacity, st.allocatable = nodeResources(h, a.pressure.thresholds)
+	if a.cfg.ReportCapacity {
+		st.capacity, st.allocatable = nodeResources(h, a.pressure.thresholds)
+	}
 	return st
 }
 

@@ -51,6 +51,9 @@ type FleetConfig struct {
 	// NodeStatusReportPeriod is how often each agent posts its node status
 	// when nothing changed; default 5m, as the agent.
 	NodeStatusReportPeriod time.Duration
+	// ReportCapacity has each agent post its node's capacity and
+	// allocatable, as agents with --report-capacity do.
+	ReportCapacity bool
 	// NodePrefix starts every node name; default "leasehold-bench-node-".
 	// Nodes of that name left by an earlier run are adopted.
 	NodePrefix string
@@ -132,6 +135,9 @@ func (f *Fleet) params() map[string]string {
 	}
 	if !f.cfg.StartAt.IsZero() {
 		p["startAt"] = f.cfg.StartAt.UTC().Format(time.RFC3339)
+	}
+	if f.cfg.ReportCapacity {
+		p["reportCapacity"] = "true"
 	}
 	if f.cfg.KillFraction > 0 {
 		p["killFraction"] = strconv.FormatFloat(f.cfg.KillFraction, 'g', -1, 64)
@@ -505,7 +511,7 @@ func (r *fleetRun) register(ctx context.Context, i int) error {
 	return nil
 }
 
-func (a *vagent) newNode(now time.Time) *corev1.Node {
+func (a *vagent) newNode(now time.Time, capacity bool) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.name, Labels: map[string]string{
 		corev1.LabelHostname:   a.name,
 		corev1.LabelOSStable:   runtime.GOOS,
@@ -517,13 +523,15 @@ func (a *vagent) newNode(now time.Time) *corev1.Node {
 		KubeletVersion: "leasehold-bench/" + version.Version, KubeProxyVersion: "leasehold-bench/" + version.Version,
 		OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH,
 	}
-	n.Status.Capacity, n.Status.Allocatable = agent.HostResources(virtualHost)
+	if capacity {
+		n.Status.Capacity, n.Status.Allocatable = agent.HostResources(virtualHost)
+	}
 	agent.SetHealthyConditions(n, now)
 	return n
 }
 
 // virtualHost is the machine each virtual agent posts the capacity of, as
-// an agent does.
+// an agent with --report-capacity does.
 var virtualHost = agent.HostStats{CPUs: 4, MemoryCapacity: 16 << 30, FsCapacity: 100 << 30}
 
 // setNode caches n as the agent's Node.
@@ -551,7 +559,7 @@ func (a *vagent) cachedNode() (*corev1.Node, error) {
 func (a *vagent) registerNode(ctx context.Context, r *fleetRun, i int) (created bool, err error) {
 	nodes := r.pool.get(i).CoreV1().Nodes()
 	now := r.cfg.Clock.Now()
-	got, err := nodes.Create(ctx, a.newNode(now), metav1.CreateOptions{})
+	got, err := nodes.Create(ctx, a.newNode(now, r.cfg.ReportCapacity), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		got, err = nodes.Get(ctx, a.name, metav1.GetOptions{})
 		if err == nil {

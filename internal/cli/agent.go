@@ -31,6 +31,7 @@ func runAgent(ctx context.Context, args []string) error {
 		pressurePeriod                 time.Duration
 		metricsAddr                    string
 		logLevel, logFormat            string
+		reportCapacity                 bool
 	)
 	fs := newFlagSet("agent")
 	conn.register(fs)
@@ -49,6 +50,7 @@ func runAgent(ctx context.Context, args []string) error {
 	fs.StringVar(&taints, "register-with-taints", "", "comma-separated KEY=VALUE:EFFECT taints the node is registered with, as the kubelet's flag (a node that exists keeps its own)")
 	fs.StringVar(&evictionHard, "eviction-hard", agent.DefaultEvictionHard, "comma-separated SIGNAL<QUANTITY or SIGNAL<PERCENT% thresholds (memory.available, nodefs.available, nodefs.inodesFree, pid.available) below which the node reports MemoryPressure, DiskPressure or PIDPressure, as the kubelet's flag; none for none")
 	fs.DurationVar(&pressurePeriod, "eviction-pressure-transition-period", agent.DefaultPressureTransitionPeriod, "how long a pressure condition stays True after its signal was last below its threshold")
+	fs.BoolVar(&reportCapacity, "report-capacity", false, "post the node's capacity and allocatable (cpu, memory, ephemeral-storage) as the kubelet does, allocatable less the memory.available and nodefs.available thresholds; each Node then costs the server about 4.7 KiB more of memory")
 	fs.StringVar(&metricsAddr, "metrics-listen", "", "HOST:PORT to serve /metrics on (off by default)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -88,6 +90,7 @@ func runAgent(ctx context.Context, args []string) error {
 		Clients: clients, NodeName: nodeName, LeaseDuration: leaseDuration, RenewInterval: renew,
 		NodeStatusReportPeriod: statusRP, Labels: extra, Logger: log,
 		EvictionHard: evictionHard, PressureTransitionPeriod: pressurePeriod, Taints: regTaints, NodeIPs: nodeIPs,
+		ReportCapacity: reportCapacity,
 	})
 	if err != nil {
 		return err

@@ -204,6 +204,7 @@ func fleetScenario() *benchScenario {
 			fs.DurationVar(&cfg.Interval, "interval", bench.DefaultInterval, "time between two renewals of one agent")
 			fs.DurationVar(&cfg.LeaseDuration, "lease-duration", 40*time.Second, "the leases' leaseDurationSeconds")
 			fs.DurationVar(&cfg.NodeStatusReportPeriod, "node-status-report-period", agent.DefaultNodeStatusReportPeriod, "longest time between two node status posts of one agent")
+			fs.BoolVar(&cfg.ReportCapacity, "report-capacity", false, "each agent posts its node's capacity and allocatable, as leasehold agent --report-capacity")
 			fs.StringVar(&cfg.NodePrefix, "node-prefix", bench.DefaultNodePrefix, "start of every node name (existing nodes of that name are adopted)")
 			fs.Float64Var(&cfg.KillFraction, "kill-fraction", 0, "fraction of the agents to stop at one instant, timing their nodes' Ready=Unknown")
 			fs.DurationVar(&cfg.KillAfter, "kill-after", 0, "when to stop them, from the start of the measurement (default a third of --duration)")

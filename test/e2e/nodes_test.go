@@ -333,8 +333,12 @@ func testNodeHeartbeats(t *testing.T, serveFlags ...string) {
 	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, serveFlags...)
 	names := []string{"hb-node-1", "hb-node-2", "hb-node-3"}
 	agents := map[string]*agentProc{}
-	for _, n := range names {
-		agents[n] = startAgent(t, s.kubeconfig, dir, n)
+	for i, n := range names {
+		var extra []string
+		if i == 0 {
+			extra = []string{"--report-capacity"}
+		}
+		agents[n] = startAgent(t, s.kubeconfig, dir, n, extra...)
 	}
 
 	start := time.Now()
@@ -374,11 +378,16 @@ func testNodeHeartbeats(t *testing.T, serveFlags ...string) {
 		}
 	}
 
-	// The host's capacity, as the kubelet posts it; allocatable the same,
-	// as these agents have no eviction thresholds (--eviction-hard none).
-	capacity := s.kubectl(t, "get", "node", names[0], "-o", "jsonpath={.status.capacity.cpu} {.status.capacity.memory} {.status.allocatable.memory} {.status.allocatable.ephemeral-storage}")
+	// With --report-capacity, the host's capacity, as the kubelet posts
+	// it; allocatable the same, as these agents have no eviction
+	// thresholds (--eviction-hard none). Without, none.
+	resources := "jsonpath={.status.capacity.cpu} {.status.capacity.memory} {.status.allocatable.memory} {.status.allocatable.ephemeral-storage}"
+	capacity := s.kubectl(t, "get", "node", names[0], "-o", resources)
 	if f := strings.Fields(capacity); len(f) != 4 || f[0] != strconv.Itoa(runtime.NumCPU()) || f[1] != f[2] || strings.HasPrefix(f[3], "0") {
 		t.Errorf("node %s: cpu, memory, allocatable memory and ephemeral-storage %q; want %d CPUs and all memory allocatable", names[0], capacity, runtime.NumCPU())
+	}
+	if capacity := s.kubectl(t, "get", "node", names[2], "-o", resources); strings.TrimSpace(capacity) != "" {
+		t.Errorf("node %s, without --report-capacity: %q", names[2], capacity)
 	}
 
 	// One lease in full: owned by its Node, 4s, freshly renewed.
