@@ -372,10 +372,11 @@ func TestTokenReview(t *testing.T) {
 	}
 }
 
-// TestNoCustomResourceDefinitions: kubectl create -f of a review lists the
-// CustomResourceDefinitions to validate it; leasehold answers that there are
-// none, to those who may list them.
-func TestNoCustomResourceDefinitions(t *testing.T) {
+// TestListsOfNone: kubectl describe node and kubectl drain list the node's
+// pods, and kubectl create -f of a review lists the
+// CustomResourceDefinitions to validate it; leasehold answers that there
+// are none, to those who may list them.
+func TestListsOfNone(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers()})
 	ctx := context.Background()
 	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -394,7 +395,19 @@ func TestNoCustomResourceDefinitions(t *testing.T) {
 	if _, err := client(s.ConfigFor(aliceToken)).Resource(crds).List(ctx, metav1.ListOptions{}); err == nil || err.Error() != want {
 		t.Errorf("alice: %v\nwant %s", err, want)
 	}
+	pods, err := s.Client(t, "").CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=web-1"})
+	if err != nil || len(pods.Items) != 0 {
+		t.Errorf("admin listing web-1's pods: %+v, %v; want an empty PodList", pods, err)
+	}
+	if pods, err := s.Client(t, "").CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
+		t.Errorf("admin listing the pods of default: %+v, %v; want an empty PodList", pods, err)
+	}
+	want = `pods is forbidden: User "alice" cannot list resource "pods" in API group "" at the cluster scope`
+	if _, err := clientFor(t, s, aliceToken).CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil || err.Error() != want {
+		t.Errorf("alice listing pods: %v\nwant %s", err, want)
+	}
 	for _, verb := range []func() error{
+		func() error { _, err := s.Client(t, "").CoreV1().Pods("default").Get(ctx, "x", metav1.GetOptions{}); return err },
 		func() error { _, err := client(s.Config).Resource(crds).Get(ctx, "x", metav1.GetOptions{}); return err },
 		func() error { _, err := client(s.Config).Resource(crds).Watch(ctx, metav1.ListOptions{}); return err },
 		func() error {
@@ -403,7 +416,7 @@ func TestNoCustomResourceDefinitions(t *testing.T) {
 		},
 	} {
 		if err := verb(); !apierrors.IsNotFound(err) {
-			t.Errorf("another request for CustomResourceDefinitions: %v, want 404", err)
+			t.Errorf("another request for pods or CustomResourceDefinitions: %v, want 404", err)
 		}
 	}
 }

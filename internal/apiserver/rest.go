@@ -87,24 +87,31 @@ func (req *request) releaseBody() {
 	}
 }
 
+// noneOf answers the lists kubectl reads of what leasehold has none of,
+// and fails without: an empty list, to those allowed to list it (RBAC has
+// decided by now). Pods: kubectl describe node lists a node's pods, and
+// kubectl drain lists them to evict them after it cordons the node, which
+// in leasehold leaves nothing else to do. CustomResourceDefinitions:
+// kubectl's validation of a kind whose API has no PATCH (the reviews:
+// kubectl create -f review.yaml) lists them to learn whether the kind is
+// a custom one. Neither is otherwise served, nor discovered.
+func noneOf(info requestInfo) (string, bool) {
+	switch {
+	case info.verb != "list":
+	case info.gv == coreV1 && info.resource == "pods":
+		return `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}` + "\n", true
+	case info.gv == apiextensionsV1 && info.resource == "customresourcedefinitions" && info.namespace == "":
+		return `{"kind":"CustomResourceDefinitionList","apiVersion":"apiextensions.k8s.io/v1","metadata":{},"items":[]}` + "\n", true
+	}
+	return "", false
+}
+
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
 	res, ok := info.lookup()
 	if !ok {
-		if info.gv == coreV1 && info.resource == "pods" && info.verb == "list" {
-			// kubectl describe node lists the node's pods and, when that is
-			// forbidden, describes the node without them.
-			s.writeError(w, r, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
-				errors.New("leasehold runs no pods")), schema.GroupResource{}, "")
-			return
-		}
-		if info.gv == apiextensionsV1 && info.resource == "customresourcedefinitions" && info.verb == "list" && info.namespace == "" {
-			// kubectl's validation of a kind whose API has no PATCH (the
-			// reviews: kubectl create -f review.yaml) lists the
-			// CustomResourceDefinitions to learn whether the kind is a custom
-			// one, and fails when that list fails. leasehold has none; only
-			// those allowed to list them learn so, as in Kubernetes.
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"kind":"CustomResourceDefinitionList","apiVersion":"apiextensions.k8s.io/v1","metadata":{},"items":[]}`+"\n")
+		if list, ok := noneOf(info); ok {
+			w.Header().Set("Content-Type", mediaJSON)
+			io.WriteString(w, list)
 			return
 		}
 		s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")

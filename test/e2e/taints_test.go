@@ -122,7 +122,8 @@ func TestZoneDisruption(t *testing.T) {
 }
 
 // TestCordonTaint: an agent registers its node with the taints of
-// --register-with-taints; kubectl cordon gives the node the
+// --register-with-taints; kubectl drain (a cordon, and no pods to evict)
+// gives the node the
 // node.kubernetes.io/unschedulable NoSchedule taint, as Kubernetes' node
 // lifecycle controller does, and uncordon takes it away, leaving the
 // registration taint; the agent's renewals leave them all alone. Each
@@ -155,8 +156,11 @@ func TestCordonTaint(t *testing.T) {
 		t.Errorf("registered with --register-with-taints: %v", err)
 	}
 
-	if out := s.kubectl(t, "cordon", node); !strings.Contains(out, "cordoned") {
-		t.Errorf("kubectl cordon: %q", out)
+	if out := s.kubectl(t, "drain", node); !strings.Contains(out, "node/"+node+" cordoned") || !strings.Contains(out, "node/"+node+" drained") {
+		t.Errorf("kubectl drain: %q", out)
+	}
+	if out := s.kubectl(t, "describe", "node", node); !strings.Contains(out, "Non-terminated Pods:          (0 in total)") {
+		t.Errorf("kubectl describe node %s lists no pods:\n%s", node, out)
 	}
 	eventually(t, 3*nodePeriod+pollMargin, taints("dedicated=db:NoSchedule", "node.kubernetes.io/unschedulable:NoSchedule"))
 	eventually(t, 5*time.Second, status("Ready,SchedulingDisabled"))
