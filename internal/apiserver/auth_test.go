@@ -407,7 +407,10 @@ func TestListsOfNone(t *testing.T) {
 		t.Errorf("alice listing pods: %v\nwant %s", err, want)
 	}
 	for _, verb := range []func() error{
-		func() error { _, err := s.Client(t, "").CoreV1().Pods("default").Get(ctx, "x", metav1.GetOptions{}); return err },
+		func() error {
+			_, err := s.Client(t, "").CoreV1().Pods("default").Get(ctx, "x", metav1.GetOptions{})
+			return err
+		},
 		func() error { _, err := client(s.Config).Resource(crds).Get(ctx, "x", metav1.GetOptions{}); return err },
 		func() error { _, err := client(s.Config).Resource(crds).Watch(ctx, metav1.ListOptions{}); return err },
 		func() error {
