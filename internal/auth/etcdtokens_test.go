@@ -2,10 +2,13 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/store/embedded"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // TestEtcdTokenStore: servers that share an etcd share the tokens kept
@@ -90,5 +94,62 @@ func TestEtcdTokenStore(t *testing.T) {
 	check(a, "tok-4", true)
 	if err := src.Update(ctx, func(cur []StoredToken) ([]StoredToken, error) { return cur, nil }); err == nil {
 		t.Error("a corrupt store was written over")
+	}
+}
+
+// failingSource fails each Load with the next of errs ("" loads), and
+// says on loaded when it was asked.
+type failingSource struct {
+	errs   []string
+	loaded chan struct{}
+}
+
+func (f *failingSource) String() string { return "test source" }
+
+func (f *failingSource) Load(_ context.Context, since string) ([]StoredToken, string, bool, error) {
+	defer func() { f.loaded <- struct{}{} }()
+	e := f.errs[0]
+	f.errs = f.errs[1:]
+	if e != "" {
+		return nil, "", false, errors.New(e)
+	}
+	return nil, "v", since != "v", nil
+}
+
+// TestTokenStoreLogsAnOutageOnce: a source that fails the same way at every
+// check (an etcd away) is logged once, then once more when it is read.
+func TestTokenStoreLogsAnOutageOnce(t *testing.T) {
+	src := &failingSource{errs: []string{"", "etcd away", "etcd away", "etcd away", "etcd still away", "", ""}, loaded: make(chan struct{}, 1)}
+	var logs syncbuf.Buffer
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+	ts, err := NewTokenStore(TokenStoreConfig{Source: src, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-src.loaded
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { ts.Run(ctx); close(done) }()
+	for range 6 {
+		for !clk.HasWaiters() {
+			runtime.Gosched()
+		}
+		clk.Step(time.Second)
+		<-src.loaded
+	}
+	cancel()
+	<-done
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		_, msg, _ := strings.Cut(line, "msg=")
+		got = append(got, msg)
+	}
+	want := []string{
+		`"token store reload failed; keeping the previous tokens" path="test source" err="etcd away"`,
+		`"token store reload failed; keeping the previous tokens" path="test source" err="etcd still away"`,
+		`"token store read again" path="test source"`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("logs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

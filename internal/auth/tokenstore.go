@@ -319,11 +319,21 @@ func (s *TokenStore) reload(ctx context.Context) (bool, error) {
 }
 
 // Run checks the source every Interval until ctx ends. A source that fails
-// to load keeps the previous tokens in force and is logged.
+// to load keeps the previous tokens in force and is logged, once for as
+// long as it fails the same way (an etcd away for a minute would
+// otherwise log sixty times), and again when it loads.
 func (s *TokenStore) Run(ctx context.Context) error {
+	failing := ""
 	tick.Every(ctx, s.cfg.Clock, s.cfg.Interval, func() {
-		if err := s.ReloadContext(ctx); err != nil && ctx.Err() == nil {
+		err := s.ReloadContext(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && err.Error() != failing:
+			failing = err.Error()
 			s.cfg.Logger.Error("token store reload failed; keeping the previous tokens", "path", s.cfg.Source.String(), "err", err)
+		case err == nil && failing != "":
+			failing = ""
+			s.cfg.Logger.Info("token store read again", "path", s.cfg.Source.String())
 		}
 	})
 	return nil
