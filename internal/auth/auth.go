@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -171,6 +172,24 @@ const ErrInvalidToken = authError("invalid bearer token")
 
 // ErrTokenExpired is the error of a bearer token past its expiry.
 const ErrTokenExpired = authError("bearer token has expired")
+
+// Later is an Authenticator put in its place in a Union before it can be
+// made (the token store in an etcd not yet reached): until Set, it
+// recognises nothing.
+type Later struct{ a atomic.Pointer[Authenticator] }
+
+var _ Authenticator = (*Later)(nil)
+
+// Set makes a the authenticator.
+func (l *Later) Set(a Authenticator) { l.a.Store(&a) }
+
+// Authenticate implements Authenticator.
+func (l *Later) Authenticate(r *http.Request) (*User, bool, error) {
+	if a := l.a.Load(); a != nil {
+		return (*a).Authenticate(r)
+	}
+	return nil, false, nil
+}
 
 // Union tries each authenticator in order: the first that recognises the
 // request's credentials decides. A request whose credentials some

@@ -96,6 +96,10 @@ func TestParseTokenFile(t *testing.T) {
 func TestUnionAndAnonymous(t *testing.T) {
 	toks := NewTokens()
 	toks.Add("good", &User{Name: "alice"})
+	later, unset := &Later{}, &Later{}
+	more := NewTokens()
+	more.Add("later", &User{Name: "bob"})
+	later.Set(more)
 	tests := []struct {
 		name      string
 		a         Authenticator
@@ -109,6 +113,9 @@ func TestUnionAndAnonymous(t *testing.T) {
 		{"no token", Union{toks}, "", "", false, false},
 		{"no token, anonymous enabled", Union{toks, Anonymous{}}, "", UserAnonymous, true, false},
 		{"bad token is never anonymous", Union{toks, Anonymous{}}, "bad", "", false, true},
+		{"a Later once set", Union{toks, later, Anonymous{}}, "later", "bob", true, false},
+		{"a Later not set recognises nothing", Union{unset}, "later", "", false, false},
+		{"a Later not set beside another", Union{toks, unset}, "later", "", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

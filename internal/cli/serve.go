@@ -415,7 +415,14 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		Name: "leasehold_authentication_config_reloads_total",
 		Help: "Reloads of --authentication-config after its file changed, by status: success, or failure (the file did not parse or validate, and the configuration in use stayed).",
 	}, []string{"status"})
-	authn, tokenStore, authnConfig, err := authenticators(authCtx, f, certs, tokens, authnReloads, log)
+	// On an external etcd, the tokens that `leasehold token --etcd-servers`
+	// keeps there, for every server on it: tried after the data
+	// directory's, once etcd is reached.
+	var etcdTokens *auth.Later
+	if f.etcdServers != "" {
+		etcdTokens = &auth.Later{}
+	}
+	authn, tokenStore, authnConfig, err := authenticators(authCtx, f, certs, tokens, etcdTokens, authnReloads, log)
 	if err != nil {
 		return err
 	}
@@ -454,15 +461,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 			return stoppedOr(ctx, log, err)
 		}
 	}
-	if member == nil {
-		// The tokens that `leasehold token --etcd-servers` keeps in etcd,
-		// for every server on it. After anonymous in the list, which no
-		// request with a token is.
+	if etcdTokens != nil {
 		ets, err := auth.NewTokenStore(auth.TokenStoreConfig{Source: auth.EtcdTokenSource{KV: etcdClient, Prefix: f.etcdPrefix}, Logger: log})
 		if err != nil {
 			return fmt.Errorf("the token store in etcd: %w", err)
 		}
-		authn = append(authn, ets)
+		etcdTokens.Set(ets)
 		authWork.Go(func() { ets.Run(authCtx) })
 	}
 	var etcdKV pb.KVClient // the embedded member's own, which skips gRPC
@@ -1513,11 +1517,12 @@ func reloadAuthorization(api *apiserver.Server, file *pki.Reloading[*apiserverco
 // kube-apiserver tries them: an authenticating proxy's request headers,
 // client certificates signed by a CA of certs.clientRoots, the built-in
 // tokens (admin and controllers), --token-auth-file, the token store that
-// `leasehold token` maintains, the JWTs of the --oidc-* issuer or of
+// `leasehold token` maintains (and, on an external etcd, the one there,
+// through etcdTokens once it is set), the JWTs of the --oidc-* issuer or of
 // --authentication-config's (returned too, for its Run), the token
 // webhook, and anonymous requests when enabled, by --anonymous-auth or by
 // that file.
-func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, builtin *auth.Tokens, reloads *prometheus.CounterVec, log *slog.Logger) (auth.Union, *auth.TokenStore, *auth.AuthenticationConfig, error) {
+func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, builtin *auth.Tokens, etcdTokens *auth.Later, reloads *prometheus.CounterVec, log *slog.Logger) (auth.Union, *auth.TokenStore, *auth.AuthenticationConfig, error) {
 	var list auth.Union
 	if certs.proxyCAs != nil {
 		cfg := f.requestHeader
@@ -1537,6 +1542,9 @@ func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, built
 		return nil, nil, nil, err
 	}
 	list = append(list, ts)
+	if etcdTokens != nil {
+		list = append(list, etcdTokens)
+	}
 	var fileCfg *auth.AuthenticationConfig
 	switch {
 	case f.oidc.IssuerURL != "":
