@@ -20,6 +20,7 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"slices"
 	"strings"
@@ -113,6 +114,55 @@ func (t *Tokens) AddDigest(sum [sha256.Size]byte, u *User) {
 	t.mu.Lock()
 	t.users[sum] = u
 	t.mu.Unlock()
+}
+
+// set makes the token whose digest is sum authenticate as u until
+// expires (nil: until removed).
+func (t *Tokens) set(sum [sha256.Size]byte, u *User, expires *time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.users[sum] = u
+	switch {
+	case expires != nil && t.expires == nil:
+		t.expires = map[[sha256.Size]byte]time.Time{sum: *expires}
+	case expires != nil:
+		t.expires[sum] = *expires
+	default:
+		delete(t.expires, sum)
+	}
+}
+
+// remove makes the token whose digest is sum authenticate no more.
+func (t *Tokens) remove(sum [sha256.Size]byte) {
+	t.mu.Lock()
+	delete(t.users, sum)
+	delete(t.expires, sum)
+	t.mu.Unlock()
+}
+
+// len is the number of tokens.
+func (t *Tokens) len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.users)
+}
+
+// replaceEntries swaps the whole set for the tokens of a store's entries,
+// whose digests are valid hex (as parsed).
+func (t *Tokens) replaceEntries(entries []StoredToken) {
+	users := make(map[[sha256.Size]byte]*User, len(entries))
+	var expires map[[sha256.Size]byte]time.Time
+	for _, e := range entries {
+		sum, _ := hex.DecodeString(e.SHA256)
+		users[[sha256.Size]byte(sum)] = e.user()
+		if e.Expires != nil {
+			if expires == nil {
+				expires = map[[sha256.Size]byte]time.Time{}
+			}
+			expires[[sha256.Size]byte(sum)] = *e.Expires
+		}
+	}
+	t.replace(users, expires)
 }
 
 // replace swaps the whole set, for reloads; expires says when the tokens

@@ -2,10 +2,10 @@ package auth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"path"
 	"runtime"
 	"slices"
 	"strings"
@@ -13,88 +13,155 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/store/embedded"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
-// TestEtcdTokenStore: servers that share an etcd share the tokens kept
-// there. Writers on any machine lose none of each other's changes, a
-// token written works at its first use on every server, and a deletion
-// reaches each at its next check.
-func TestEtcdTokenStore(t *testing.T) {
+// TestEtcdTokens: servers that share an etcd share the tokens kept there,
+// one key each, so there may be more of them than one etcd value could
+// hold. Writers on any machine lose none of each other's tokens; a server
+// knows those written before it started, a token written after works at
+// its first use, and a deletion reaches every server through its watch,
+// or through a full read when etcd compacted past the watch.
+func TestEtcdTokens(t *testing.T) {
 	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
 	ctx := context.Background()
-	src := EtcdTokenSource{KV: e.Client(), Prefix: "/registry"}
+	c := e.Client()
+	store := EtcdTokenStore{KV: c, Prefix: "/registry"}
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
-	replica := func(src TokenSource) *TokenStore {
-		ts, err := NewTokenStore(TokenStoreConfig{Source: src, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	var logs syncbuf.Buffer
+	replica := func(prefix string) *EtcdTokens {
+		ts, err := NewEtcdTokens(ctx, EtcdTokensConfig{Client: c, Prefix: prefix, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ts
 	}
-	a, b := replica(src), replica(src)
-	other := replica(EtcdTokenSource{KV: e.Client(), Prefix: "/leasehold/team-b"})
-
-	// Twenty writers at once, as many `leasehold token create` runs.
+	entry := func(i int) StoredToken {
+		return NewStoredToken(fmt.Sprintf("tok-%d", i), &User{Name: fmt.Sprintf("user-%d", i)}, clk.Now(), 0, "")
+	}
+	// Twenty writers at once, as many `leasehold token create` runs, and
+	// 2 500 tokens more than one etcd value of 1.5 MiB could hold.
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
-			entry := NewStoredToken(fmt.Sprintf("tok-%d", i), &User{Name: fmt.Sprintf("user-%d", i)}, clk.Now(), 0, "")
-			if err := src.Update(ctx, func(cur []StoredToken) ([]StoredToken, error) { return append(cur, entry), nil }); err != nil {
+			if err := store.Add(ctx, entry(i)); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	entries, err := src.Entries(ctx)
-	if err != nil || len(entries) != 20 {
-		t.Fatalf("after 20 concurrent writes: %d entries, %v", len(entries), err)
+	for from := 20; from < 2520; from += 100 {
+		var ops []clientv3.Op
+		for i := from; i < from+100; i++ {
+			data, _ := json.Marshal(entry(i))
+			ops = append(ops, clientv3.OpPut(store.key(entry(i).SHA256), string(data)))
+		}
+		if _, err := c.Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	check := func(ts *TokenStore, token string, want bool) {
+	if err := store.Add(ctx, entry(7)); !errors.Is(err, ErrTokenExists) {
+		t.Errorf("a token added twice: %v", err)
+	}
+	entries, _, err := store.Entries(ctx)
+	if err != nil || len(entries) != 2520 {
+		t.Fatalf("entries: %d, %v; want 2520", len(entries), err)
+	}
+
+	check := func(ts *EtcdTokens, token string, want bool) {
 		t.Helper()
+		clk.Step(10 * time.Millisecond) // each miss may read etcd
 		u, ok, err := ts.Authenticate(bearer(token))
 		if ok != want {
 			t.Fatalf("%s: ok %v (%v, %v), want %v", token, ok, u, err, want)
 		}
 	}
-	for i := range 20 {
-		check(a, fmt.Sprintf("tok-%d", i), true) // the first miss reads etcd
-		check(b, fmt.Sprintf("tok-%d", i), true)
+	a, b := replica("/registry"), replica("/registry")
+	other := replica("/leasehold/team-b")
+	for _, i := range []int{0, 19, 20, 2519} {
+		check(a, fmt.Sprintf("tok-%d", i), true) // read at start
 	}
 	check(other, "tok-1", false) // another prefix, another cluster
-
-	if err := src.Update(ctx, func(cur []StoredToken) ([]StoredToken, error) {
-		return slices.DeleteFunc(cur, func(e StoredToken) bool { return e.User == "user-3" }), nil
-	}); err != nil {
+	if err := store.Add(ctx, entry(5000)); err != nil {
 		t.Fatal(err)
 	}
-	check(a, "tok-3", true) // a known token checks nothing
-	for _, ts := range []*TokenStore{a, b} {
-		if err := ts.Reload(); err != nil {
-			t.Fatal(err)
-		}
-		check(ts, "tok-3", false)
-		check(ts, "tok-4", true)
-	}
+	check(b, "tok-5000", true) // its first use reads its key
 
-	// What does not parse keeps the tokens in force.
-	if _, err := e.Client().Put(ctx, path.Join("/registry", EtcdTokenStoreKey), "{"); err != nil {
-		t.Fatal(err)
+	// Deletions reach a running server through its watch.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	upTo := make(chan int64, 100)
+	a.applied = func(rev int64) { upTo <- rev }
+	ran := make(chan struct{})
+	go func() { a.Run(runCtx); close(ran) }()
+	n, err := store.Remove(ctx, func(e StoredToken) bool { return e.User == "user-3" || e.User == "user-2000" })
+	if err != nil || n != 2 {
+		t.Fatalf("removing two tokens: %d, %v", n, err)
 	}
-	if err := a.Reload(); err == nil {
-		t.Error("a corrupt store reloaded without an error")
+	removedAt := mustRev(t, c)
+	for rev := int64(0); rev < removedAt; rev = <-upTo {
 	}
+	check(a, "tok-3", false)
+	check(a, "tok-2000", false)
 	check(a, "tok-4", true)
-	if err := src.Update(ctx, func(cur []StoredToken) ([]StoredToken, error) { return cur, nil }); err == nil {
-		t.Error("a corrupt store was written over")
+
+	// A server whose watch etcd compacted past reads them all again.
+	stop()
+	<-ran
+	if err := store.Add(ctx, entry(6000)); err != nil {
+		t.Fatal(err)
 	}
+	if _, err := store.Remove(ctx, func(e StoredToken) bool { return e.User == "user-4" }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Compact(ctx, mustRev(t, c)); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop = context.WithCancel(ctx)
+	defer stop()
+	a.applied = nil
+	done := make(chan struct{})
+	go func() { a.Run(runCtx); close(done) }()
+	for !clk.HasWaiters() { // its watch failed; it waits a second
+		runtime.Gosched()
+	}
+	clk.Step(time.Second)
+	for !strings.Contains(logs.String(), "following the tokens in etcd again") { // it read them all
+		runtime.Gosched()
+	}
+	stop()
+	<-done
+	check(a, "tok-4", false)
+	check(a, "tok-6000", true)
+	if got := strings.Count(logs.String(), "following the tokens in etcd failed"); got != 1 {
+		t.Errorf("the compaction's failure logged %d times:\n%s", got, logs.String())
+	}
+
+	// An entry that does not parse authenticates no one, and keeps no other
+	// token from working.
+	if _, err := c.Put(ctx, store.key(entry(8).SHA256), "{"); err != nil {
+		t.Fatal(err)
+	}
+	c2 := replica("/registry")
+	check(c2, "tok-8", false)
+	check(c2, "tok-9", true)
+}
+
+func mustRev(t *testing.T, c *clientv3.Client) int64 {
+	t.Helper()
+	resp, err := c.Get(context.Background(), "any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
 }
 
 // failingSource fails each Load with the next of errs ("" loads), and
@@ -122,7 +189,7 @@ func TestTokenStoreLogsAnOutageOnce(t *testing.T) {
 	src := &failingSource{errs: []string{"", "etcd away", "etcd away", "etcd away", "etcd still away", "", ""}, loaded: make(chan struct{}, 1)}
 	var logs syncbuf.Buffer
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
-	ts, err := NewTokenStore(TokenStoreConfig{Source: src, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	ts, err := NewTokenStore(TokenStoreConfig{source: src, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ type StoredToken struct {
 	Expires *time.Time `json:"expires,omitempty"`
 }
 
+// user is the identity the entry's token authenticates as.
+func (e StoredToken) user() *User { return &User{Name: e.User, UID: e.UID, Groups: e.Groups} }
+
 type tokenFile struct {
 	Tokens []StoredToken `json:"tokens"`
 }
@@ -132,6 +135,20 @@ func UpdateTokenStore(path string, change func([]StoredToken) ([]StoredToken, er
 	return os.Rename(tmp.Name(), path)
 }
 
+// missDefaults fills in the defaults of a token store's miss interval
+// (10 ms), clock and logger.
+func missDefaults(miss *time.Duration, clk *clock.WithTicker, log **slog.Logger) {
+	if *miss <= 0 {
+		*miss = 10 * time.Millisecond
+	}
+	if *clk == nil {
+		*clk = clock.RealClock{}
+	}
+	if *log == nil {
+		*log = slog.Default()
+	}
+}
+
 // NewStoredToken returns the store entry for token, which expires ttl
 // after created (0: never).
 func NewStoredToken(token string, u *User, created time.Time, ttl time.Duration, description string) StoredToken {
@@ -145,9 +162,9 @@ func NewStoredToken(token string, u *User, created time.Time, ttl time.Duration,
 	return e
 }
 
-// TokenSource is where a TokenStore reads its entries: a file
-// (TokenStoreConfig.Path) or an etcd key (EtcdTokenSource).
-type TokenSource interface {
+// tokenSource is where a TokenStore reads its entries: the file at
+// TokenStoreConfig.Path, or a test's.
+type tokenSource interface {
 	// Load returns the entries if their version differs from since ("" at
 	// first), with their version, and whether it read them.
 	Load(ctx context.Context, since string) (entries []StoredToken, version string, read bool, err error)
@@ -180,10 +197,10 @@ func (f fileTokenSource) Load(_ context.Context, since string) ([]StoredToken, s
 
 // TokenStoreConfig configures a TokenStore.
 type TokenStoreConfig struct {
-	// Path of the store file. Required unless Source is set.
+	// Path of the store file. Required.
 	Path string
-	// Source, when set, is read instead of the file at Path.
-	Source TokenSource
+	// source, when set, is read instead of the file at Path (tests).
+	source tokenSource
 	// Interval between checks of the source; default 1 s.
 	Interval time.Duration
 	// MissInterval is the least time between the extra checks that
@@ -195,10 +212,9 @@ type TokenStoreConfig struct {
 	Logger *slog.Logger
 }
 
-// TokenStore authenticates the tokens of a token store (a file, or an etcd
-// key that several servers share) and follows changes to it: a token
-// deleted from the store stops working within one Interval; a token added
-// works at its first use.
+// TokenStore authenticates the tokens of a token store file and follows
+// changes to it: a token deleted from the file stops working within one
+// Interval; a token added works at its first use.
 type TokenStore struct {
 	cfg    TokenStoreConfig
 	tokens *Tokens
@@ -214,27 +230,19 @@ type TokenStore struct {
 
 var _ Authenticator = (*TokenStore)(nil)
 
-// NewTokenStore loads the store at cfg.Path, or cfg.Source (missing means
-// empty).
+// NewTokenStore loads the store at cfg.Path (missing means empty).
 func NewTokenStore(cfg TokenStoreConfig) (*TokenStore, error) {
 	switch {
-	case cfg.Source == nil && cfg.Path == "":
-		return nil, errors.New("token store: Path or Source is required")
-	case cfg.Source == nil:
-		cfg.Source = fileTokenSource(cfg.Path)
+	case cfg.source != nil:
+	case cfg.Path == "":
+		return nil, errors.New("token store: Path is required")
+	default:
+		cfg.source = fileTokenSource(cfg.Path)
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
-	if cfg.MissInterval <= 0 {
-		cfg.MissInterval = 10 * time.Millisecond
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	missDefaults(&cfg.MissInterval, &cfg.Clock, &cfg.Logger)
 	s := &TokenStore{cfg: cfg, tokens: NewTokens()}
 	s.tokens.clock = cfg.Clock
 	if err := s.Reload(); err != nil {
@@ -269,13 +277,12 @@ func (s *TokenStore) checkOnMiss(ctx context.Context) bool {
 	s.lastMiss = now
 	changed, err := s.reload(ctx)
 	if err != nil {
-		s.cfg.Logger.Error("token store check failed; keeping the previous tokens", "path", s.cfg.Source.String(), "err", err)
+		s.cfg.Logger.Error("token store check failed; keeping the previous tokens", "path", s.cfg.source.String(), "err", err)
 	}
 	return changed
 }
 
-// Reload reads the source again if it changed (a file's modification time
-// or size, an etcd key's revision).
+// Reload reads the file again if its modification time or size changed.
 func (s *TokenStore) Reload() error {
 	return s.ReloadContext(context.Background())
 }
@@ -294,25 +301,13 @@ func (s *TokenStore) reload(ctx context.Context) (bool, error) {
 	if !s.loaded {
 		since = ""
 	}
-	entries, version, read, err := s.cfg.Source.Load(ctx, since)
+	entries, version, read, err := s.cfg.source.Load(ctx, since)
 	if err != nil || !read {
 		return false, err
 	}
-	users := make(map[[sha256.Size]byte]*User, len(entries))
-	var expires map[[sha256.Size]byte]time.Time
-	for _, e := range entries {
-		sum, _ := hex.DecodeString(e.SHA256)
-		users[[sha256.Size]byte(sum)] = &User{Name: e.User, UID: e.UID, Groups: e.Groups}
-		if e.Expires != nil {
-			if expires == nil {
-				expires = map[[sha256.Size]byte]time.Time{}
-			}
-			expires[[sha256.Size]byte(sum)] = *e.Expires
-		}
-	}
-	s.tokens.replace(users, expires)
+	s.tokens.replaceEntries(entries)
 	if s.loaded {
-		s.cfg.Logger.Info("token store reloaded", "path", s.cfg.Source.String(), "tokens", len(users))
+		s.cfg.Logger.Info("token store reloaded", "path", s.cfg.source.String(), "tokens", len(entries))
 	}
 	s.version, s.loaded = version, true
 	return true, nil
@@ -320,8 +315,8 @@ func (s *TokenStore) reload(ctx context.Context) (bool, error) {
 
 // Run checks the source every Interval until ctx ends. A source that fails
 // to load keeps the previous tokens in force and is logged, once for as
-// long as it fails the same way (an etcd away for a minute would
-// otherwise log sixty times), and again when it loads.
+// long as it fails the same way (a file that stays unreadable would
+// otherwise be logged every second), and again when it loads.
 func (s *TokenStore) Run(ctx context.Context) error {
 	failing := ""
 	tick.Every(ctx, s.cfg.Clock, s.cfg.Interval, func() {
@@ -330,10 +325,10 @@ func (s *TokenStore) Run(ctx context.Context) error {
 		case ctx.Err() != nil:
 		case err != nil && err.Error() != failing:
 			failing = err.Error()
-			s.cfg.Logger.Error("token store reload failed; keeping the previous tokens", "path", s.cfg.Source.String(), "err", err)
+			s.cfg.Logger.Error("token store reload failed; keeping the previous tokens", "path", s.cfg.source.String(), "err", err)
 		case err == nil && failing != "":
 			failing = ""
-			s.cfg.Logger.Info("token store read again", "path", s.cfg.Source.String())
+			s.cfg.Logger.Info("token store read again", "path", s.cfg.source.String())
 		}
 	})
 	return nil

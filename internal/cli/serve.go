@@ -462,9 +462,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		}
 	}
 	if etcdTokens != nil {
-		ets, err := auth.NewTokenStore(auth.TokenStoreConfig{Source: auth.EtcdTokenSource{KV: etcdClient, Prefix: f.etcdPrefix}, Logger: log})
+		ets, err := auth.NewEtcdTokens(ctx, auth.EtcdTokensConfig{Client: etcdClient, Prefix: f.etcdPrefix, Logger: log})
 		if err != nil {
-			return fmt.Errorf("the token store in etcd: %w", err)
+			return stoppedOr(ctx, log, fmt.Errorf("the tokens in etcd: %w", err))
 		}
 		etcdTokens.Set(ets)
 		authWork.Go(func() { ets.Run(authCtx) })

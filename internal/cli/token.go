@@ -22,14 +22,15 @@ import (
 
 // Tokens made by `leasehold token create` live in a token store: only their
 // SHA-256 digests, with the user, groups and creation time. The running
-// server polls the store every second and follows changes, so `leasehold
-// token delete` revokes a token within a second, with no API call and no
-// restart; a token it does not know makes it look at the store at once, so
+// server follows changes (it polls a file every second, and watches etcd),
+// so `leasehold token delete` revokes a token within a second, with no API
+// call and no restart; a token it does not know makes it look at the store at once, so
 // a new token works at its first use. By default the command works on the
 // data directory's store (tokens.json, mode 0600), like the server's own
 // credentials, which that server alone reads. With --etcd-servers it works
-// on the store in the external etcd instead, which every server on that
-// etcd (and --etcd-prefix) reads: the one for several replicas.
+// on the tokens in the external etcd instead, one key each, which every
+// server on that etcd (and --etcd-prefix) follows with a watch: the store
+// for several replicas, and for a fleet with a token per machine.
 
 func init() {
 	register(&command{name: "token", summary: "create, list and delete bearer tokens (create|list|delete)", run: runToken})
@@ -110,20 +111,22 @@ type tokenStoreFlags struct {
 
 func (f *tokenStoreFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dataDir, "data-dir", "./leasehold-data", "the server's data directory, whose tokens.json that server alone reads")
-	fs.StringVar(&f.etcdServers, "etcd-servers", "", "comma-separated client URLs of the external etcd, as serve's flag: work on the token store there, which every server on it reads, instead of the data directory's")
+	fs.StringVar(&f.etcdServers, "etcd-servers", "", "comma-separated client URLs of the external etcd, as serve's flag: work on the tokens kept there, which every server on it reads, instead of the data directory's")
 	fs.StringVar(&f.etcdPrefix, "etcd-prefix", "/registry", "with --etcd-servers: the servers' --etcd-prefix")
 	fs.StringVar(&f.caFile, "etcd-cafile", "", "with --etcd-servers: CA bundle to verify etcd with")
 	fs.StringVar(&f.certFile, "etcd-certfile", "", "with --etcd-servers: client certificate for etcd")
 	fs.StringVar(&f.keyFile, "etcd-keyfile", "", "with --etcd-servers: client key for etcd")
 }
 
-// tokenStoreTimeout bounds a command's work on the store in etcd.
+// tokenStoreTimeout bounds a command's work on the tokens in etcd.
 const tokenStoreTimeout = 30 * time.Second
 
 // tokenStoreAccess reads and changes one token store.
 type tokenStoreAccess struct {
 	entries func(context.Context) ([]auth.StoredToken, error)
-	update  func(context.Context, func([]auth.StoredToken) ([]auth.StoredToken, error)) error
+	add     func(context.Context, auth.StoredToken) error
+	// remove deletes the tokens match selects, and says how many.
+	remove func(context.Context, func(auth.StoredToken) bool) (int, error)
 	// where names the store to its user.
 	where string
 }
@@ -147,8 +150,19 @@ func (f *tokenStoreFlags) openStore() (tokenStoreAccess, func(), error) {
 		}
 		return tokenStoreAccess{
 			entries: func(context.Context) ([]auth.StoredToken, error) { return auth.ReadTokenStore(path) },
-			update: func(_ context.Context, change func([]auth.StoredToken) ([]auth.StoredToken, error)) error {
-				return auth.UpdateTokenStore(path, change)
+			add: func(_ context.Context, entry auth.StoredToken) error {
+				return auth.UpdateTokenStore(path, func(cur []auth.StoredToken) ([]auth.StoredToken, error) { return append(cur, entry), nil })
+			},
+			remove: func(_ context.Context, match func(auth.StoredToken) bool) (int, error) {
+				removed := 0
+				err := auth.UpdateTokenStore(path, func(cur []auth.StoredToken) ([]auth.StoredToken, error) {
+					out := slices.DeleteFunc(cur, match)
+					if removed = len(cur) - len(out); removed == 0 {
+						return nil, errNoToken // nothing to write
+					}
+					return out, nil
+				})
+				return removed, err
 			},
 			where: "the server",
 		}, func() {}, nil
@@ -173,9 +187,20 @@ func (f *tokenStoreFlags) openStore() (tokenStoreAccess, func(), error) {
 	if err != nil {
 		return tokenStoreAccess{}, nil, fmt.Errorf("connecting to etcd: %w", err)
 	}
-	src := auth.EtcdTokenSource{KV: c, Prefix: prefix}
-	return tokenStoreAccess{entries: src.Entries, update: src.Update, where: "every server on that etcd"}, func() { c.Close() }, nil
+	store := auth.EtcdTokenStore{KV: c, Prefix: prefix}
+	return tokenStoreAccess{
+		entries: func(ctx context.Context) ([]auth.StoredToken, error) {
+			entries, _, err := store.Entries(ctx)
+			return entries, err
+		},
+		add:    store.Add,
+		remove: store.Remove,
+		where:  "every server on that etcd",
+	}, func() { c.Close() }, nil
 }
+
+// errNoToken is a deletion that matched no token.
+var errNoToken = errors.New("no matching token")
 
 func tokenCreate(args []string) error {
 	var id identityFlags
@@ -220,9 +245,7 @@ func tokenCreate(args []string) error {
 		return err
 	}
 	entry := auth.NewStoredToken(token, u, time.Now(), ttl, description)
-	if err := store.update(ctx, func(cur []auth.StoredToken) ([]auth.StoredToken, error) {
-		return append(cur, entry), nil
-	}); err != nil {
+	if err := store.add(ctx, entry); err != nil {
 		return err
 	}
 	if kubeconfigOut == "" {
@@ -323,26 +346,17 @@ func tokenDelete(args []string) error {
 		return err
 	}
 	defer done()
-	removed := 0
 	now := time.Now()
-	err = store.update(ctx, func(cur []auth.StoredToken) ([]auth.StoredToken, error) {
-		removed = 0 // a write to etcd that another overtook is done again
-		out := slices.DeleteFunc(cur, func(e auth.StoredToken) bool {
-			match := (user != "" && e.User == user) || (expired && e.Expires != nil && !now.Before(*e.Expires)) || slices.ContainsFunc(ids, func(id string) bool {
-				return id != "" && (id == e.ID || (len(id) >= 6 && strings.HasPrefix(e.SHA256, id)))
-			})
-			if match {
-				removed++
-			}
-			return match
+	removed, err := store.remove(ctx, func(e auth.StoredToken) bool {
+		return (user != "" && e.User == user) || (expired && e.Expires != nil && !now.Before(*e.Expires)) || slices.ContainsFunc(ids, func(id string) bool {
+			return id != "" && (id == e.ID || (len(id) >= 6 && strings.HasPrefix(e.SHA256, id)))
 		})
-		if removed == 0 {
-			return nil, errors.New("no matching token")
-		}
-		return out, nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case removed == 0:
+		return errNoToken
 	}
 	fmt.Fprintf(os.Stderr, "deleted %d token(s); %s stops accepting them within a second\n", removed, store.where)
 	return nil
