@@ -306,6 +306,8 @@ func tokenList(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Oldest first, as the file keeps them (etcd gives them in digest order).
+	slices.SortStableFunc(entries, func(a, b auth.StoredToken) int { return a.Created.Compare(b.Created) })
 	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 3, ' ', 0)
 	fmt.Fprintln(tw, "ID\tUSER\tGROUPS\tCREATED\tEXPIRES\tDESCRIPTION")
 	now := time.Now()
