@@ -202,7 +202,9 @@ type EtcdTokens struct {
 	// rev is the revision the tokens are up to; a read of one token at
 	// a revision no later than rev is older than what is known.
 	rev int64
-	// lastMiss is when an unknown token last caused a read.
+	// missMu serialises the reads that unknown tokens cause, and guards
+	// lastMiss, when one last did.
+	missMu   sync.Mutex
 	lastMiss time.Time
 	// applied, when set (tests), is called with the revision the tokens
 	// are up to after each change the watch brought.
@@ -259,19 +261,23 @@ func (e *EtcdTokens) Authenticate(r *http.Request) (*User, bool, error) {
 }
 
 // checkOnMiss reads the key of r's token if no miss has read one within
-// MissInterval, and reports whether it found the token.
+// MissInterval, and reports whether it found the token. A miss that waited
+// for another's read first looks whether that read found its token
+// (requests that a client sends at once with a new token).
 func (e *EtcdTokens) checkOnMiss(r *http.Request) bool {
-	token, _ := BearerToken(r)
-	sum := sha256.Sum256([]byte(token))
-	sha := hex.EncodeToString(sum[:])
-	e.mu.Lock()
+	e.missMu.Lock()
+	defer e.missMu.Unlock()
+	if _, ok, _ := e.tokens.Authenticate(r); ok {
+		return true
+	}
 	now := e.cfg.Clock.Now()
 	if !e.lastMiss.IsZero() && now.Sub(e.lastMiss) < e.cfg.MissInterval {
-		e.mu.Unlock()
 		return false
 	}
 	e.lastMiss = now
-	e.mu.Unlock()
+	token, _ := BearerToken(r)
+	sum := sha256.Sum256([]byte(token))
+	sha := hex.EncodeToString(sum[:])
 	ctx, cancel := context.WithTimeout(r.Context(), etcdTokenTimeout)
 	defer cancel()
 	resp, err := e.cfg.Client.Get(ctx, e.store.key(sha))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -218,5 +219,58 @@ func TestTokenStoreLogsAnOutageOnce(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("logs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// blockingSource serves entries, each Load after the first waiting for
+// release.
+type blockingSource struct {
+	entries []StoredToken
+	loads   int
+	loading chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingSource) String() string { return "test source" }
+
+func (b *blockingSource) Load(_ context.Context, since string) ([]StoredToken, string, bool, error) {
+	b.loads++
+	if b.loads > 1 {
+		b.loading <- struct{}{}
+		<-b.release
+	}
+	return b.entries, strconv.Itoa(b.loads), true, nil
+}
+
+// TestTokenStoreConcurrentFirstUse: requests that a client sends at once
+// with a token just written all pass, though only one of them reads the
+// store: the others wait for that read and find the token it brought.
+func TestTokenStoreConcurrentFirstUse(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+	src := &blockingSource{loading: make(chan struct{}), release: make(chan struct{})}
+	ts, err := NewTokenStore(TokenStoreConfig{source: src, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.entries = []StoredToken{NewStoredToken("new", &User{Name: "web-1"}, clk.Now(), 0, "")}
+	results := make(chan bool, 3)
+	for range 3 {
+		go func() {
+			_, ok, _ := ts.Authenticate(bearer("new"))
+			results <- ok
+		}()
+	}
+	<-src.loading // one request reads the store; the others miss meanwhile
+	for range 100 {
+		runtime.Gosched()
+	}
+	close(src.release)
+	for range 3 {
+		if !<-results {
+			t.Error("a request sent with the others was refused")
+		}
+	}
+	if src.loads != 2 {
+		t.Errorf("the store was read %d times after its start, want once", src.loads-1)
 	}
 }

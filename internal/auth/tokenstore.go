@@ -256,12 +256,15 @@ func NewTokenStore(cfg TokenStoreConfig) (*TokenStore, error) {
 // `leasehold token create` has just written works at once rather than
 // after the next poll. Those checks come at most once every MissInterval,
 // whatever the rate of unknown tokens; a token refused between them is
-// refused as before. Known tokens never cause a check.
+// refused as before, unless the check it waited for found it (requests
+// that a client sends at once with a new token). Known tokens never cause
+// a check.
 func (s *TokenStore) Authenticate(r *http.Request) (*User, bool, error) {
 	u, ok, err := s.tokens.Authenticate(r)
-	if !errors.Is(err, ErrInvalidToken) || !s.checkOnMiss(r.Context()) {
+	if !errors.Is(err, ErrInvalidToken) {
 		return u, ok, err
 	}
+	s.checkOnMiss(r.Context())
 	return s.tokens.Authenticate(r)
 }
 
