@@ -33,11 +33,11 @@ import (
 // for several replicas, and for a fleet with a token per machine.
 
 func init() {
-	register(&command{name: "token", summary: "create, list and delete bearer tokens (create|list|delete)", run: runToken})
+	register(&command{name: "token", summary: "create, list and delete bearer tokens, or copy a data directory's into etcd (create|list|delete|import)", run: runToken})
 }
 
 func runToken(ctx context.Context, args []string) error {
-	const usage = "usage: leasehold token create|list|delete [flags]"
+	const usage = "usage: leasehold token create|list|delete|import [flags]"
 	if done, err := noSubcommand(args, usage, "token"); done {
 		return err
 	}
@@ -48,8 +48,52 @@ func runToken(ctx context.Context, args []string) error {
 		return tokenList(args[1:])
 	case "delete", "revoke":
 		return tokenDelete(args[1:])
+	case "import":
+		return tokenImport(args[1:])
 	}
-	return fmt.Errorf("unknown token subcommand %q (want create, list or delete)", args[0])
+	return fmt.Errorf("unknown token subcommand %q (want create, list, delete or import)", args[0])
+}
+
+// tokenImport copies the tokens of a data directory's tokens.json (their
+// digests; the tokens themselves are nowhere) into etcd, so that every
+// server on it accepts them: the way from one replica's tokens to tokens
+// for all, without giving machines new ones.
+func tokenImport(args []string) error {
+	var stores tokenStoreFlags
+	fs := newFlagSet("token import")
+	stores.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if stores.etcdServers == "" {
+		return errors.New("leasehold token import: --etcd-servers is required (the tokens of --data-dir are copied there)")
+	}
+	entries, err := auth.ReadTokenStore(tokenStorePath(stores.dataDir))
+	if err != nil {
+		return err
+	}
+	store, ctx, done, err := stores.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	copied, had := 0, 0
+	for _, e := range entries {
+		switch err := store.add(ctx, e); {
+		case errors.Is(err, auth.ErrTokenExists):
+			had++
+		case err != nil:
+			return fmt.Errorf("after copying %d token(s): %w", copied, err)
+		default:
+			copied++
+		}
+	}
+	fmt.Fprintf(os.Stderr, "copied %d token(s) of %s into etcd (%d there already); %s accepts them now. They stay in the file too: leasehold token delete --data-dir to remove them there.\n",
+		copied, tokenStorePath(stores.dataDir), had, store.where)
+	return nil
 }
 
 // stringsFlag collects a repeatable, comma-separable flag.

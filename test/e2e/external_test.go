@@ -240,7 +240,7 @@ func replicas(t *testing.T, extra ...string) ([2]*server, string) {
 // external etcd, where every server on it reads them, so an agent that
 // fails over to another replica stays authenticated; a deletion there
 // revokes the token on all of them. A token of one server's data directory
-// stays that server's alone.
+// stays that server's alone, until token import copies it into etcd.
 func TestTokensInEtcd(t *testing.T) {
 	needKubectl(t)
 	servers, etcdURL := replicas(t)
@@ -266,6 +266,11 @@ func TestTokensInEtcd(t *testing.T) {
 	}
 	if list := leasehold(t, "token", "list", "--etcd-servers", etcdURL); !strings.Contains(grepLines(list, "in etcd"), "system:node:web-1") || strings.Contains(list, "local") {
 		t.Errorf("token list --etcd-servers:\n%s", list)
+	}
+	// Copied into etcd, server 0's token works on server 1 too.
+	leasehold(t, "token", "import", "--data-dir", servers[0].dataDir, "--etcd-servers", etcdURL)
+	if got, err := whoami(servers[1], local); err != nil || got != "local" {
+		t.Errorf("server 0's own token through server 1 after token import: %q, %v", got, err)
 	}
 	leasehold(t, "token", "delete", "--etcd-servers", etcdURL, "--node", "web-1")
 	for i, s := range servers {
