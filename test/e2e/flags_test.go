@@ -202,7 +202,7 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"--help"}, "Usage: leasehold COMMAND"},
 		{[]string{"help"}, "Usage: leasehold COMMAND"},
-		{[]string{"token", "--help"}, "usage: leasehold token create|list|delete"},
+		{[]string{"token", "--help"}, "usage: leasehold token create|list|delete|import"},
 		{[]string{"snapshot", "-h"}, "usage: leasehold snapshot save|restore"},
 		{[]string{"cert", "help"}, "usage: leasehold cert issue"},
 		{[]string{"etcd", "member", "--help"}, "usage: leasehold etcd member list|add|promote|remove"},
