@@ -202,10 +202,14 @@ type EtcdTokens struct {
 	// rev is the revision the tokens are up to; a read of one token at
 	// a revision no later than rev is older than what is known.
 	rev int64
-	// missMu serialises the reads that unknown tokens cause, and guards
-	// lastMiss, when one last did.
+	// missMu guards lastMiss, when an unknown token last caused a read,
+	// reading, the reads in progress by digest, each closed when done, and
+	// readErr.
 	missMu   sync.Mutex
 	lastMiss time.Time
+	reading  map[[sha256.Size]byte]chan struct{}
+	// readErr is how the last read failed, "" if it did not.
+	readErr string
 	// applied, when set (tests), is called with the revision the tokens
 	// are up to after each change the watch brought.
 	applied func(rev int64)
@@ -254,54 +258,90 @@ func (e *EtcdTokens) load(ctx context.Context) error {
 // Authenticate implements Authenticator.
 func (e *EtcdTokens) Authenticate(r *http.Request) (*User, bool, error) {
 	u, ok, err := e.tokens.Authenticate(r)
-	if !errors.Is(err, ErrInvalidToken) || !e.checkOnMiss(r) {
+	if !errors.Is(err, ErrInvalidToken) {
 		return u, ok, err
 	}
+	e.checkOnMiss(r)
 	return e.tokens.Authenticate(r)
 }
 
 // checkOnMiss reads the key of r's token if no miss has read one within
-// MissInterval, and reports whether it found the token. A miss that waited
-// for another's read first looks whether that read found its token
-// (requests that a client sends at once with a new token).
-func (e *EtcdTokens) checkOnMiss(r *http.Request) bool {
+// MissInterval. A miss of a token whose key is being read waits for that
+// read instead (requests that a client sends at once with a new token); no
+// other waits for anything.
+func (e *EtcdTokens) checkOnMiss(r *http.Request) {
+	token, _ := BearerToken(r)
+	sum := sha256.Sum256([]byte(token))
 	e.missMu.Lock()
-	defer e.missMu.Unlock()
-	if _, ok, _ := e.tokens.Authenticate(r); ok {
-		return true
+	if done, ok := e.reading[sum]; ok {
+		e.missMu.Unlock()
+		select {
+		case <-done:
+		case <-r.Context().Done():
+		}
+		return
 	}
 	now := e.cfg.Clock.Now()
 	if !e.lastMiss.IsZero() && now.Sub(e.lastMiss) < e.cfg.MissInterval {
-		return false
+		e.missMu.Unlock()
+		return
 	}
 	e.lastMiss = now
-	token, _ := BearerToken(r)
-	sum := sha256.Sum256([]byte(token))
+	done := make(chan struct{})
+	if e.reading == nil {
+		e.reading = map[[sha256.Size]byte]chan struct{}{}
+	}
+	e.reading[sum] = done
+	e.missMu.Unlock()
+	defer func() {
+		e.missMu.Lock()
+		delete(e.reading, sum)
+		e.missMu.Unlock()
+		close(done)
+	}()
+	e.read(r.Context(), sum)
+}
+
+// read reads the key of the token whose digest is sum, and knows the token
+// if it is there.
+func (e *EtcdTokens) read(ctx context.Context, sum [sha256.Size]byte) {
 	sha := hex.EncodeToString(sum[:])
-	ctx, cancel := context.WithTimeout(r.Context(), etcdTokenTimeout)
+	ctx, cancel := context.WithTimeout(ctx, etcdTokenTimeout)
 	defer cancel()
 	resp, err := e.cfg.Client.Get(ctx, e.store.key(sha))
+	msg := ""
 	if err != nil {
-		e.cfg.Logger.Error("reading a token from etcd failed", "err", err)
-		return false
+		msg = err.Error()
+	}
+	e.missMu.Lock()
+	if msg != e.readErr {
+		// Once for as long as reads fail the same way: unknown tokens may
+		// come a hundred times a second.
+		e.readErr = msg
+		if err != nil {
+			e.cfg.Logger.Error("reading a token from etcd failed; tokens not yet known are refused", "err", err)
+		}
+	}
+	e.missMu.Unlock()
+	if err != nil {
+		return
 	}
 	if len(resp.Kvs) == 0 {
-		return false
+		return
 	}
 	entry, err := parseEtcdToken(sha, resp.Kvs[0].Value)
 	if err != nil {
 		e.cfg.Logger.Error("a token in etcd does not parse; it authenticates no one", "key", e.store.key(sha), "err", err)
-		return false
+		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if resp.Header.Revision <= e.rev {
 		// The watch has brought what came after this read (perhaps the
 		// token's deletion).
-		return false
+		return
 	}
 	e.tokens.set(sum, entry.user(), entry.Expires)
-	return true
 }
 
 // Run follows the tokens with a watch until ctx ends. When the watch

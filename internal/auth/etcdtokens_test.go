@@ -95,6 +95,20 @@ func TestEtcdTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(b, "tok-5000", true) // its first use reads its key
+	// Requests sent at once with a new token all pass, one reading its key.
+	if err := store.Add(ctx, entry(5001)); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(10 * time.Millisecond)
+	var passed sync.WaitGroup
+	for range 5 {
+		passed.Go(func() {
+			if _, ok, err := b.Authenticate(bearer("tok-5001")); !ok {
+				t.Errorf("a request sent with the others: %v", err)
+			}
+		})
+	}
+	passed.Wait()
 
 	// Deletions reach a running server through its watch.
 	runCtx, stop := context.WithCancel(ctx)

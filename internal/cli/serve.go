@@ -416,8 +416,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		Help: "Reloads of --authentication-config after its file changed, by status: success, or failure (the file did not parse or validate, and the configuration in use stayed).",
 	}, []string{"status"})
 	// On an external etcd, the tokens that `leasehold token --etcd-servers`
-	// keeps there, for every server on it: tried after the data
-	// directory's, once etcd is reached.
+	// keeps there, for every server on it, once etcd is reached.
 	var etcdTokens *auth.Later
 	if f.etcdServers != "" {
 		etcdTokens = &auth.Later{}
@@ -1517,9 +1516,9 @@ func reloadAuthorization(api *apiserver.Server, file *pki.Reloading[*apiserverco
 // kube-apiserver tries them: an authenticating proxy's request headers,
 // client certificates signed by a CA of certs.clientRoots, the built-in
 // tokens (admin and controllers), --token-auth-file, the token store that
-// `leasehold token` maintains (and, on an external etcd, the one there,
-// through etcdTokens once it is set), the JWTs of the --oidc-* issuer or of
-// --authentication-config's (returned too, for its Run), the token
+// `leasehold token` maintains, the JWTs of the --oidc-* issuer or of
+// --authentication-config's (returned too, for its Run), on an external
+// etcd the tokens kept there (through etcdTokens once it is set), the token
 // webhook, and anonymous requests when enabled, by --anonymous-auth or by
 // that file.
 func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, builtin *auth.Tokens, etcdTokens *auth.Later, reloads *prometheus.CounterVec, log *slog.Logger) (auth.Union, *auth.TokenStore, *auth.AuthenticationConfig, error) {
@@ -1542,9 +1541,6 @@ func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, built
 		return nil, nil, nil, err
 	}
 	list = append(list, ts)
-	if etcdTokens != nil {
-		list = append(list, etcdTokens)
-	}
 	var fileCfg *auth.AuthenticationConfig
 	switch {
 	case f.oidc.IssuerURL != "":
@@ -1571,6 +1567,12 @@ func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, built
 			return nil, nil, nil, errors.New("--anonymous-auth may not be set while --authentication-config says who may be anonymous, as in kube-apiserver")
 		}
 		list = append(list, fileCfg.JWT())
+	}
+	if etcdTokens != nil {
+		// After the JWTs, which pass over any token that is not one at a
+		// glance, so that a valid JWT never costs etcd a read as a token
+		// it does not hold; before the webhook, a remote call.
+		list = append(list, etcdTokens)
 	}
 	if f.webhook.ConfigFile != "" {
 		wh, err := auth.NewWebhook(f.webhook)
