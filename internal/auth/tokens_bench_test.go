@@ -11,9 +11,9 @@ import (
 
 // BenchmarkTokenStores is the authentication of one request by a token of
 // the data directory's store, and by one kept in etcd, as serve orders
-// them: the built-in tokens, the data directory's store, then etcd's. A
-// token in etcd is first missed by the two before (a digest each, and the
-// file store's check of when it last looked at its file).
+// them without OIDC: the built-in tokens, the data directory's store, then
+// etcd's. A token in etcd is first missed by the two before (a digest
+// each, and the file store's check of when it last looked at its file).
 func BenchmarkTokenStores(b *testing.B) {
 	builtin := NewTokens()
 	builtin.Add("admin", &User{Name: "admin"})
