@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -224,6 +225,9 @@ type TokenStore struct {
 	// version is the source's when last loaded.
 	version string
 	loaded  bool
+	// loads counts the loads, for a miss to tell whether one came since
+	// it looked.
+	loads atomic.Uint64
 	// lastMiss is when an unknown token last caused a check.
 	lastMiss time.Time
 }
@@ -260,11 +264,14 @@ func NewTokenStore(cfg TokenStoreConfig) (*TokenStore, error) {
 // that a client sends at once with a new token). Known tokens never cause
 // a check.
 func (s *TokenStore) Authenticate(r *http.Request) (*User, bool, error) {
+	loads := s.loads.Load()
 	u, ok, err := s.tokens.Authenticate(r)
 	if !errors.Is(err, ErrInvalidToken) {
 		return u, ok, err
 	}
-	s.checkOnMiss(r.Context())
+	if s.checkOnMiss(r.Context()); s.loads.Load() == loads {
+		return u, ok, err // nothing new to look in
+	}
 	return s.tokens.Authenticate(r)
 }
 
@@ -309,6 +316,7 @@ func (s *TokenStore) reload(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	s.tokens.replaceEntries(entries)
+	s.loads.Add(1)
 	if s.loaded {
 		s.cfg.Logger.Info("token store reloaded", "path", s.cfg.source.String(), "tokens", len(entries))
 	}
