@@ -109,6 +109,14 @@ func TestEtcdTokens(t *testing.T) {
 		})
 	}
 	passed.Wait()
+	// A token with a TTL (token create --ttl) stops at its expiry.
+	brief := NewStoredToken("tok-brief", &User{Name: "brief"}, clk.Now(), time.Minute, "")
+	if err := store.Add(ctx, brief); err != nil {
+		t.Fatal(err)
+	}
+	check(b, "tok-brief", true)
+	clk.Step(time.Minute)
+	check(b, "tok-brief", false)
 
 	// Deletions reach a running server through its watch.
 	runCtx, stop := context.WithCancel(ctx)
