@@ -137,8 +137,8 @@ type Config struct {
 	// Taints are the node's taints when the agent registers it, as the
 	// kubelet's --register-with-taints: a node that exists keeps its own.
 	Taints []corev1.Taint
-	// Version is reported as nodeInfo.kubeletVersion and kubeProxyVersion,
-	// the VERSION column of `kubectl get nodes`. Default: leasehold's version.
+	// Version is reported as nodeInfo.kubeletVersion, the VERSION column
+	// of `kubectl get nodes`. Default: leasehold's version.
 	Version string
 	// EvictionHard are the thresholds below which the node is under
 	// memory, disk or PID pressure, in the kubelet's --eviction-hard form

@@ -14,15 +14,16 @@ import (
 // read (other systems than Linux, files only root may read) stays empty.
 func hostNodeInfo(version string) corev1.NodeSystemInfo {
 	return corev1.NodeSystemInfo{
-		MachineID:        readFirst("/etc/machine-id", "/var/lib/dbus/machine-id"),
-		SystemUUID:       readFirst("/sys/class/dmi/id/product_uuid"),
-		BootID:           readFirst("/proc/sys/kernel/random/boot_id"),
-		KernelVersion:    readFirst("/proc/sys/kernel/osrelease"),
-		OSImage:          osImage(),
-		OperatingSystem:  runtime.GOOS,
-		Architecture:     runtime.GOARCH,
-		KubeletVersion:   version,
-		KubeProxyVersion: version,
+		MachineID:       readFirst("/etc/machine-id", "/var/lib/dbus/machine-id"),
+		SystemUUID:      readFirst("/sys/class/dmi/id/product_uuid"),
+		BootID:          readFirst("/proc/sys/kernel/random/boot_id"),
+		KernelVersion:   readFirst("/proc/sys/kernel/osrelease"),
+		OSImage:         osImage(),
+		OperatingSystem: runtime.GOOS,
+		Architecture:    runtime.GOARCH,
+		KubeletVersion:  version,
+		// No kubeProxyVersion: the field is deprecated, and the kubelet
+		// leaves it empty since 1.33 (DisableNodeKubeProxyVersion).
 	}
 }
 

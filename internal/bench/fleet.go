@@ -520,7 +520,7 @@ func (a *vagent) newNode(now time.Time, capacity bool) *corev1.Node {
 	}}}
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: a.name}}
 	n.Status.NodeInfo = corev1.NodeSystemInfo{
-		KubeletVersion: "leasehold-bench/" + version.Version, KubeProxyVersion: "leasehold-bench/" + version.Version,
+		KubeletVersion:  "leasehold-bench/" + version.Version,
 		OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH,
 	}
 	if capacity {
