@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bufio"
 	"bytes"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"mime"
@@ -368,12 +369,39 @@ func decodeWith(info runtime.SerializerInfo, body []byte, into runtime.Object, g
 		if got != nil && got.Kind != "" && (got.Kind != gvk.Kind || got.GroupVersion() != gvk.GroupVersion()) {
 			return nil, kindMismatch(*got, gvk)
 		}
-		return nil, badRequest("error decoding request body: %v", err)
+		// In kube-apiserver's words: which kind the body said it was, or a
+		// glimpse of the body when it said none.
+		if got != nil && got.Kind != "" {
+			return nil, cannotHandle(*got, gvk, err)
+		}
+		return nil, badRequest("the object provided is unrecognized (must be of type %s): %v (%s)", gvk.Kind, err, glimpse(body, 30))
 	}
 	if got != nil && (got.Kind != gvk.Kind || got.GroupVersion() != gvk.GroupVersion()) {
 		return nil, kindMismatch(*got, gvk)
 	}
 	return obj, err
+}
+
+// cannotHandle is the 400 of a body of kind got that did not decode into
+// a want, as kube-apiserver words it.
+func cannotHandle(got, want schema.GroupVersionKind, err error) error {
+	return badRequest("%s in version %q cannot be handled as a %s: %v", got.Kind, got.Version, want.Kind, err)
+}
+
+// glimpse is the start of a body for an error: as it is if it is JSON,
+// else in hex; at most n bytes of it, as kube-apiserver shows it.
+func glimpse(body []byte, n int) string {
+	more := ""
+	if len(body) > n {
+		body, more = body[:n], " ..."
+	}
+	switch {
+	case len(body) == 0:
+		return "<empty>"
+	case body[0] == '{':
+		return string(body) + more
+	}
+	return hex.EncodeToString(body) + more
 }
 
 func kindMismatch(got, want schema.GroupVersionKind) error {

@@ -410,7 +410,7 @@ func (s *Server) decodeObject(req *request, body []byte, validation string) (run
 		}
 		switch validation {
 		case metav1.FieldValidationStrict:
-			return nil, badRequest("%v", err)
+			return nil, cannotHandle(req.res.GroupVersionKind(), req.res.GroupVersionKind(), err)
 		case metav1.FieldValidationIgnore:
 		default:
 			if sde, ok := err.(interface{ Errors() []error }); ok {
