@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/leasehold/leasehold/internal/store"
 )
@@ -20,6 +21,7 @@ import (
 // the request was about (empty for collections).
 func statusFor(err error, gr schema.GroupResource, name string) *metav1.Status {
 	var api apierrors.APIStatus
+	var badRV *store.InvalidResourceVersionError
 	switch {
 	case errors.As(err, &api):
 		s := api.Status()
@@ -32,6 +34,11 @@ func statusFor(err error, gr schema.GroupResource, name string) *metav1.Status {
 		return status(apierrors.NewConflict(gr, name, errors.New(conflictMessage)))
 	case errors.Is(err, store.ErrCompacted):
 		return status(apierrors.NewResourceExpired("too old resource version: " + err.Error()))
+	case errors.As(err, &badRV):
+		// As kube-apiserver answers a watch from one (a list from one is a
+		// 500 there, which is no answer to a client's mistake).
+		return status(apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: gr.Resource}, name,
+			field.ErrorList{field.Invalid(field.NewPath("resourceVersion"), badRV.RV, badRV.Err.Error())}))
 	case errors.Is(err, store.ErrInvalidContinue):
 		return status(apierrors.NewBadRequest(err.Error()))
 	case errors.Is(err, store.ErrTooLargeResourceVersion):

@@ -87,7 +87,14 @@ func TestErrorStatus(t *testing.T) {
 	cases := []errCase{
 		// 400: bodies the server cannot read.
 		{name: "malformed JSON on create", method: "POST", path: base, contentType: "application/json", body: `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease",`,
-			code: 400, reason: metav1.StatusReasonBadRequest},
+			code: 400, reason: metav1.StatusReasonBadRequest,
+			contains: []string{`the object provided is unrecognized (must be of type Lease): `, ` ({"apiVersion":"coordination.k8 ...)`}},
+		{name: "a field of the wrong type on create", method: "POST", path: base, contentType: "application/json", body: leaseBody("wrongtype", "", `"leaseDurationSeconds":"10"`),
+			code: 400, reason: metav1.StatusReasonBadRequest,
+			contains: []string{`Lease in version "v1" cannot be handled as a Lease: json: cannot unmarshal string into Go struct field LeaseSpec.spec.leaseDurationSeconds of type int32`}},
+		{name: "not protobuf", method: "POST", path: base, contentType: protobuf, body: "nonsense",
+			code: 400, reason: metav1.StatusReasonBadRequest,
+			contains: []string{`the object provided is unrecognized (must be of type Lease): `, ` (6e6f6e73656e7365)`}},
 		{name: "malformed JSON on update", method: "PUT", path: base + "/existing", contentType: "application/json", body: `{"kind":`,
 			code: 400, reason: metav1.StatusReasonBadRequest},
 		{name: "malformed YAML on create", method: "POST", path: base, contentType: "application/yaml", body: "kind: Lease\n  : : [",
@@ -272,7 +279,17 @@ func TestErrorStatus(t *testing.T) {
 			code: 422, reason: metav1.StatusReasonInvalid},
 		{name: "strict field validation", method: "POST", path: base + "?fieldValidation=Strict", contentType: "application/json",
 			body: leaseBody("strict", "", `"holderIdentity":"x","bogus":true`),
-			code: 400, reason: metav1.StatusReasonBadRequest, contains: []string{`strict decoding error: unknown field "spec.bogus"`}},
+			code: 400, reason: metav1.StatusReasonBadRequest, contains: []string{`Lease in version "v1" cannot be handled as a Lease: strict decoding error: unknown field "spec.bogus"`}},
+
+		// 422: a resourceVersion that is no revision (a 500 before, and
+		// logged as the server's own error).
+		{name: "list from a resourceVersion that is not one", method: "GET", path: base + "?resourceVersion=A",
+			code: 422, reason: metav1.StatusReasonInvalid,
+			contains: []string{`leases.coordination.k8s.io "" is invalid: resourceVersion: Invalid value: "A": strconv.ParseUint: parsing "A": invalid syntax`}},
+		// As kube-apiserver: before the watch starts, so an answer, not an
+		// ERROR event.
+		{name: "watch from a negative resourceVersion", method: "GET", path: base + "?watch=true&resourceVersion=-1",
+			code: 422, reason: metav1.StatusReasonInvalid},
 
 		// 410.
 		{name: "watch from a compacted revision", method: "GET", path: base + "?watch=true&resourceVersion=" + compacted, watch: true,

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -117,9 +116,9 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 	case rv == "0":
 		return k.listNotOlderThan(ctx, opts, 0)
 	default:
-		n, err := strconv.ParseInt(rv, 10, 64)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("invalid resourceVersion %q", rv)
+		n, err := parseResourceVersion(rv)
+		if err != nil {
+			return nil, err
 		}
 		if opts.Match == metav1.ResourceVersionMatchExact || (opts.Match == "" && opts.Limit > 0) {
 			return k.listEtcd(ctx, opts, n, k.Prefix(opts.Namespace))

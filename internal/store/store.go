@@ -19,7 +19,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -51,6 +53,29 @@ var (
 	// store has seen within the wait bound.
 	ErrTooLargeResourceVersion = errors.New("too large resource version")
 )
+
+// InvalidResourceVersionError is a list's or a watch's resourceVersion that
+// is no revision at all.
+type InvalidResourceVersionError struct {
+	RV  string
+	Err error // why, in strconv.ParseUint's words, as kube-apiserver gives them
+}
+
+func (e *InvalidResourceVersionError) Error() string {
+	return fmt.Sprintf("invalid resourceVersion %q: %v", e.RV, e.Err)
+}
+
+// parseResourceVersion reads a resourceVersion that is not "" or "0".
+func parseResourceVersion(rv string) (int64, error) {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err == nil && n > math.MaxInt64 {
+		err = fmt.Errorf("%d is beyond the largest revision, %d", n, int64(math.MaxInt64))
+	}
+	if err != nil {
+		return 0, &InvalidResourceVersionError{RV: rv, Err: err}
+	}
+	return int64(n), nil
+}
 
 // Config configures a Store. Zero values mean defaults.
 type Config struct {

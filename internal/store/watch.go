@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -90,9 +88,9 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 		minRV = cur
 	case "0":
 	default:
-		n, err := strconv.ParseInt(rv, 10, 64)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("invalid resourceVersion %q", rv)
+		n, err := parseResourceVersion(rv)
+		if err != nil {
+			return nil, err
 		}
 		minRV = n
 	}
