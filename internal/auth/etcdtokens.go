@@ -15,6 +15,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/clock"
 )
 
@@ -202,12 +203,12 @@ type EtcdTokens struct {
 	// rev is the revision the tokens are up to; a read of one token at
 	// a revision no later than rev is older than what is known.
 	rev int64
+	// reading joins the misses of one token to one read of its key.
+	reading singleflight.Group
 	// missMu guards lastMiss, when an unknown token last caused a read,
-	// reading, the reads in progress by digest, each closed when done, and
-	// readErr.
+	// and readErr.
 	missMu   sync.Mutex
 	lastMiss time.Time
-	reading  map[[sha256.Size]byte]chan struct{}
 	// readErr is how the last read failed, "" if it did not.
 	readErr string
 	// applied, when set (tests), is called with the revision the tokens
@@ -266,40 +267,25 @@ func (e *EtcdTokens) Authenticate(r *http.Request) (*User, bool, error) {
 }
 
 // checkOnMiss reads the key of r's token if no miss has read one within
-// MissInterval. A miss of a token whose key is being read waits for that
-// read instead (requests that a client sends at once with a new token); no
+// MissInterval. A miss of a token whose key is being read joins that read
+// instead (requests that a client sends at once with a new token); no
 // other waits for anything.
 func (e *EtcdTokens) checkOnMiss(r *http.Request) {
 	token, _ := BearerToken(r)
 	sum := sha256.Sum256([]byte(token))
-	e.missMu.Lock()
-	if done, ok := e.reading[sum]; ok {
-		e.missMu.Unlock()
-		select {
-		case <-done:
-		case <-r.Context().Done():
-		}
-		return
-	}
-	now := e.cfg.Clock.Now()
-	if !e.lastMiss.IsZero() && now.Sub(e.lastMiss) < e.cfg.MissInterval {
-		e.missMu.Unlock()
-		return
-	}
-	e.lastMiss = now
-	done := make(chan struct{})
-	if e.reading == nil {
-		e.reading = map[[sha256.Size]byte]chan struct{}{}
-	}
-	e.reading[sum] = done
-	e.missMu.Unlock()
-	defer func() {
+	e.reading.Do(string(sum[:]), func() (any, error) {
 		e.missMu.Lock()
-		delete(e.reading, sum)
+		now := e.cfg.Clock.Now()
+		limited := !e.lastMiss.IsZero() && now.Sub(e.lastMiss) < e.cfg.MissInterval
+		if !limited {
+			e.lastMiss = now
+		}
 		e.missMu.Unlock()
-		close(done)
-	}()
-	e.read(r.Context(), sum)
+		if !limited {
+			e.read(r.Context(), sum)
+		}
+		return nil, nil
+	})
 }
 
 // read reads the key of the token whose digest is sum, and knows the token
