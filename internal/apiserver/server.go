@@ -202,7 +202,7 @@ func New(cfg Config) (*Server, error) {
 			}
 			s.kinds[r] = converted{Kind: base, r: r}
 		} else {
-			k := cfg.Store.Kind(r.StoragePrefix(), r.GroupVersionKind(), r.Namespaced, r.New, r.NewList)
+			k := cfg.Store.Kind(r.GroupResource(), r.StoragePrefix(), r.GroupVersionKind(), r.Namespaced, r.New, r.NewList)
 			if r.SharedStrings != nil {
 				k.ShareStrings(r.SharedStrings)
 			}

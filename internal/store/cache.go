@@ -143,7 +143,7 @@ func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache 
 		items:     map[string]runtime.Object{},
 		ring:      make([]*Event, minRing),
 		share:     newSharer(),
-		events:    cacheEvents.WithLabelValues(k.resource),
+		events:    cacheEvents.WithLabelValues(k.resource.Group, k.resource.Resource),
 		watchers:  map[*watcher]struct{}{},
 		rvChanged: make(chan struct{}),
 		snapshots: newListState[snapshotKey, *listSnapshot](clk),
@@ -254,7 +254,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 		}
 	}
 	c.setRVLocked(rev)
-	cacheInitializations.WithLabelValues(c.k.resource).Inc()
+	cacheInitializations.WithLabelValues(c.k.resource.Group, c.k.resource.Resource).Inc()
 	c.log.Info("watch cache filled", "objects", len(items), "revision", rev, "took", c.clock.Since(began).Round(time.Millisecond))
 	return nil
 }

@@ -23,9 +23,9 @@ import (
 func envelopeKinds(t testing.TB) (leases, nodes *Kind) {
 	t.Helper()
 	s := &Store{proto: protobuf.NewSerializer(registry.Scheme, registry.Scheme), cfg: Config{Scheme: registry.Scheme, Logger: slog.New(slog.DiscardHandler), WatchCacheSize: 1}}
-	leases = s.Kind("leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
+	leases = s.Kind(coordinationv1.Resource("leases"), "leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
 		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
-	nodes = s.Kind("minions", corev1.SchemeGroupVersion.WithKind("Node"), false,
+	nodes = s.Kind(corev1.Resource("nodes"), "minions", corev1.SchemeGroupVersion.WithKind("Node"), false,
 		func() runtime.Object { return &corev1.Node{} }, func() runtime.Object { return &corev1.NodeList{} })
 	return leases, nodes
 }

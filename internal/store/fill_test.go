@@ -87,7 +87,7 @@ func TestServedWhileFilling(t *testing.T) {
 
 func initializations(t *testing.T, resource string) float64 {
 	t.Helper()
-	return counterValue(t, cacheInitializations.WithLabelValues(resource))
+	return counterValue(t, cacheInitializations.WithLabelValues("coordination.k8s.io", resource))
 }
 
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
@@ -177,7 +177,7 @@ func runLeaseStore(t testing.TB, resource string, cfg Config, setup func(*Kind))
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := s.Kind(resource, coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
+	k := s.Kind(coordinationv1.Resource(resource), resource, coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
 		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
 	setup(k)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -17,8 +17,8 @@ import (
 // Kind is the storage of one resource.
 type Kind struct {
 	s          *Store
-	resource   string
-	prefix     string // <root>/<resource>/
+	resource   schema.GroupResource
+	prefix     string // <root>/<prefix>/
 	gvk        schema.GroupVersionKind
 	apiVersion string // gvk's
 	namespaced bool

@@ -12,31 +12,31 @@ var (
 		Name:    "leasehold_storage_request_duration_seconds",
 		Help:    "Latency of etcd requests by operation and resource.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	}, []string{"operation", "resource"})
+	}, []string{"operation", "group", "resource"})
 	watchers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "leasehold_watch_cache_watchers",
 		Help: "Open watches served by the watch cache, by resource.",
-	}, []string{"resource"})
+	}, []string{"group", "resource"})
 	cacheEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasehold_watch_cache_events_total",
 		Help: "Events the watch cache received from etcd, by resource.",
-	}, []string{"resource"})
+	}, []string{"group", "resource"})
 	// As kube-apiserver's apiserver_watch_cache_capacity.
 	cacheCapacity = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "leasehold_watch_cache_capacity",
 		Help: "Events the watch cache's history has room for, by resource.",
-	}, []string{"resource"})
+	}, []string{"group", "resource"})
 	watchersTerminated = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasehold_watch_cache_terminated_watchers_total",
 		Help: "Watches closed because the client did not keep up, by resource.",
-	}, []string{"resource"})
+	}, []string{"group", "resource"})
 	// As kube-apiserver's apiserver_watch_cache_initializations_total: 0
 	// while a cache has its first fill to do, so a watcher of a start can
 	// tell when the caches are filled.
 	cacheInitializations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasehold_watch_cache_initializations_total",
 		Help: "Fills of the watch cache from an etcd list, the first and every one after a compaction, by resource.",
-	}, []string{"resource"})
+	}, []string{"group", "resource"})
 	batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "leasehold_storage_batch_size",
 		Help:    "Writes committed together in one etcd transaction (group commit).",
@@ -78,6 +78,8 @@ type kindMetrics [numOps]struct {
 // observe records the time since start as a request of operation o.
 func (k *Kind) observe(o op, start time.Time) {
 	m := &k.metrics[o]
-	m.once.Do(func() { m.observer = requestDuration.WithLabelValues(opNames[o], k.resource) })
+	m.once.Do(func() {
+		m.observer = requestDuration.WithLabelValues(opNames[o], k.resource.Group, k.resource.Resource)
+	})
 	m.observer.Observe(k.s.cfg.Clock.Since(start).Seconds())
 }

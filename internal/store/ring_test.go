@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -27,8 +28,8 @@ func ringState(c *cache) (capacity int, revs []int64, windowStart int64) {
 // before it goes to etcd.
 func TestRingFollowsRate(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := newCache(&Kind{resource: "ringtest"}, 800, clk, slog.New(slog.DiscardHandler))
-	c.capacity = cacheCapacity.WithLabelValues("ringtest") // as Store.Run
+	c := newCache(&Kind{resource: schema.GroupResource{Resource: "ringtest"}}, 800, clk, slog.New(slog.DiscardHandler))
+	c.capacity = cacheCapacity.WithLabelValues("", "ringtest") // as Store.Run
 	var rv int64
 	push := func(n int, every time.Duration) {
 		c.mu.Lock()
@@ -55,7 +56,7 @@ func TestRingFollowsRate(t *testing.T) {
 	// Store.Run exports a ring's first capacity; every resize, the next.
 	metric := func(what string, want int) {
 		t.Helper()
-		if got := testutil.ToFloat64(cacheCapacity.WithLabelValues("ringtest")); got != float64(want) {
+		if got := testutil.ToFloat64(cacheCapacity.WithLabelValues("", "ringtest")); got != float64(want) {
 			t.Errorf("%s: capacity metric %v, want %d", what, got, want)
 		}
 	}
@@ -96,8 +97,8 @@ func TestRingFollowsRate(t *testing.T) {
 // size, as before.
 func TestRingSmallerThanMinimum(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
-	c := newCache(&Kind{resource: "ringsmall"}, 8, clk, slog.New(slog.DiscardHandler))
-	c.capacity = cacheCapacity.WithLabelValues("ringsmall")
+	c := newCache(&Kind{resource: schema.GroupResource{Resource: "ringsmall"}}, 8, clk, slog.New(slog.DiscardHandler))
+	c.capacity = cacheCapacity.WithLabelValues("", "ringsmall")
 	c.mu.Lock()
 	for rv := int64(1); rv <= 20; rv++ {
 		clk.Step(time.Hour)

@@ -203,13 +203,15 @@ func New(cfg Config) (*Store, error) {
 }
 
 // Kind returns the storage of one resource, whose keys live under
-// <Prefix>/<resource>/. gvk is the kind stored; newObj and newList make empty
-// objects of it. Call before Run.
-func (s *Store) Kind(resource string, gvk schema.GroupVersionKind, namespaced bool, newObj, newList func() runtime.Object) *Kind {
+// <Prefix>/<prefix>/ (Kubernetes' layout: "leases" for leases, "minions"
+// for nodes). gvk is the kind stored; newObj and newList make empty objects
+// of it. The metrics and logs name the resource as kube-apiserver's do, by
+// group and resource. Call before Run.
+func (s *Store) Kind(resource schema.GroupResource, prefix string, gvk schema.GroupVersionKind, namespaced bool, newObj, newList func() runtime.Object) *Kind {
 	k := &Kind{
 		s:          s,
 		resource:   resource,
-		prefix:     s.cfg.Prefix + "/" + resource + "/",
+		prefix:     s.cfg.Prefix + "/" + prefix + "/",
 		gvk:        gvk,
 		apiVersion: gvk.GroupVersion().String(),
 		rests:      newListState[restKey, *etcdRest](s.cfg.Clock),
@@ -217,7 +219,7 @@ func (s *Store) Kind(resource string, gvk schema.GroupVersionKind, namespaced bo
 		newObj:     newObj,
 		newList:    newList,
 	}
-	k.cache = newCache(k, s.cfg.WatchCacheSize, s.cfg.Clock, s.cfg.Logger.With("resource", resource))
+	k.cache = newCache(k, s.cfg.WatchCacheSize, s.cfg.Clock, s.cfg.Logger.With("resource", resource.String()))
 	s.kinds = append(s.kinds, k)
 	return k
 }
@@ -231,9 +233,9 @@ func (s *Store) Run(ctx context.Context) error {
 			continue
 		}
 		n++
-		cacheInitializations.WithLabelValues(k.resource) // 0 until filled
+		cacheInitializations.WithLabelValues(k.resource.Group, k.resource.Resource) // 0 until filled
 		// Here, so that a kind whose cache was disabled has no series.
-		k.cache.capacity = cacheCapacity.WithLabelValues(k.resource)
+		k.cache.capacity = cacheCapacity.WithLabelValues(k.resource.Group, k.resource.Resource)
 		k.cache.capacity.Set(float64(len(k.cache.ring)))
 		go func() {
 			k.cache.run(ctx, s.cfg.BookmarkInterval)

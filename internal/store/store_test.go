@@ -99,7 +99,7 @@ func runStore(t testing.TB, cfg store.Config, setup func(*store.Kind)) (s *store
 	if err != nil {
 		t.Fatal(err)
 	}
-	k = s.Kind("leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
+	k = s.Kind(coordinationv1.Resource("leases"), "leases", coordinationv1.SchemeGroupVersion.WithKind("Lease"), true,
 		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} })
 	if setup != nil {
 		setup(k)

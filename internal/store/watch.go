@@ -133,7 +133,7 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 	}
 	out.InitialRV = c.rv
 	c.watchers[w] = struct{}{}
-	watchers.WithLabelValues(k.resource).Inc()
+	watchers.WithLabelValues(k.resource.Group, k.resource.Resource).Inc()
 	c.mu.Unlock()
 	for _, e := range state {
 		if w.filter == nil || w.filter(e.obj) {
@@ -164,7 +164,7 @@ func (c *cache) closeWatcherLocked(w *watcher) {
 	close(w.ch)
 	if _, ok := c.watchers[w]; ok {
 		delete(c.watchers, w)
-		watchers.WithLabelValues(c.k.resource).Dec()
+		watchers.WithLabelValues(c.k.resource.Group, c.k.resource.Resource).Dec()
 	}
 }
 
@@ -184,7 +184,7 @@ func (w *watcher) offerLocked(c *cache, key string, e *Event, prev runtime.Objec
 	select {
 	case w.ch <- te:
 	default:
-		watchersTerminated.WithLabelValues(c.k.resource).Inc()
+		watchersTerminated.WithLabelValues(c.k.resource.Group, c.k.resource.Resource).Inc()
 		c.closeWatcherLocked(w)
 	}
 }
