@@ -44,8 +44,10 @@ type encoding struct {
 	mediaType string // the Content-Type written
 	pretty    bool
 	// as is "", "Table", "PartialObjectMetadata" or
-	// "PartialObjectMetadataList".
-	as string
+	// "PartialObjectMetadataList", and meta the version of meta.k8s.io
+	// asked for it (v1 or v1beta1).
+	as   string
+	meta schema.GroupVersion
 }
 
 // objectMediaTypes are the serializers for what is not a list
@@ -95,8 +97,8 @@ func (s *Server) negotiate(r *http.Request, query url.Values) (encoding, error) 
 			default:
 				continue
 			}
-			e.as = as
-			e.mediaType = fmt.Sprintf("%s;as=%s;v=v1;g=%s", mt, as, metav1.GroupName)
+			e.as, e.meta = as, schema.GroupVersion{Group: metav1.GroupName, Version: params["v"]}
+			e.mediaType = fmt.Sprintf("%s;as=%s;v=%s;g=%s", mt, as, e.meta.Version, metav1.GroupName)
 		}
 		return e, nil
 	}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -67,17 +68,22 @@ func TestItemListForms(t *testing.T) {
 	s := &Server{clock: clocktesting.NewFakeClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))}
 	for _, c := range []struct {
 		as, mt, include string
+		meta            schema.GroupVersion
 	}{
-		{"Table", mediaJSON, ""}, {"Table", mediaJSON, "Object"}, {"Table", mediaJSON, "None"}, {"Table", mediaYAML, ""},
-		{"PartialObjectMetadataList", mediaJSON, ""}, {"PartialObjectMetadataList", mediaYAML, ""},
-		{"PartialObjectMetadataList", mediaProtobuf, ""},
+		{"Table", mediaJSON, "", metaV1}, {"Table", mediaJSON, "Object", metaV1}, {"Table", mediaJSON, "None", metaV1},
+		{"Table", mediaYAML, "", metaV1}, {"Table", mediaJSON, "", metav1beta1.SchemeGroupVersion},
+		{"PartialObjectMetadataList", mediaJSON, "", metaV1}, {"PartialObjectMetadataList", mediaYAML, "", metaV1},
+		{"PartialObjectMetadataList", mediaProtobuf, "", metaV1},
+		// Old clients' version, a type of its own.
+		{"PartialObjectMetadataList", mediaJSON, "", metav1beta1.SchemeGroupVersion},
+		{"PartialObjectMetadataList", mediaProtobuf, "", metav1beta1.SchemeGroupVersion},
 	} {
 		info, _ := serializerFor(c.mt)
-		e := encoding{info: info, mediaType: c.mt, as: c.as}
+		e := encoding{info: info, mediaType: c.mt, as: c.as, meta: c.meta}
 		req := &request{res: registry.Leases, info: requestInfo{query: url.Values{"includeObject": {c.include}}}}
 		encoded := func(obj runtime.Object) []byte {
 			var b bytes.Buffer
-			if err := encodeTo(&b, e, obj, metaV1); err != nil {
+			if err := encodeTo(&b, e, obj, c.meta); err != nil {
 				t.Fatal(err)
 			}
 			return b.Bytes()
@@ -87,7 +93,7 @@ func TestItemListForms(t *testing.T) {
 			if c.as == "Table" {
 				obj, err = s.table(req, e, obj)
 			} else {
-				obj, err = partialMetadata(obj, c.as)
+				obj, err = partialMetadata(obj, c.as, c.meta)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -108,9 +114,15 @@ func TestItemListForms(t *testing.T) {
 				pom.Items = append(pom.Items, metav1.PartialObjectMetadata{ObjectMeta: l.ObjectMeta})
 			}
 			want = encoded(pom)
+			if c.meta == metav1beta1.SchemeGroupVersion {
+				want = encoded(&metav1beta1.PartialObjectMetadataList{ListMeta: pom.ListMeta, Items: pom.Items})
+			}
+		}
+		if apiVersion := []byte(`"apiVersion":"` + c.meta.String() + `"`); c.mt == mediaJSON && !bytes.Contains(got, apiVersion) {
+			t.Errorf("%s in %s: no %s: %.200q", c.as, c.mt, apiVersion, got)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s in %s (include %q): differs from the typed list's\n got %.400q\nwant %.400q", c.as, c.mt, c.include, got, want)
+			t.Errorf("%s %s in %s (include %q): differs from the typed list's\n got %.400q\nwant %.400q", c.meta, c.as, c.mt, c.include, got, want)
 		}
 		if len(want) < 30*50 {
 			t.Errorf("%s in %s: %d bytes for 30 leases: %q", c.as, c.mt, len(want), want)

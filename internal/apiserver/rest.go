@@ -185,13 +185,13 @@ func (s *Server) respond(req *request, code int, obj runtime.Object) error {
 		if err != nil {
 			return err
 		}
-		gv = metaV1
+		gv = e.meta
 	case "PartialObjectMetadata", "PartialObjectMetadataList":
-		obj, err = partialMetadata(obj, e.as)
+		obj, err = partialMetadata(obj, e.as, e.meta)
 		if err != nil {
 			return err
 		}
-		gv = metaV1
+		gv = e.meta
 	}
 	s.writeObject(req.w, req.r, code, e, obj, gv)
 	return nil

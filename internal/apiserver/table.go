@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -53,7 +54,7 @@ func (s *Server) table(req *request, e encoding, obj runtime.Object) (runtime.Ob
 		embed.info, _ = serializerFor(mediaJSON)
 	}
 	now := s.clock.Now()
-	return &tableStream{head: t, n: len(items), row: func(i int) (metav1.TableRow, error) {
+	return &tableStream{head: t, gv: e.meta, n: len(items), row: func(i int) (metav1.TableRow, error) {
 		return tableRow(req.res, items[i], include, embed, now)
 	}}, nil
 }
@@ -63,7 +64,8 @@ func (s *Server) table(req *request, e encoding, obj runtime.Object) (runtime.Ob
 // leases hold 80 MB. Other encodings make the whole Table first (table).
 // Only the response's encoding reads it.
 type tableStream struct {
-	head *metav1.Table // without rows
+	head *metav1.Table       // without rows
+	gv   schema.GroupVersion // meta.k8s.io/v1 or v1beta1, as asked
 	n    int
 	row  func(i int) (metav1.TableRow, error)
 }
@@ -105,7 +107,7 @@ func tableRow(res *registry.Resource, obj runtime.Object, include metav1.Include
 	}
 	row := metav1.TableRow{Cells: cells}
 	var embedded runtime.Object
-	gv := metaV1
+	gv := embed.meta
 	switch include {
 	case metav1.IncludeMetadata:
 		embedded = &metav1.PartialObjectMetadata{ObjectMeta: *objectMeta(obj)}
@@ -126,7 +128,7 @@ func tableRow(res *registry.Resource, obj runtime.Object, include metav1.Include
 // PartialObjectMetadataList. Like a Table's rows, they hold copies of the
 // objects' ObjectMeta structs that share their maps and slices: they are
 // only encoded, and encoders leave objects alone.
-func partialMetadata(obj runtime.Object, as string) (runtime.Object, error) {
+func partialMetadata(obj runtime.Object, as string, gv schema.GroupVersion) (runtime.Object, error) {
 	if !meta.IsListType(obj) {
 		if as != "PartialObjectMetadata" {
 			return nil, notAcceptable("PartialObjectMetadata for a single object")
@@ -141,12 +143,22 @@ func partialMetadata(obj runtime.Object, as string) (runtime.Object, error) {
 		return nil, err
 	}
 	lm, _ := meta.ListAccessor(obj)
+	listMeta := metav1.ListMeta{ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue(), RemainingItemCount: lm.GetRemainingItemCount()}
+	if gv == metav1beta1.SchemeGroupVersion {
+		// Its own type, whose protobuf numbers its fields the other way
+		// round; only old clients ask for it, so it is not streamed.
+		out := &metav1beta1.PartialObjectMetadataList{ListMeta: listMeta, Items: make([]metav1.PartialObjectMetadata, len(items))}
+		for i, item := range items {
+			out.Items[i].ObjectMeta = *objectMeta(item)
+		}
+		return out, nil
+	}
 	// The list is written as the serializer writes a
 	// PartialObjectMetadataList (writeProtobufList, writeJSONList,
 	// writeYAMLList), its items marshalled on every CPU.
 	out := &itemList{
-		TypeMeta: metav1.TypeMeta{APIVersion: metaV1.String(), Kind: "PartialObjectMetadataList"},
-		ListMeta: metav1.ListMeta{ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue(), RemainingItemCount: lm.GetRemainingItemCount()},
+		TypeMeta: metav1.TypeMeta{APIVersion: gv.String(), Kind: "PartialObjectMetadataList"},
+		ListMeta: listMeta,
 		Items:    make([]runtime.Object, len(items)),
 	}
 	metas := make([]metav1.PartialObjectMetadata, len(items))
@@ -165,7 +177,7 @@ func partialMetadata(obj runtime.Object, as string) (runtime.Object, error) {
 // (tableRow), so they need neither.
 func writeTableJSON(w io.Writer, ts *tableStream) error {
 	head := *ts.head
-	head.APIVersion, head.Kind = metaV1.String(), "Table"
+	head.APIVersion, head.Kind = ts.gv.String(), "Table"
 	head.Rows = nil
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf) // as json.Marshal writes, and a newline

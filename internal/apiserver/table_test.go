@@ -23,7 +23,7 @@ func tableBoth(t testing.TB, tbl *metav1.Table) (got, want []byte) {
 	t.Helper()
 	head := *tbl
 	head.Rows = nil
-	ts := &tableStream{head: &head, n: len(tbl.Rows), row: func(i int) (metav1.TableRow, error) { return tbl.Rows[i], nil }}
+	ts := &tableStream{head: &head, gv: metaV1, n: len(tbl.Rows), row: func(i int) (metav1.TableRow, error) { return tbl.Rows[i], nil }}
 	typed := *tbl
 	typed.SetGroupVersionKind(metaV1.WithKind("Table"))
 	for _, media := range []string{mediaYAML, mediaJSON} {
@@ -50,7 +50,7 @@ func tableBoth(t testing.TB, tbl *metav1.Table) (got, want []byte) {
 func sampleTable(t testing.TB, s string, include metav1.IncludeObjectPolicy) *metav1.Table {
 	t.Helper()
 	info, _ := serializerFor(mediaJSON)
-	embed := encoding{info: info, mediaType: mediaJSON}
+	embed := encoding{info: info, mediaType: mediaJSON, meta: metaV1}
 	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "n-" + s, Namespace: "kube-node-lease", ResourceVersion: "12", Labels: map[string]string{"k": s},
@@ -124,7 +124,7 @@ func BenchmarkTableJSON(b *testing.B) {
 	for i := range 10000 {
 		tbl.Rows = append(tbl.Rows, sampleTable(b, fmt.Sprint("leasehold-bench-node-", i), metav1.IncludeMetadata).Rows[0])
 	}
-	ts := &tableStream{head: tbl, n: len(tbl.Rows), row: func(i int) (metav1.TableRow, error) { return tbl.Rows[i], nil }}
+	ts := &tableStream{head: tbl, gv: metaV1, n: len(tbl.Rows), row: func(i int) (metav1.TableRow, error) { return tbl.Rows[i], nil }}
 	info, _ := serializerFor(mediaJSON)
 	e := encoding{info: info, mediaType: mediaJSON}
 	var buf bytes.Buffer

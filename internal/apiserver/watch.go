@@ -150,16 +150,16 @@ func (ew *eventWriter) write(ev *store.Event) error {
 		case "Table":
 			if ev.Type == watch.Bookmark {
 				m := objectMeta(obj)
-				obj, gv = &metav1.Table{ListMeta: metav1.ListMeta{ResourceVersion: m.ResourceVersion}}, metaV1
+				obj, gv = &metav1.Table{ListMeta: metav1.ListMeta{ResourceVersion: m.ResourceVersion}}, ew.e.meta
 				break
 			}
 			t, err := ew.s.table(ew.req, ew.e, obj)
 			if err != nil {
 				return nil, err
 			}
-			obj, gv = t, metaV1
+			obj, gv = t, ew.e.meta
 		case "PartialObjectMetadata", "PartialObjectMetadataList":
-			obj, gv = &metav1.PartialObjectMetadata{ObjectMeta: *objectMeta(obj)}, metaV1
+			obj, gv = &metav1.PartialObjectMetadata{ObjectMeta: *objectMeta(obj)}, ew.e.meta
 		}
 		return ew.frame(ev.Type, obj, gv)
 	})

@@ -10,6 +10,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -47,4 +48,6 @@ func init() {
 	}
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
 	utilruntime.Must(metav1.AddMetaToScheme(Scheme))
+	// After v1's, so that v1 stays the first kind of the types both share.
+	utilruntime.Must(metav1beta1.AddMetaToScheme(Scheme))
 }
