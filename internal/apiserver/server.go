@@ -74,6 +74,11 @@ type Config struct {
 	// RequestReadTimeout bounds how long a request body may take to
 	// arrive; default 60 s, negative means no limit.
 	RequestReadTimeout time.Duration
+	// RequestTimeout is the deadline of every request but a watch, as
+	// kube-apiserver's --request-timeout: one that etcd has not answered
+	// by then is answered 504. A client's ?timeout= may ask for less.
+	// Default 60 s, negative means none.
+	RequestTimeout time.Duration
 	// OpenAPI serves /openapi/v2 and /openapi/v3; nil answers 404.
 	OpenAPI http.Handler
 	// Extra non-resource handlers (for example /metrics), by exact path.
@@ -168,6 +173,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RequestReadTimeout == 0 {
 		cfg.RequestReadTimeout = time.Minute
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = time.Minute
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, clock: cfg.Clock,
@@ -301,10 +309,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if info.resourceRequest && info.verb != "watch" {
-		// The client's own deadline, as kube-apiserver takes it: at most
-		// a minute. Without one the request has none but the client's,
-		// and its context is left as it is (no copy of the request).
-		d, err := requestTimeout(info.query.Get("timeout"))
+		// The server's deadline, or the client's if it asks for less, as
+		// kube-apiserver takes them: without one a read that etcd never
+		// answers (a partition that leaves the connection open) would
+		// hold the request, and kubectl, for ever.
+		d, err := requestTimeout(info.query.Get("timeout"), s.cfg.RequestTimeout)
 		if err != nil {
 			s.writeError(rw, r, err, schema.GroupResource{}, "")
 			return
@@ -357,22 +366,23 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, path s
 	}
 }
 
-// maxRequestTimeout is kube-apiserver's --request-timeout default, the
-// longest deadline a client's ?timeout= may ask for.
-const maxRequestTimeout = time.Minute
-
-// requestTimeout returns the deadline a request's timeout query parameter
-// asks for: at most maxRequestTimeout, and 0 (none) for "" or 0s. A value
-// that is not a duration is a 400, in kube-apiserver's words.
-func requestTimeout(timeout string) (time.Duration, error) {
+// requestTimeout returns a request's deadline: the server's (most; <= 0
+// none), or less if the request's timeout query parameter asks for less.
+// A timeout of 0s or less asks for nothing, as in kube-apiserver, and one
+// that is not a duration is a 400 in its words. 0 is no deadline.
+func requestTimeout(timeout string, most time.Duration) (time.Duration, error) {
+	d := max(0, most)
 	if timeout == "" {
-		return 0, nil
+		return d, nil
 	}
-	d, err := time.ParseDuration(timeout)
+	asked, err := time.ParseDuration(timeout)
 	if err != nil {
 		return 0, apierrors.NewBadRequest("invalid timeout specified in the request URL - " + err.Error())
 	}
-	return max(0, min(d, maxRequestTimeout)), nil
+	if asked > 0 && (d == 0 || asked < d) {
+		d = asked
+	}
+	return d, nil
 }
 
 func writeText(w http.ResponseWriter, code int, text string) {

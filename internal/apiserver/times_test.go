@@ -7,6 +7,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -61,5 +62,32 @@ func BenchmarkUnrepresentableTime(b *testing.B) {
 		if p, _ := unrepresentableTime(l); p != "" {
 			b.Fatal(p)
 		}
+	}
+}
+
+// TestRequestTimeout: a request's deadline is the server's, or the
+// client's ?timeout= where it asks for less; 0s or a negative timeout asks
+// for nothing, as in kube-apiserver.
+func TestRequestTimeout(t *testing.T) {
+	for _, c := range []struct {
+		timeout string
+		most    time.Duration
+		want    time.Duration
+	}{
+		{"", time.Minute, time.Minute},
+		{"5s", time.Minute, 5 * time.Second},
+		{"2m", time.Minute, time.Minute},
+		{"0s", time.Minute, time.Minute},
+		{"-3s", time.Minute, time.Minute},
+		{"", -1, 0}, // --request-timeout 0: none
+		{"5s", -1, 5 * time.Second},
+	} {
+		got, err := requestTimeout(c.timeout, c.most)
+		if err != nil || got != c.want {
+			t.Errorf("requestTimeout(%q, %v) = %v, %v; want %v", c.timeout, c.most, got, err, c.want)
+		}
+	}
+	if _, err := requestTimeout("abc", time.Minute); !apierrors.IsBadRequest(err) {
+		t.Errorf("a timeout that is no duration: %v; want 400", err)
 	}
 }

@@ -126,6 +126,7 @@ type serveFlags struct {
 	maxInFlight, maxInFlightPerUser    int
 	maxConnections                     int
 	requestReadTimeout                 time.Duration
+	requestTimeout                     time.Duration
 	goawayChance                       float64
 }
 
@@ -228,6 +229,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&f.maxConnections, "max-connections", 0, "client connections served at once; more wait to be accepted until some close (0: all but a twentieth of the process's open-file limit, leaving at least 1 024 files, or half of a smaller limit, to etcd and the server)")
 	fs.Float64Var(&f.goawayChance, "goaway-chance", 0, "the chance, up to 0.02, that a request's HTTP/2 connection is closed after its response (GOAWAY; never a watch), as kube-apiserver's flag: clients reconnect, and a load balancer in front of several replicas spreads their connections again after one restarts (0: never)")
 	fs.DurationVar(&f.requestReadTimeout, "request-read-timeout", time.Minute, "how long a request body may take to arrive")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", time.Minute, "how long a request other than a watch may take, as kube-apiserver's flag: one that etcd has not answered by then gets 504 (0: no limit); a client's ?timeout= may ask for less")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -358,6 +360,7 @@ func (f *serveFlags) check() error {
 		{"--etcd-compaction-interval", f.compaction, f.compaction < 0},
 		{"--etcd-compaction-writes", f.compactionWrites, f.compactionWrites < 0},
 		{"--request-read-timeout", f.requestReadTimeout, f.requestReadTimeout < 0},
+		{"--request-timeout", f.requestTimeout, f.requestTimeout < 0},
 		{"--max-requests-inflight", f.maxInFlight, f.maxInFlight < 0},
 		{"--max-requests-inflight-per-user", f.maxInFlightPerUser, f.maxInFlightPerUser < 0},
 	} {
@@ -524,6 +527,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		EventTTL:                    orDisabled(f.eventTTL),
 		WatchCacheSizes:             f.cacheSizes,
 		RequestReadTimeout:          orDisabled(f.requestReadTimeout),
+		RequestTimeout:              orDisabled(f.requestTimeout),
 	})
 	if err != nil {
 		return err

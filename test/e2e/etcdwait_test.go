@@ -13,8 +13,9 @@ import (
 )
 
 // TestServeWaitsForEtcd: a server started while its external etcd does not
-// answer says so in its log and serves once etcd answers; one stopped
-// before etcd answers exits cleanly.
+// answer says so in its log and serves once etcd answers; while etcd does
+// not answer, reads end at the server's deadline; one stopped before etcd
+// answers exits cleanly.
 func TestServeWaitsForEtcd(t *testing.T) {
 	needKubectl(t)
 	dir := t.TempDir()
@@ -38,7 +39,7 @@ func TestServeWaitsForEtcd(t *testing.T) {
 	starts := make(chan started, 1)
 	go func() {
 		// Written by hand, with a space and a trailing comma.
-		s, err := startServerUnder(nil, filepath.Join(dir, "data"), "", dir, "--etcd-servers", " "+etcd.url+",")
+		s, err := startServerUnder(nil, filepath.Join(dir, "data"), "", dir, "--etcd-servers", " "+etcd.url+",", "--request-timeout", "5s")
 		starts <- started{s, err}
 	}()
 	eventually(t, 30*time.Second, func() error {
@@ -78,6 +79,18 @@ func TestServeWaitsForEtcd(t *testing.T) {
 		}
 		return nil
 	})
+	// Reads that etcd does not answer are answered 504 at the server's
+	// deadline (--request-timeout), not held for ever: a get reads etcd,
+	// and a list asks it for its revision.
+	for _, args := range [][]string{
+		{"get", "lease", "-n", "kube-system", "leasehold-controller-manager"},
+		{"get", "leases", "-A"},
+	} {
+		_, stderr, err := st.s.runKubectl(t, args...)
+		if err == nil || !strings.Contains(stderr, "Error from server (Timeout): Timeout: request did not complete within the allowed duration") {
+			t.Errorf("kubectl %s with etcd stopped: %v, %q; want the server's 504", strings.Join(args, " "), err, stderr)
+		}
+	}
 	if err := etcd.proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
