@@ -302,6 +302,8 @@ var (
 		"", "application/json", "application/yaml", protobuf, "*/*", "text/html",
 		"application/json;as=Table;v=v1;g=meta.k8s.io", "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
 		"application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", "application/yaml;as=Table;v=v1;g=meta.k8s.io",
+		"application/json;as=Table;v=v1beta1;g=meta.k8s.io", protobuf + ";as=PartialObjectMetadataList;v=v1beta1;g=meta.k8s.io",
+		"application/json;as=PartialObjectMetadata;v=v1beta1;g=meta.k8s.io",
 	}
 )
 
