@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,8 +15,8 @@ import (
 
 // TestServeWaitsForEtcd: a server started while its external etcd does not
 // answer says so in its log and serves once etcd answers; while etcd does
-// not answer, reads end at the server's deadline; one stopped before etcd
-// answers exits cleanly.
+// not answer, reads and snapshots end at the server's deadline; one stopped
+// before etcd answers exits cleanly.
 func TestServeWaitsForEtcd(t *testing.T) {
 	needKubectl(t)
 	dir := t.TempDir()
@@ -90,6 +91,11 @@ func TestServeWaitsForEtcd(t *testing.T) {
 		if err == nil || !strings.Contains(stderr, "Error from server (Timeout): Timeout: request did not complete within the allowed duration") {
 			t.Errorf("kubectl %s with etcd stopped: %v, %q; want the server's 504", strings.Join(args, " "), err, stderr)
 		}
+	}
+	// So is a snapshot that etcd does not start sending.
+	snap := exec.Command(leaseholdBin, "snapshot", "save", "--kubeconfig", st.s.kubeconfig, filepath.Join(dir, "frozen.db"))
+	if out, err := snap.CombinedOutput(); err == nil || !strings.Contains(string(out), "Timeout: etcd sent no snapshot within 5s") {
+		t.Errorf("snapshot save with etcd stopped: %v\n%s", err, out)
 	}
 	if err := etcd.proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)

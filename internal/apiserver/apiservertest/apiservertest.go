@@ -6,6 +6,7 @@ package apiservertest
 
 import (
 	"context"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -67,6 +68,10 @@ type Options struct {
 	Clock clock.WithTicker
 	// APIAudiences sets apiserver.Config.APIAudiences.
 	APIAudiences []string
+	// RequestTimeout sets apiserver.Config.RequestTimeout.
+	RequestTimeout time.Duration
+	// Snapshot sets apiserver.Config.Snapshot; nil serves none.
+	Snapshot func(context.Context) (io.ReadCloser, error)
 }
 
 // Server is a running test server.
@@ -131,6 +136,7 @@ func Start(t testing.TB, opts Options) *Server {
 		MaxRequestsInFlight: opts.MaxRequestsInFlight, MaxRequestsInFlightPerUser: opts.MaxRequestsInFlightPerUser,
 		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard, Extra: opts.Extra,
 		WatchCacheSizes: opts.WatchCacheSizes, Clock: opts.Clock, APIAudiences: opts.APIAudiences,
+		RequestTimeout: opts.RequestTimeout, Snapshot: opts.Snapshot,
 	})
 	if err != nil {
 		t.Fatal(err)
