@@ -53,7 +53,11 @@
 // refused, timeout, TLS failure) or the server answers 5xx or 429, the agent
 // moves on to the next client for its next attempt, after the usual backoff;
 // any other error leaves it where it is. It stays with a client as long as
-// that client works.
+// that client works. A server that stops answering but keeps its
+// connections open (a frozen machine, a partition) is left only once a
+// request times out, so the clients need a timeout well inside the lease's
+// duration: `leasehold agent` gives each request the renew interval, as the
+// kubelet gives its heartbeat client.
 //
 // # Stopping
 //
@@ -85,6 +89,10 @@ import (
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/version"
 )
+
+// DefaultRenewInterval is the renew interval of a lease of duration d when
+// Config.RenewInterval is not set: a quarter of it, as the kubelet's.
+func DefaultRenewInterval(d time.Duration) time.Duration { return d / 4 }
 
 // Defaults and fixed timings; see the package comment.
 const (
@@ -220,7 +228,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: lease duration %v must be a whole number of seconds, at least 1s", cfg.LeaseDuration)
 	}
 	if cfg.RenewInterval == 0 {
-		cfg.RenewInterval = cfg.LeaseDuration / 4
+		cfg.RenewInterval = DefaultRenewInterval(cfg.LeaseDuration)
 	}
 	if cfg.RenewInterval < 0 || cfg.RenewInterval >= cfg.LeaseDuration {
 		return nil, fmt.Errorf("agent: renew interval %v must be positive and shorter than the lease duration %v", cfg.RenewInterval, cfg.LeaseDuration)

@@ -65,8 +65,18 @@ func runAgent(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Each request gets the renew interval, as the kubelet's heartbeat
+	// client does: a server that stopped answering with its connection
+	// open (a frozen machine, a partition) is then left for the next in
+	// time to renew the lease, instead of once HTTP/2's health check
+	// closes the connection some 45 s later, after the lease expired.
+	timeout := renew
+	if timeout == 0 {
+		timeout = agent.DefaultRenewInterval(leaseDuration)
+	}
 	var clients []kubernetes.Interface
 	for _, rc := range configs {
+		rc.Timeout = timeout
 		c, err := kubernetes.NewForConfig(rc)
 		if err != nil {
 			return err

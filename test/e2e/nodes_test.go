@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 )
 
@@ -643,6 +645,65 @@ func TestAgentStartedBeforeServer(t *testing.T) {
 	t.Logf("node %s NotReady %v after its agent stopped", node, time.Since(stopped).Round(time.Millisecond))
 	if leaseOrNil(t, s, "kube-node-lease", node) == nil {
 		t.Errorf("lease %s is gone after its agent stopped; the agent should delete nothing", node)
+	}
+}
+
+// TestAgentLeavesAFrozenServer: an agent given two servers leaves one that
+// stops answering with its connections open (a frozen machine, a
+// partition) in time to keep its lease from lapsing: each request gets the
+// renew interval, as the kubelet's heartbeat client does. Without a
+// timeout it stayed until HTTP/2's health check closed the connection,
+// some 45 s later.
+func TestAgentLeavesAFrozenServer(t *testing.T) {
+	t.Parallel()
+	needKubectl(t)
+	dir := t.TempDir()
+	etcdURL := startEtcdMember(t, dir)
+	dataDir := filepath.Join(dir, "data") // both replicas', so one CA and one admin token
+	a := newNodeServer(t, dataDir, "", dir, "--etcd-servers", etcdURL)
+	b := newNodeServer(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL)
+	const node = "frozen-server-node"
+	ag := startAgent(t, a.kubeconfig, dir, node, "--server", a.url(), "--server", b.url())
+	// admin.kubeconfig names the replica that wrote it last: go to b.
+	cfg, err := b.restConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Host, cfg.Timeout = b.url(), 5*time.Second
+	leases := kubernetes.NewForConfigOrDie(cfg).CoordinationV1().Leases("kube-node-lease")
+	renewTime := func() time.Time {
+		l, err := leases.Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return time.Time{}
+		}
+		return l.Spec.RenewTime.Time
+	}
+	eventually(t, 20*time.Second, func() error {
+		if renewTime().IsZero() {
+			return fmt.Errorf("no renewed lease %s yet", node)
+		}
+		return nil
+	})
+
+	if err := a.signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.signal(syscall.SIGCONT) })
+	before := renewTime() // a frozen server renews nothing after this
+	var after time.Time
+	eventually(t, 60*time.Second, func() error {
+		if after = renewTime(); !after.After(before) {
+			return fmt.Errorf("lease %s not renewed since %v", node, before)
+		}
+		return nil
+	})
+	gap := after.Sub(before)
+	if gap >= agentLease {
+		t.Errorf("the lease went %v without a renewal when its server froze; its duration is %v", gap, agentLease)
+	}
+	t.Logf("renewed through the other server %v after the last renewal seen before the freeze", gap.Round(time.Millisecond))
+	if data, _ := os.ReadFile(ag.logPath); !strings.Contains(string(data), "server unavailable, switching to the next one") {
+		t.Errorf("the agent's log does not say it switched servers:\n%s", data)
 	}
 }
 
