@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -131,6 +132,9 @@ func runBench(ctx context.Context, args []string) error {
 	configs, err := conn.configs("leasehold-bench/" + version.Version)
 	if err != nil {
 		return err
+	}
+	if len(configs) > 1 {
+		return errors.New("--server: a scenario loads one server; give it once")
 	}
 	common.REST = configs[0]
 	common.Logger = log

@@ -91,7 +91,11 @@ func runElect(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	client, err := kubernetes.NewForConfig(configs[0])
+	rc, err := failoverConfig(configs)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
 	}

@@ -456,6 +456,24 @@ func writeKubeconfig(t *testing.T, s *server, edit func(*clientcmdapi.Config)) s
 // TestElectErrors checks that leasehold elect says clearly what is wrong,
 // and exits non-zero, for a bad kubeconfig, an unreachable server, a
 // namespace that does not exist and a user without permission.
+// TestElectFailsOver: leasehold elect given several --server URLs moves
+// on from one that does not answer to the next, as the agent does, and
+// leads through it.
+func TestElectFailsOver(t *testing.T) {
+	t.Parallel()
+	s := shared(t)
+	ns := testNamespace(t, s)
+	down := "https://" + freeAddrs(t, 1)[0]
+	code, stderr := runElect(t, "--kubeconfig", s.kubeconfig, "--server", down, "--server", s.url(),
+		"--namespace", ns, "--lease", "failover", "--", "/bin/true")
+	if code != 0 {
+		t.Fatalf("leasehold elect with the first server down exited %d:\n%s", code, stderr)
+	}
+	if got := strings.TrimSpace(s.kubectl(t, "get", "lease", "failover", "-n", ns, "-o", "name")); got != "lease.coordination.k8s.io/failover" {
+		t.Errorf("the lease elect took through the second server: %q", got)
+	}
+}
+
 func TestElectErrors(t *testing.T) {
 	t.Parallel()
 	s := shared(t)
