@@ -458,17 +458,20 @@ func (e *Elector) releaseUnanswered(ctx context.Context) {
 
 // contextFor returns a child of ctx cancelled after d on e's clock.
 func (e *Elector) contextFor(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	t := e.clock.NewTimer(d)
 	go func() {
 		defer t.Stop()
 		select {
 		case <-t.C():
-			cancel()
+			// Its cause says a deadline passed, not that the caller gave
+			// up: a client that fails over (leasehold elect --server)
+			// then moves on from a server that did not answer in time.
+			cancel(context.DeadlineExceeded)
 		case <-ctx.Done():
 		}
 	}()
-	return ctx, cancel
+	return ctx, func() { cancel(nil) }
 }
 
 // sleep waits d on e's clock, or until ctx ends.

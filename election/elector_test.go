@@ -590,3 +590,24 @@ func TestObserve(t *testing.T) {
 		}
 	})
 }
+
+// TestContextForCause: a request's context ended by its deadline on the
+// elector's clock says so in its cause, so that a client failing over
+// between servers (leasehold elect --server) tells it from a caller that
+// gave up; one its caller cancelled says that.
+func TestContextForCause(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	e := &Elector{clock: clk}
+	ctx, cancel := e.contextFor(context.Background(), time.Second)
+	defer cancel()
+	clk.Step(time.Second) // the timer was set before contextFor returned
+	<-ctx.Done()
+	if cause := context.Cause(ctx); cause != context.DeadlineExceeded {
+		t.Errorf("the cause after the deadline: %v; want %v", cause, context.DeadlineExceeded)
+	}
+	ctx, cancel = e.contextFor(context.Background(), time.Second)
+	cancel()
+	if cause := context.Cause(ctx); cause != context.Canceled {
+		t.Errorf("the cause after a cancel: %v; want %v", cause, context.Canceled)
+	}
+}

@@ -104,7 +104,7 @@ func (f *failoverTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	r := req.Clone(req.Context())
 	r.URL.Scheme, r.URL.Host, r.Host = f.hosts[i].Scheme, f.hosts[i].Host, ""
 	resp, err := f.rts[i].RoundTrip(r)
-	if err != nil && errors.Is(req.Context().Err(), context.Canceled) {
+	if err != nil && errors.Is(context.Cause(req.Context()), context.Canceled) {
 		return nil, err // the caller gave up: no word on the server
 	}
 	if err != nil || resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {

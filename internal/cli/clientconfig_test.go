@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -68,9 +67,10 @@ func TestFailoverConfig(t *testing.T) {
 		t.Fatal("a cancelled request to the hung server succeeded")
 	}
 	// Past its deadline: move on, to the busy one, whose 503 moves on again.
-	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if _, _, err := get(ctx); err == nil {
+	// The deadline is the election's kind: a cancel whose cause says so.
+	dctx, expire := context.WithCancelCause(context.Background())
+	go func() { <-arrived; expire(context.DeadlineExceeded) }()
+	if _, _, err := get(dctx); err == nil {
 		t.Fatal("a request to the hung server met its deadline")
 	}
 	if got, code, err := get(context.Background()); err != nil || code != http.StatusServiceUnavailable || got != host(busy) {
