@@ -15,6 +15,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/mirror"
 	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/clock"
 )
@@ -26,16 +27,16 @@ import (
 // a fleet may have a token per machine: etcd refuses a value of more than
 // 1.5 MiB by default, some 5 000 entries.
 
-// etcdTokenTimeout bounds each read and write of the tokens in etcd.
+// etcdTokenTimeout bounds each read and write of one token in etcd.
 const etcdTokenTimeout = 5 * time.Second
 
-// etcdTokenPage is how many tokens one read of a full list returns.
-const etcdTokenPage = 1000
+// etcdTokensTimeout bounds a read of all the tokens (20 000 took 0.28 s).
+const etcdTokensTimeout = 30 * time.Second
 
 // EtcdTokenStore reads and changes the tokens kept in etcd, for
 // `leasehold token --etcd-servers`.
 type EtcdTokenStore struct {
-	KV clientv3.KV
+	Client *clientv3.Client
 	// Prefix is the servers' --etcd-prefix.
 	Prefix string
 }
@@ -61,7 +62,7 @@ func (e EtcdTokenStore) Add(ctx context.Context, entry StoredToken) error {
 	ctx, cancel := context.WithTimeout(ctx, etcdTokenTimeout)
 	defer cancel()
 	key := e.key(entry.SHA256)
-	resp, err := e.KV.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(clientv3.OpPut(key, string(data))).Commit()
+	resp, err := e.Client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(clientv3.OpPut(key, string(data))).Commit()
 	switch {
 	case err != nil:
 		return fmt.Errorf("writing to %s: %w", e, err)
@@ -88,35 +89,32 @@ func (e EtcdTokenStore) Entries(ctx context.Context) ([]StoredToken, int64, erro
 }
 
 // each calls f with every stored token's digest, value and modification
-// revision, reading them in pages at one revision, which it sets *rev to.
+// revision, reading them in pages at one revision (etcd's mirror syncer),
+// which it sets *rev to.
 func (e EtcdTokenStore) each(ctx context.Context, f func(sha string, value []byte, modRev int64) error, rev *int64) error {
+	// Also ends the syncer's reads when f stops early.
+	ctx, cancel := context.WithTimeout(ctx, etcdTokensTimeout)
+	defer cancel()
 	keys := e.keys()
-	from, end := keys, clientv3.GetPrefixRangeEnd(keys)
-	*rev = 0
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(etcdTokenPage)}
-		if *rev != 0 {
-			opts = append(opts, clientv3.WithRev(*rev))
-		}
-		pctx, cancel := context.WithTimeout(ctx, etcdTokenTimeout)
-		resp, err := e.KV.Get(pctx, from, opts...)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", e, err)
-		}
-		if *rev == 0 {
-			*rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
+	// The revision first, for the caller to watch from: the syncer keeps
+	// the one it reads at to itself.
+	resp, err := e.Client.Get(ctx, keys, clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", e, err)
+	}
+	*rev = resp.Header.Revision
+	pages, errs := mirror.NewSyncer(e.Client, keys, *rev).SyncBase(ctx)
+	for page := range pages {
+		for _, kv := range page.Kvs {
 			if err := f(strings.TrimPrefix(string(kv.Key), keys), kv.Value, kv.ModRevision); err != nil {
 				return err
 			}
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return nil
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+	if err := <-errs; err != nil {
+		return fmt.Errorf("reading %s: %w", e, err)
+	}
+	return nil
 }
 
 // Remove deletes every stored token that match selects, and returns how
@@ -140,7 +138,7 @@ func (e EtcdTokenStore) Remove(ctx context.Context, match func(StoredToken) bool
 	removed := 0
 	for _, d := range gone {
 		dctx, cancel := context.WithTimeout(ctx, etcdTokenTimeout)
-		resp, err := e.KV.Txn(dctx).If(clientv3.Compare(clientv3.ModRevision(d.key), "=", d.rev)).Then(clientv3.OpDelete(d.key)).Commit()
+		resp, err := e.Client.Txn(dctx).If(clientv3.Compare(clientv3.ModRevision(d.key), "=", d.rev)).Then(clientv3.OpDelete(d.key)).Commit()
 		cancel()
 		if err != nil {
 			return removed, fmt.Errorf("deleting from %s: %w", e, err)
@@ -224,7 +222,7 @@ func NewEtcdTokens(ctx context.Context, cfg EtcdTokensConfig) (*EtcdTokens, erro
 		return nil, errors.New("etcd tokens: Client and Prefix are required")
 	}
 	missDefaults(&cfg.MissInterval, &cfg.Clock, &cfg.Logger)
-	e := &EtcdTokens{cfg: cfg, store: EtcdTokenStore{KV: cfg.Client, Prefix: cfg.Prefix}, tokens: NewTokens()}
+	e := &EtcdTokens{cfg: cfg, store: EtcdTokenStore{Client: cfg.Client, Prefix: cfg.Prefix}, tokens: NewTokens()}
 	e.tokens.clock = cfg.Clock
 	if err := e.load(ctx); err != nil {
 		return nil, err

@@ -35,7 +35,7 @@ func TestEtcdTokens(t *testing.T) {
 	t.Cleanup(func() { e.Close() })
 	ctx := context.Background()
 	c := e.Client()
-	store := EtcdTokenStore{KV: c, Prefix: "/registry"}
+	store := EtcdTokenStore{Client: c, Prefix: "/registry"}
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
 	var logs syncbuf.Buffer
 	replica := func(prefix string) *EtcdTokens {

@@ -62,11 +62,8 @@ func tokenImport(args []string) error {
 	var stores tokenStoreFlags
 	fs := newFlagSet("token import")
 	stores.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if stores.etcdServers == "" {
 		return errors.New("leasehold token import: --etcd-servers is required (the tokens of --data-dir are copied there)")
@@ -231,7 +228,7 @@ func (f *tokenStoreFlags) openStore() (tokenStoreAccess, func(), error) {
 	if err != nil {
 		return tokenStoreAccess{}, nil, fmt.Errorf("connecting to etcd: %w", err)
 	}
-	store := auth.EtcdTokenStore{KV: c, Prefix: prefix}
+	store := auth.EtcdTokenStore{Client: c, Prefix: prefix}
 	return tokenStoreAccess{
 		entries: func(ctx context.Context) ([]auth.StoredToken, error) {
 			entries, _, err := store.Entries(ctx)
@@ -258,11 +255,8 @@ func tokenCreate(args []string) error {
 	fs.StringVar(&kubeconfigOut, "kubeconfig-out", "", "write a kubeconfig with the token to this file instead of printing the token")
 	fs.StringVar(&server, "server", "", "server URL for --kubeconfig-out (default the one in DATA_DIR/admin.kubeconfig)")
 	fs.DurationVar(&ttl, "ttl", 0, "how long the token authenticates, as kubeadm token create's flag (0: until deleted)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if ttl < 0 {
 		return fmt.Errorf("--ttl %v is negative", ttl)
