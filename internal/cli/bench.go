@@ -107,11 +107,8 @@ func runBench(ctx context.Context, args []string) error {
 	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	fs.StringVar(&logFmt, "log-format", "text", "text or json")
 	sc.flags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if limit, err := openFileLimit(); err == nil {
 		if err := checkOpenFiles(common.Connections, limit); err != nil {
@@ -402,11 +399,8 @@ func runEchoServer(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench echo-server")
 	fs.StringVar(&dir, "dir", "./leasehold-echo", "directory for the echo server's CA, serving certificate and echo.kubeconfig")
 	fs.StringVar(&listen, "listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	log, err := newLogger("text", "warn")
 	if err != nil {

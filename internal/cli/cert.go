@@ -35,11 +35,8 @@ func runCert(ctx context.Context, args []string) error {
 	fs.StringVar(&kubeconfigOut, "kubeconfig-out", "", "write a kubeconfig embedding the certificate and key to this file")
 	fs.StringVar(&server, "server", "", "server URL for --kubeconfig-out (default the one in DATA_DIR/admin.kubeconfig)")
 	fs.DurationVar(&validity, "validity", 365*24*time.Hour, "how long the certificate is valid")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	u, err := id.toUser()
 	if err != nil {

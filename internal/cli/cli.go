@@ -115,6 +115,17 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// parseFlags parses args into fs, for a command that takes flags alone.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return nil
+}
+
 // newLogger returns the process logger: text or JSON on stderr at level.
 // The libraries that log through klog (client-go, component-helpers) log
 // through it too, so that the process writes one format.

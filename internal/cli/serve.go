@@ -230,11 +230,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Float64Var(&f.goawayChance, "goaway-chance", 0, "the chance, up to 0.02, that a request's HTTP/2 connection is closed after its response (GOAWAY; never a watch), as kube-apiserver's flag: clients reconnect, and a load balancer in front of several replicas spreads their connections again after one restarts (0: never)")
 	fs.DurationVar(&f.requestReadTimeout, "request-read-timeout", time.Minute, "how long a request body may take to arrive")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", time.Minute, "how long a request other than a watch may take, as kube-apiserver's flag: one that etcd has not answered by then gets 504 (0: no limit); a client's ?timeout= may ask for less")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	fs.Visit(func(fl *flag.Flag) {
 		f.authorizationFlagsSet = f.authorizationFlagsSet || fl.Name == "authorization-mode" || strings.HasPrefix(fl.Name, "authorization-webhook-")
