@@ -69,7 +69,7 @@ func (s *Server) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 	// The first bytes before the status line, so that a snapshot that
 	// never starts gets an answer that says so.
 	buf := make([]byte, 32<<10)
-	n, err := rc.Read(buf)
+	var n int
 	for n == 0 && err == nil {
 		n, err = rc.Read(buf)
 	}
