@@ -279,9 +279,9 @@ func withAuthenticated(u *User) *User {
 // Anonymous authenticates every request without credentials as
 // system:anonymous in system:unauthenticated. Put it last in a Union and
 // only when anonymous requests are enabled: a request with an
-// Authorization header or a client certificate is never anonymous, so
-// credentials the authenticators before it refused get 401, as
-// kube-apiserver answers them.
+// Authorization header, a WebSocket bearer subprotocol or a client
+// certificate is never anonymous, so credentials the authenticators
+// before it refused get 401, as kube-apiserver answers them.
 type Anonymous struct{}
 
 var _ Authenticator = Anonymous{}
@@ -289,6 +289,9 @@ var _ Authenticator = Anonymous{}
 // Authenticate implements Authenticator.
 func (Anonymous) Authenticate(r *http.Request) (*User, bool, error) {
 	if r.Header.Get("Authorization") != "" || (r.TLS != nil && len(r.TLS.PeerCertificates) > 0) {
+		return nil, false, nil
+	}
+	if token, _, err := webSocketBearer(r); token != "" || err != nil {
 		return nil, false, nil
 	}
 	return &User{Name: UserAnonymous, Groups: []string{GroupUnauthenticated}}, true, nil

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 )
@@ -17,6 +18,27 @@ func FuzzParseBearer(f *testing.F) {
 		tok, ok := parseBearer(h)
 		if ok && (tok == "" || strings.ContainsAny(tok, " \t")) {
 			t.Errorf("parseBearer(%q) = %q", h, tok)
+		}
+	})
+}
+
+func FuzzWebSocketBearer(f *testing.F) {
+	for _, s := range []string{WebSocketBearerPrefix + "YWJj, x", "x," + WebSocketBearerPrefix, WebSocketBearerPrefix + "a+b/", WebSocketBearerPrefix + "_w", ",,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		r := &http.Request{Header: http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Protocol": {h}}}
+		token, others, err := webSocketBearer(r)
+		if err != nil {
+			return
+		}
+		if !utf8.ValidString(token) {
+			t.Errorf("webSocketBearer(%q) = %q, not UTF-8", h, token)
+		}
+		for _, p := range others {
+			if strings.HasPrefix(p, WebSocketBearerPrefix) {
+				t.Errorf("webSocketBearer(%q) left the token's subprotocol among the others: %q", h, others)
+			}
 		}
 	})
 }

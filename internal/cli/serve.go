@@ -1520,8 +1520,9 @@ func reloadAuthorization(api *apiserver.Server, file *pki.Reloading[*apiserverco
 // `leasehold token` maintains, the JWTs of the --oidc-* issuer or of
 // --authentication-config's (returned too, for its Run), on an external
 // etcd the tokens kept there (through etcdTokens once it is set), the token
-// webhook, and anonymous requests when enabled, by --anonymous-auth or by
-// that file.
+// webhook, all of those tokens again when a WebSocket carries one in its
+// subprotocols, and anonymous requests when enabled, by --anonymous-auth or
+// by that file.
 func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, builtin *auth.Tokens, etcdTokens *auth.Later, reloads *prometheus.CounterVec, log *slog.Logger) (auth.Union, *auth.TokenStore, *auth.AuthenticationConfig, error) {
 	var list auth.Union
 	if certs.proxyCAs != nil {
@@ -1529,19 +1530,20 @@ func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, built
 		cfg.Roots = certs.proxyCAs.Get
 		list = append(list, auth.NewRequestHeader(cfg))
 	}
-	list = append(list, auth.NewClientCerts(certs.clientRoots, nil), builtin)
+	list = append(list, auth.NewClientCerts(certs.clientRoots, nil))
+	tokens := auth.Union{builtin}
 	if f.tokenAuthFile != "" {
 		static, err := auth.LoadTokenFile(f.tokenAuthFile)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		list = append(list, static)
+		tokens = append(tokens, static)
 	}
 	ts, err := auth.NewTokenStore(auth.TokenStoreConfig{Path: filepath.Join(f.dataDir, auth.TokenStoreFile), Logger: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	list = append(list, ts)
+	tokens = append(tokens, ts)
 	var fileCfg *auth.AuthenticationConfig
 	switch {
 	case f.oidc.IssuerURL != "":
@@ -1555,7 +1557,7 @@ func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, built
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--oidc-*: %w", err)
 		}
-		list = append(list, jwt)
+		tokens = append(tokens, jwt)
 	case f.authenticationConfig != "":
 		fileCfg, err = auth.NewAuthenticationConfig(ctx, f.authenticationConfig, auth.AuthenticationConfigOptions{
 			Logger:   log,
@@ -1567,21 +1569,23 @@ func authenticators(ctx context.Context, f serveFlags, certs *serverCerts, built
 		if f.anonymousAuth && fileCfg.HasAnonymous() {
 			return nil, nil, nil, errors.New("--anonymous-auth may not be set while --authentication-config says who may be anonymous, as in kube-apiserver")
 		}
-		list = append(list, fileCfg.JWT())
+		tokens = append(tokens, fileCfg.JWT())
 	}
 	if etcdTokens != nil {
 		// After the JWTs, which pass over any token that is not one at a
 		// glance, so that a valid JWT never costs etcd a read as a token
 		// it does not hold; before the webhook, a remote call.
-		list = append(list, etcdTokens)
+		tokens = append(tokens, etcdTokens)
 	}
 	if f.webhook.ConfigFile != "" {
 		wh, err := auth.NewWebhook(f.webhook)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--authentication-token-webhook-config-file: %w", err)
 		}
-		list = append(list, wh)
+		tokens = append(tokens, wh)
 	}
+	list = append(list, tokens...)
+	list = append(list, auth.WebSocketProtocol{Tokens: tokens})
 	switch {
 	case f.anonymousAuth:
 		list = append(list, auth.Anonymous{})
