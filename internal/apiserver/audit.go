@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -213,6 +214,20 @@ func (w *auditWriter) Flush() {
 }
 
 func (w *auditWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack hands the connection over to a watch's WebSocket, whose
+// handshake answers 101 Switching Protocols on it: the event records that
+// code, as kube-apiserver's do.
+func (w *auditWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if !w.wroteHeader {
+		w.wroteHeader, w.code = true, http.StatusSwitchingProtocols
+		if w.rec.watch {
+			w.rec.setStatus(w.code, nil)
+			w.rec.emit(audit.StageResponseStarted)
+		}
+	}
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
 
 // finish writes ResponseComplete (or Panic) once.
 func (w *auditWriter) finish(panicked bool) {

@@ -495,6 +495,7 @@ rules:
 		t.Fatal(err)
 	}
 	alice.CoordinationV1().Leases("default").Get(context.Background(), "audited", metav1.GetOptions{})
+	dialWatch(t, s, "/api/v1/namespaces?watch=1", "").Close()
 	bad := s.ConfigFor("no-such-token")
 	if c, err := kubernetes.NewForConfig(bad); err == nil {
 		c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
@@ -559,6 +560,18 @@ rules:
 	}
 	if a := denied["annotations"].(map[string]any); a[audit.AnnotationDecision] != "forbid" {
 		t.Errorf("denied annotations %v", a)
+	}
+	// A watch over a WebSocket answers 101 Switching Protocols, as
+	// kube-apiserver records it.
+	for _, stage := range []string{"ResponseStarted", "ResponseComplete"} {
+		ws := find(func(ev map[string]any) bool {
+			return ev["verb"] == "watch" && ev["stage"] == stage && ev["requestURI"] == "/api/v1/namespaces?watch=1"
+		})
+		if ws == nil {
+			t.Errorf("no %s event for the watch over a WebSocket", stage)
+		} else if rs := ws["responseStatus"].(map[string]any); rs["code"] != float64(http.StatusSwitchingProtocols) || user(ws) != "test-admin" {
+			t.Errorf("the watch over a WebSocket, %s: %s got %v, want 101", stage, user(ws), rs)
+		}
 	}
 	unauth := find(func(ev map[string]any) bool {
 		rs, _ := ev["responseStatus"].(map[string]any)

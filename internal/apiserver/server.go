@@ -12,6 +12,7 @@
 package apiserver
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -419,3 +421,11 @@ func (r *statusRecorder) Flush() {
 }
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Hijack hands the connection over to a watch's WebSocket.
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if !r.wrote {
+		r.code, r.wrote = http.StatusSwitchingProtocols, true
+	}
+	return http.NewResponseController(r.ResponseWriter).Hijack()
+}

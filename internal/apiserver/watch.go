@@ -9,11 +9,15 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"golang.org/x/net/websocket"
+
+	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/store"
 )
 
@@ -54,8 +58,6 @@ func (s *Server) watch(req *request) error {
 		return werr
 	}
 
-	framer := e.info.StreamSerializer.Framer
-	streamEnc := e.info.StreamSerializer.Serializer
 	contentType := e.info.MediaType
 	if e.as != "" {
 		contentType = e.mediaType
@@ -64,32 +66,63 @@ func (s *Server) watch(req *request) error {
 		contentType = mediaProtobuf + ";stream=watch"
 	}
 	req.w.Header().Set("Content-Type", contentType)
+	ew := &eventWriter{s: s, req: req, e: e, enc: e.info.StreamSerializer.Serializer, key: e.mediaType + "|" + req.info.query.Get("includeObject") + "|" + req.res.APIVersion()}
+	stream := func(stop <-chan struct{}, flush func()) {
+		if werr != nil {
+			// As kube-apiserver: the stream opens and carries one ERROR
+			// event.
+			st := statusFor(werr, req.gr, "")
+			st.Kind, st.APIVersion = "Status", "v1"
+			ew.writeRaw(watch.Error, st, coreV1)
+			flush()
+			return
+		}
+		defer w.Stop()
+		ew.stream(w, opts, timeout, stop, flush)
+	}
+
+	if auth.IsWebSocketRequest(req.r) {
+		// As kube-apiserver: each event is one message, text for JSON and
+		// binary for protobuf, without the stream's framing. The client
+		// sends nothing; its close, or the connection's, ends the watch.
+		websocket.Handler(func(ws *websocket.Conn) {
+			defer ws.Close()
+			closed := make(chan struct{})
+			go func() {
+				defer close(closed)
+				var discard []byte
+				for websocket.Message.Receive(ws, &discard) == nil {
+				}
+			}()
+			ew.out = webSocketWriter{ws: ws, text: e.info.EncodesAsText}
+			stream(closed, func() {})
+		}).ServeHTTP(req.w, req.r)
+		return nil
+	}
+
 	req.w.Header().Set("Transfer-Encoding", "chunked")
 	req.w.WriteHeader(http.StatusOK)
-	out := framer.NewFrameWriter(req.w)
+	ew.out = e.info.StreamSerializer.Framer.NewFrameWriter(req.w)
 	flusher, _ := req.w.(http.Flusher)
-	flush := func() {
+	stream(req.ctx.Done(), func() {
 		if flusher != nil {
 			flusher.Flush()
 		}
-	}
-	ew := &eventWriter{s: s, req: req, e: e, enc: streamEnc, out: out, key: e.mediaType + "|" + req.info.query.Get("includeObject") + "|" + req.res.APIVersion()}
+	})
+	return nil
+}
 
-	if werr != nil {
-		// As kube-apiserver: the stream opens and carries one ERROR event.
-		st := statusFor(werr, req.gr, "")
-		st.Kind, st.APIVersion = "Status", "v1"
-		ew.writeRaw(watch.Error, st, coreV1)
-		flush()
-		return nil
-	}
-	defer w.Stop()
+// stream writes w's events until stop, the server's shutdown, the
+// watch's timeout or the end of its events, calling flush whenever it has
+// written all that is waiting.
+func (ew *eventWriter) stream(w *store.Watch, opts *metainternalversion.ListOptions, timeout time.Duration, stop <-chan struct{}, flush func()) {
+	s, req := ew.s, ew.req
 	openWatches.WithLabelValues(req.gr.Group, req.gr.Resource).Inc()
 	defer openWatches.WithLabelValues(req.gr.Group, req.gr.Resource).Dec()
 
 	for _, ev := range w.Initial {
 		if err := ew.write(ev); err != nil {
-			return nil
+			return
 		}
 	}
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
@@ -98,7 +131,7 @@ func (s *Server) watch(req *request) error {
 		m.SetResourceVersion(strconv.FormatInt(w.InitialRV, 10))
 		m.SetAnnotations(map[string]string{initialEventsEnd: "true"})
 		if err := ew.write(&store.Event{Type: watch.Bookmark, Object: bm, RV: w.InitialRV}); err != nil {
-			return nil
+			return
 		}
 	}
 	flush()
@@ -107,27 +140,46 @@ func (s *Server) watch(req *request) error {
 	defer timer.Stop()
 	for {
 		select {
-		case <-req.ctx.Done():
-			return nil
+		case <-stop:
+			return
 		case <-s.shutdown:
-			return nil
+			return
 		case <-timer.C():
-			return nil
+			return
 		case ev, ok := <-w.Events:
 			if !ok {
-				return nil
+				return
 			}
 			if ev.Type == watch.Bookmark && !opts.AllowWatchBookmarks {
 				continue
 			}
 			if err := ew.write(ev); err != nil {
-				return nil
+				return
 			}
 			if len(w.Events) == 0 {
 				flush()
 			}
 		}
 	}
+}
+
+// webSocketWriter sends each write as one WebSocket message.
+type webSocketWriter struct {
+	ws   *websocket.Conn
+	text bool
+}
+
+func (w webSocketWriter) Write(p []byte) (int, error) {
+	var err error
+	if w.text {
+		err = websocket.Message.Send(w.ws, string(p))
+	} else {
+		err = websocket.Message.Send(w.ws, p)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // eventWriter encodes watch events in the negotiated form, sharing each

@@ -67,6 +67,21 @@ const commands = {
     }
     return null;
   }, { table: c.table, name: c.name }),
+  // webSocketWatch opens a watch of c.path over a WebSocket from the page,
+  // with c.token as a subprotocol as browsers send it, and returns its
+  // first message.
+  webSocketWatch: (c) => page.evaluate(({ path, token }) => new Promise((resolve, reject) => {
+    const encoded = btoa(token).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+    const ws = new WebSocket(location.origin.replace(/^http/, 'ws') + path,
+      [`base64url.bearer.authorization.k8s.io.${encoded}`, 'base64.binary.k8s.io']);
+    const timer = setTimeout(() => { ws.close(); reject(new Error('no message within 20 s')); }, 20000);
+    ws.onmessage = (m) => {
+      clearTimeout(timer);
+      ws.close();
+      resolve({ protocol: ws.protocol, text: typeof m.data === 'string', data: String(m.data) });
+    };
+    ws.onerror = () => { clearTimeout(timer); reject(new Error('the WebSocket failed')); };
+  }), { path: c.path, token: c.token }),
   sessionToken: () => page.evaluate(() => sessionStorage.getItem('leasehold.token')),
   screenshot: (c) => page.screenshot({ path: c.path, fullPage: c.fullPage !== false }).then(() => c.path),
   problems: () => problems.splice(0),

@@ -251,6 +251,17 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("node %s heartbeat %q, want an age like \"2s ago\"", n, cells[2])
 		}
 	}
+	// A browser's own WebSocket watch, as some Kubernetes UIs open them:
+	// the token as a subprotocol, an event a text message.
+	var ws struct {
+		Protocol string
+		Text     bool
+		Data     string
+	}
+	b.do(t, &ws, "webSocketWatch", map[string]any{"path": "/api/v1/nodes?watch=1", "token": token})
+	if ws.Protocol != "base64.binary.k8s.io" || !ws.Text || !strings.Contains(ws.Data, `"type":"ADDED"`) || !strings.Contains(ws.Data, `"kind":"Node"`) {
+		t.Errorf("a watch of nodes over a WebSocket from the page: subprotocol %q, text %v, first message %.300q; want base64.binary.k8s.io and a Node ADDED as text", ws.Protocol, ws.Text, ws.Data)
+	}
 	if servers := b.text(t, "#count-servers"); servers != "1" {
 		t.Errorf("servers %q, want 1 (this replica's identity lease)", servers)
 	}

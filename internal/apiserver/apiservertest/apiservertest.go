@@ -131,7 +131,7 @@ func Start(t testing.TB, opts Options) *Server {
 		}
 	}
 	api, err := apiserver.New(apiserver.Config{
-		Store: st, Authenticator: tokens, OpenAPI: docs, GarbageCollection: opts.GarbageCollection, Logger: log,
+		Store: st, Authenticator: auth.Union{tokens, auth.WebSocketProtocol{Tokens: tokens}}, OpenAPI: docs, GarbageCollection: opts.GarbageCollection, Logger: log,
 		Authorization: authz, Audit: opts.Audit,
 		MaxRequestsInFlight: opts.MaxRequestsInFlight, MaxRequestsInFlightPerUser: opts.MaxRequestsInFlightPerUser,
 		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard, Extra: opts.Extra,
