@@ -147,6 +147,28 @@ func auditNamed(w http.ResponseWriter, name string) {
 	}
 }
 
+// auditPlainBody returns where a handler that compresses its response
+// body should copy it uncompressed, for the audit event that w's
+// auditWriter records, if that event keeps the body: it then keeps that
+// copy instead of what is written. Call it once the status line is
+// written.
+func auditPlainBody(w http.ResponseWriter) io.Writer {
+	for {
+		switch x := w.(type) {
+		case *auditWriter:
+			if x.body == nil {
+				return nil
+			}
+			x.compressed = true
+			return x.body
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
 func (rec *auditRecord) named(name string) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -180,6 +202,7 @@ type auditWriter struct {
 	wroteHeader bool
 	code        int
 	body        *limitedBuffer
+	compressed  bool // body is filled by the handler (auditPlainBody)
 	finished    bool
 }
 
@@ -201,7 +224,7 @@ func (w *auditWriter) Write(b []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.body != nil {
+	if w.body != nil && !w.compressed {
 		w.body.Write(b)
 	}
 	return w.ResponseWriter.Write(b)

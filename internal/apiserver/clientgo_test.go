@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -1180,6 +1181,21 @@ func expectEvent(t *testing.T, events <-chan string, want string) {
 	case <-time.After(wait):
 		t.Fatalf("informer event: timed out waiting for %q", want)
 	}
+}
+
+// roundTrip sends req with client and reads the whole answer.
+func roundTrip(t testing.TB, client *http.Client, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
 }
 
 func newLease(name, holder string) *coordinationv1.Lease {

@@ -3,7 +3,6 @@ package apiserver_test
 import (
 	"crypto/tls"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -58,15 +57,7 @@ func TestDashboardFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp, body := roundTrip(t, client, req)
 			if resp.StatusCode != tc.code {
 				t.Fatalf("status %d, want %d; body %s", resp.StatusCode, tc.code, body)
 			}

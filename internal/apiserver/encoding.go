@@ -286,11 +286,21 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e
 		// longer become a 500, so the response is cut off instead, which
 		// every client sees as a failed request.
 		w.Header().Set("Content-Type", e.mediaType)
-		w.WriteHeader(code)
-		bw := bufio.NewWriterSize(w, streamBuffer)
+		var out io.Writer = w
+		var gz *gzipResponse
+		if s.acceptsGzip(r) {
+			gz = newGzipResponse(w, code)
+			out = gz
+		} else {
+			w.WriteHeader(code)
+		}
+		bw := bufio.NewWriterSize(out, streamBuffer)
 		err := encodeTo(bw, e, obj, gv)
 		if err == nil {
 			err = bw.Flush()
+		}
+		if err == nil && gz != nil {
+			err = gz.Close()
 		}
 		if err != nil && r.Context().Err() == nil {
 			s.log.Error("encoding response", "err", err, "path", r.URL.Path)
@@ -311,6 +321,13 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e
 		return
 	}
 	w.Header().Set("Content-Type", e.mediaType)
+	if buf.Len() > gzipThreshold && s.acceptsGzip(r) {
+		gz := newGzipResponse(w, code)
+		if _, err := gz.Write(buf.Bytes()); err == nil {
+			gz.Close()
+		}
+		return
+	}
 	w.WriteHeader(code)
 	w.Write(buf.Bytes())
 }

@@ -2,7 +2,6 @@ package apiserver_test
 
 import (
 	"crypto/tls"
-	"io"
 	"net/http"
 	"testing"
 
@@ -31,15 +30,7 @@ func TestHealthEndpoints(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp, body := roundTrip(t, client, req)
 		return resp.StatusCode, string(body)
 	}
 	type answer struct {

@@ -81,6 +81,10 @@ type Config struct {
 	// by then is answered 504. A client's ?timeout= may ask for less.
 	// Default 60 s, negative means none.
 	RequestTimeout time.Duration
+	// ResponseCompression gzips a response body larger than 128 KiB (a
+	// long list) for a client that accepts gzip, as kube-apiserver's
+	// APIResponseCompression does, on by default there.
+	ResponseCompression bool
 	// OpenAPI serves /openapi/v2 and /openapi/v3; nil answers 404.
 	OpenAPI http.Handler
 	// Extra non-resource handlers (for example /metrics), by exact path.

@@ -127,6 +127,7 @@ type serveFlags struct {
 	maxConnections                     int
 	requestReadTimeout                 time.Duration
 	requestTimeout                     time.Duration
+	apiResponseCompression             bool
 	goawayChance                       float64
 }
 
@@ -229,6 +230,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&f.maxConnections, "max-connections", 0, "client connections served at once; more wait to be accepted until some close (0: all but a twentieth of the process's open-file limit, leaving at least 1 024 files, or half of a smaller limit, to etcd and the server)")
 	fs.Float64Var(&f.goawayChance, "goaway-chance", 0, "the chance, up to 0.02, that a request's HTTP/2 connection is closed after its response (GOAWAY; never a watch), as kube-apiserver's flag: clients reconnect, and a load balancer in front of several replicas spreads their connections again after one restarts (0: never)")
 	fs.DurationVar(&f.requestReadTimeout, "request-read-timeout", time.Minute, "how long a request body may take to arrive")
+	fs.BoolVar(&f.apiResponseCompression, "api-response-compression", true, "gzip a response larger than 128 KiB (a long list) for a client that accepts gzip, as kube-apiserver's APIResponseCompression feature: client-go and kubectl accept it unless told not to (client-go's DisableCompression); false sends every response as it is, for less CPU per list")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", time.Minute, "how long a request other than a watch may take, as kube-apiserver's flag: one that etcd has not answered by then gets 504 (0: no limit); a client's ?timeout= may ask for less")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -525,6 +527,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		WatchCacheSizes:             f.cacheSizes,
 		RequestReadTimeout:          orDisabled(f.requestReadTimeout),
 		RequestTimeout:              orDisabled(f.requestTimeout),
+		ResponseCompression:         f.apiResponseCompression,
 	})
 	if err != nil {
 		return err

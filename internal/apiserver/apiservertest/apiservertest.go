@@ -70,6 +70,8 @@ type Options struct {
 	APIAudiences []string
 	// RequestTimeout sets apiserver.Config.RequestTimeout.
 	RequestTimeout time.Duration
+	// ResponseCompression sets apiserver.Config.ResponseCompression.
+	ResponseCompression bool
 	// Snapshot sets apiserver.Config.Snapshot; nil serves none.
 	Snapshot func(context.Context) (io.ReadCloser, error)
 }
@@ -136,7 +138,7 @@ func Start(t testing.TB, opts Options) *Server {
 		MaxRequestsInFlight: opts.MaxRequestsInFlight, MaxRequestsInFlightPerUser: opts.MaxRequestsInFlightPerUser,
 		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard, Extra: opts.Extra,
 		WatchCacheSizes: opts.WatchCacheSizes, Clock: opts.Clock, APIAudiences: opts.APIAudiences,
-		RequestTimeout: opts.RequestTimeout, Snapshot: opts.Snapshot,
+		RequestTimeout: opts.RequestTimeout, Snapshot: opts.Snapshot, ResponseCompression: opts.ResponseCompression,
 	})
 	if err != nil {
 		t.Fatal(err)
