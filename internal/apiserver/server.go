@@ -22,6 +22,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -81,6 +82,10 @@ type Config struct {
 	// by then is answered 504. A client's ?timeout= may ask for less.
 	// Default 60 s, negative means none.
 	RequestTimeout time.Duration
+	// CORSAllowedOrigins are the origins (ParseCORSOrigins) whose browser
+	// pages may call the API, as kube-apiserver's --cors-allowed-origins;
+	// nil allows none but the server's own.
+	CORSAllowedOrigins []*regexp.Regexp
 	// ResponseCompression gzips a response body larger than 128 KiB (a
 	// long list) for a client that accepts gzip, as kube-apiserver's
 	// APIResponseCompression does, on by default there.
@@ -304,6 +309,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		observeRequest(info, rw.code, s.clock.Since(start))
 	}()
 	rw.Header().Set("Cache-Control", "no-cache, private")
+	if s.cors(rw, r) {
+		return
+	}
 
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	if publicPaths[path] {

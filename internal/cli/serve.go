@@ -18,6 +18,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -128,6 +129,8 @@ type serveFlags struct {
 	requestReadTimeout                 time.Duration
 	requestTimeout                     time.Duration
 	apiResponseCompression             bool
+	corsAllowedOrigins                 []string
+	corsOrigins                        []*regexp.Regexp
 	goawayChance                       float64
 }
 
@@ -230,6 +233,10 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&f.maxConnections, "max-connections", 0, "client connections served at once; more wait to be accepted until some close (0: all but a twentieth of the process's open-file limit, leaving at least 1 024 files, or half of a smaller limit, to etcd and the server)")
 	fs.Float64Var(&f.goawayChance, "goaway-chance", 0, "the chance, up to 0.02, that a request's HTTP/2 connection is closed after its response (GOAWAY; never a watch), as kube-apiserver's flag: clients reconnect, and a load balancer in front of several replicas spreads their connections again after one restarts (0: never)")
 	fs.DurationVar(&f.requestReadTimeout, "request-read-timeout", time.Minute, "how long a request body may take to arrive")
+	fs.Func("cors-allowed-origins", `regular expressions, comma-separated or repeated, of the origins whose web pages may call the API from a browser (CORS), as kube-apiserver's flag: each must pin the start of the host ("^" or "//") and its end ("$" or ":"), as '^https://ops\.example\.com(:|$)' (default none)`, func(v string) error {
+		f.corsAllowedOrigins = append(f.corsAllowedOrigins, splitList(v)...)
+		return nil
+	})
 	fs.BoolVar(&f.apiResponseCompression, "api-response-compression", true, "gzip a response larger than 128 KiB (a long list) for a client that accepts gzip, as kube-apiserver's APIResponseCompression feature: client-go and kubectl accept it unless told not to (client-go's DisableCompression); false sends every response as it is, for less CPU per list")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", time.Minute, "how long a request other than a watch may take, as kube-apiserver's flag: one that etcd has not answered by then gets 504 (0: no limit); a client's ?timeout= may ask for less")
 	if err := parseFlags(fs, args); err != nil {
@@ -283,6 +290,9 @@ func (f *serveFlags) check() error {
 	}
 	if f.etcdPrefix, err = cleanEtcdPrefix(f.etcdPrefix); err != nil {
 		return err
+	}
+	if f.corsOrigins, err = apiserver.ParseCORSOrigins(f.corsAllowedOrigins); err != nil {
+		return fmt.Errorf("--cors-allowed-origins: %w", err)
 	}
 	switch oidcFlags := f.oidc.ClientID != "" || len(f.oidc.RequiredClaims) > 0 || f.oidc.GroupsClaim != "" || f.oidcCAFile != ""; {
 	case f.oidc.IssuerURL != "" && f.authenticationConfig != "":
@@ -528,6 +538,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		RequestReadTimeout:          orDisabled(f.requestReadTimeout),
 		RequestTimeout:              orDisabled(f.requestTimeout),
 		ResponseCompression:         f.apiResponseCompression,
+		CORSAllowedOrigins:          f.corsOrigins,
 	})
 	if err != nil {
 		return err

@@ -82,6 +82,17 @@ const commands = {
     };
     ws.onerror = () => { clearTimeout(timer); reject(new Error('the WebSocket failed')); };
   }), { path: c.path, token: c.token }),
+  // fetchWithToken fetches c.url from the page with c.token as its bearer
+  // token (a cross-origin one needs the server's CORS) and returns the
+  // status, or the browser's error.
+  fetchWithToken: (c) => page.evaluate(async ({ url, token }) => {
+    try {
+      const r = await fetch(url, { headers: { Authorization: `Bearer ${token}` } });
+      return { status: r.status, body: (await r.text()).slice(0, 300) };
+    } catch (err) {
+      return { error: String(err) };
+    }
+  }, { url: c.url, token: c.token }),
   sessionToken: () => page.evaluate(() => sessionStorage.getItem('leasehold.token')),
   screenshot: (c) => page.screenshot({ path: c.path, fullPage: c.fullPage !== false }).then(() => c.path),
   problems: () => problems.splice(0),

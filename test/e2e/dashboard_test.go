@@ -5,13 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leasehold/leasehold/internal/syncbuf"
 	"github.com/leasehold/leasehold/internal/testbin"
@@ -351,4 +356,47 @@ func TestDashboard(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestCrossOriginPage calls the API from a web page served elsewhere, as
+// a UI of its own would, in the real Chromium: the origin that
+// --cors-allowed-origins names gets its answer, after the browser's
+// preflight; another origin's page is refused by the browser.
+func TestCrossOriginPage(t *testing.T) {
+	b := startBrowser(t)
+	dir := t.TempDir()
+	page := func() *httptest.Server {
+		app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, "<!doctype html><title>fleet tools</title><p>fleet tools")
+		}))
+		t.Cleanup(app.Close)
+		return app
+	}
+	allowed, other := page(), page()
+	s := serveFor(t, filepath.Join(dir, "data"), "", dir, "--cors-allowed-origins", "^"+regexp.QuoteMeta(allowed.URL)+"$")
+	cfg, err := clientcmd.LoadFromFile(s.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo].Token
+	api := s.url() + "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+
+	var fetched struct {
+		Status      int
+		Body, Error string
+	}
+	b.do(t, nil, "goto", map[string]any{"url": allowed.URL})
+	b.do(t, &fetched, "fetchWithToken", map[string]any{"url": api, "token": token})
+	if fetched.Status != 200 || !strings.Contains(fetched.Body, `"kind":"LeaseList"`) {
+		t.Errorf("GET %s from a page at %s: %+v; want 200 and the LeaseList", api, allowed.URL, fetched)
+	}
+
+	fetched.Status, fetched.Body, fetched.Error = 0, "", ""
+	b.do(t, nil, "goto", map[string]any{"url": other.URL})
+	b.do(t, &fetched, "fetchWithToken", map[string]any{"url": api, "token": token})
+	if fetched.Error == "" {
+		t.Errorf("GET %s from a page at %s, an origin not allowed: %+v; want the browser to refuse it", api, other.URL, fetched)
+	}
+	b.do(t, nil, "problems", nil) // the refusal's console errors
 }

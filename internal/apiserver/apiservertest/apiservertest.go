@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"testing"
 	"time"
 
@@ -72,6 +73,8 @@ type Options struct {
 	RequestTimeout time.Duration
 	// ResponseCompression sets apiserver.Config.ResponseCompression.
 	ResponseCompression bool
+	// CORSAllowedOrigins sets apiserver.Config.CORSAllowedOrigins.
+	CORSAllowedOrigins []*regexp.Regexp
 	// Snapshot sets apiserver.Config.Snapshot; nil serves none.
 	Snapshot func(context.Context) (io.ReadCloser, error)
 }
@@ -139,6 +142,7 @@ func Start(t testing.TB, opts Options) *Server {
 		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard, Extra: opts.Extra,
 		WatchCacheSizes: opts.WatchCacheSizes, Clock: opts.Clock, APIAudiences: opts.APIAudiences,
 		RequestTimeout: opts.RequestTimeout, Snapshot: opts.Snapshot, ResponseCompression: opts.ResponseCompression,
+		CORSAllowedOrigins: opts.CORSAllowedOrigins,
 	})
 	if err != nil {
 		t.Fatal(err)
