@@ -94,3 +94,23 @@ func TestCORS(t *testing.T) {
 		})
 	}
 }
+
+func FuzzParseCORSOrigins(f *testing.F) {
+	for _, s := range []string{`^https://example\.com(:|$)`, `example\.com`, `//a:`, `^(`, `$^`} {
+		f.Add(s, "https://example.com")
+	}
+	f.Fuzz(func(t *testing.T, expr, origin string) {
+		res, err := apiserver.ParseCORSOrigins([]string{expr})
+		if err != nil {
+			return
+		}
+		if len(res) != 1 {
+			t.Fatalf("%q: %d expressions", expr, len(res))
+		}
+		pinned := (strings.Contains(expr, "^") || strings.Contains(expr, "//")) && (strings.Contains(expr, "$") || strings.Contains(expr, ":"))
+		if !pinned {
+			t.Errorf("%q accepted, but pins neither end", expr)
+		}
+		res[0].MatchString(origin)
+	})
+}
