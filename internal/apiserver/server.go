@@ -86,6 +86,9 @@ type Config struct {
 	// pages may call the API, as kube-apiserver's --cors-allowed-origins;
 	// nil allows none but the server's own.
 	CORSAllowedOrigins []*regexp.Regexp
+	// HSTS is the Strict-Transport-Security header of every response
+	// (HSTSHeader); "" sends none.
+	HSTS string
 	// ResponseCompression gzips a response body larger than 128 KiB (a
 	// long list) for a client that accepts gzip, as kube-apiserver's
 	// APIResponseCompression does, on by default there.
@@ -309,6 +312,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		observeRequest(info, rw.code, s.clock.Since(start))
 	}()
 	rw.Header().Set("Cache-Control", "no-cache, private")
+	if s.cfg.HSTS != "" {
+		rw.Header().Set("Strict-Transport-Security", s.cfg.HSTS)
+	}
 	if s.cors(rw, r) {
 		return
 	}

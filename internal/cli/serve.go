@@ -131,6 +131,8 @@ type serveFlags struct {
 	apiResponseCompression             bool
 	corsAllowedOrigins                 []string
 	corsOrigins                        []*regexp.Regexp
+	hstsDirectives                     []string
+	hsts                               string
 	goawayChance                       float64
 }
 
@@ -237,6 +239,10 @@ func runServe(ctx context.Context, args []string) error {
 		f.corsAllowedOrigins = append(f.corsAllowedOrigins, splitList(v)...)
 		return nil
 	})
+	fs.Func("strict-transport-security-directives", "HSTS directives, comma-separated or repeated, for the Strict-Transport-Security header of every response, as kube-apiserver's flag: max-age=SECONDS (required), includeSubDomains, preload; browsers then reach this host by HTTPS alone (default none)", func(v string) error {
+		f.hstsDirectives = append(f.hstsDirectives, splitList(v)...)
+		return nil
+	})
 	fs.BoolVar(&f.apiResponseCompression, "api-response-compression", true, "gzip a response larger than 128 KiB (a long list) for a client that accepts gzip, as kube-apiserver's APIResponseCompression feature: client-go and kubectl accept it unless told not to (client-go's DisableCompression); false sends every response as it is, for less CPU per list")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", time.Minute, "how long a request other than a watch may take, as kube-apiserver's flag: one that etcd has not answered by then gets 504 (0: no limit); a client's ?timeout= may ask for less")
 	if err := parseFlags(fs, args); err != nil {
@@ -293,6 +299,9 @@ func (f *serveFlags) check() error {
 	}
 	if f.corsOrigins, err = apiserver.ParseCORSOrigins(f.corsAllowedOrigins); err != nil {
 		return fmt.Errorf("--cors-allowed-origins: %w", err)
+	}
+	if f.hsts, err = apiserver.HSTSHeader(f.hstsDirectives); err != nil {
+		return fmt.Errorf("--strict-transport-security-directives: %w", err)
 	}
 	switch oidcFlags := f.oidc.ClientID != "" || len(f.oidc.RequiredClaims) > 0 || f.oidc.GroupsClaim != "" || f.oidcCAFile != ""; {
 	case f.oidc.IssuerURL != "" && f.authenticationConfig != "":
@@ -539,6 +548,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		RequestTimeout:              orDisabled(f.requestTimeout),
 		ResponseCompression:         f.apiResponseCompression,
 		CORSAllowedOrigins:          f.corsOrigins,
+		HSTS:                        f.hsts,
 	})
 	if err != nil {
 		return err

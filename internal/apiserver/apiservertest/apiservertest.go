@@ -75,6 +75,8 @@ type Options struct {
 	ResponseCompression bool
 	// CORSAllowedOrigins sets apiserver.Config.CORSAllowedOrigins.
 	CORSAllowedOrigins []*regexp.Regexp
+	// HSTS sets apiserver.Config.HSTS.
+	HSTS string
 	// Snapshot sets apiserver.Config.Snapshot; nil serves none.
 	Snapshot func(context.Context) (io.ReadCloser, error)
 }
@@ -142,7 +144,7 @@ func Start(t testing.TB, opts Options) *Server {
 		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard, Extra: opts.Extra,
 		WatchCacheSizes: opts.WatchCacheSizes, Clock: opts.Clock, APIAudiences: opts.APIAudiences,
 		RequestTimeout: opts.RequestTimeout, Snapshot: opts.Snapshot, ResponseCompression: opts.ResponseCompression,
-		CORSAllowedOrigins: opts.CORSAllowedOrigins,
+		CORSAllowedOrigins: opts.CORSAllowedOrigins, HSTS: opts.HSTS,
 	})
 	if err != nil {
 		t.Fatal(err)
