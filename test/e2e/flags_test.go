@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -175,6 +176,67 @@ func TestGoawayChanceFlag(t *testing.T) {
 	sharedClient, _ := clientOf(shared(t))
 	if n := requests(shared(t), sharedClient, 600); n != 1 {
 		t.Errorf("600 requests without the flag went on %d connections; want 1", n)
+	}
+}
+
+// TestResponseFlags: --strict-transport-security-directives puts its
+// header on every response, and a long list is gzipped for a client that
+// asks, unless --api-response-compression=false.
+func TestResponseFlags(t *testing.T) {
+	needKubectl(t)
+	// get lists 300 KB of leases asking for gzip, as Go's client does, and
+	// returns the response's headers.
+	get := func(s *server) http.Header {
+		t.Helper()
+		cfg := mustConfig(t, s)
+		cs := kubernetes.NewForConfigOrDie(cfg)
+		for _, name := range []string{"pad-a", "pad-b", "pad-c"} {
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"pad": strings.Repeat("x", 100_000)}}}
+			if _, err := cs.CoordinationV1().Leases("default").Create(t.Context(), l, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		client, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", s.url()+"/apis/coordination.k8s.io/v1/namespaces/default/leases", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("list: %s", resp.Status)
+		}
+		return resp.Header
+	}
+
+	s := newServer(t, "--strict-transport-security-directives", "max-age=600,includeSubDomains", "--api-response-compression=false")
+	h := get(s)
+	if got := h.Get("Strict-Transport-Security"); got != "max-age=600; includeSubDomains" {
+		t.Errorf("Strict-Transport-Security %q, want max-age=600; includeSubDomains", got)
+	}
+	if got := h.Get("Content-Encoding"); got != "" {
+		t.Errorf("with --api-response-compression=false the list came with Content-Encoding %q", got)
+	}
+	s.kubectl(t, "get", "leases", "-n", "default", "-o", "name")
+
+	s = newServer(t)
+	h = get(s)
+	if h.Get("Strict-Transport-Security") != "" || h.Get("Content-Encoding") != "gzip" {
+		t.Errorf("by default: Strict-Transport-Security %q, Content-Encoding %q; want none and gzip", h.Get("Strict-Transport-Security"), h.Get("Content-Encoding"))
+	}
+	// kubectl reads the gzipped list.
+	if out := s.kubectl(t, "get", "leases", "-n", "default", "-o", "name"); !strings.Contains(out, "lease.coordination.k8s.io/pad-c") {
+		t.Errorf("kubectl get leases: %q", out)
+	}
+
+	out, err := exec.CommandContext(t.Context(), leaseholdBin, "serve", "--data-dir", t.TempDir(), "--strict-transport-security-directives", "preload").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "max-age=SECONDS is required") {
+		t.Errorf("serve with --strict-transport-security-directives preload: %v\n%s", err, out)
 	}
 }
 
