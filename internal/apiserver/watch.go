@@ -67,6 +67,11 @@ func (s *Server) watch(req *request) error {
 	}
 	req.w.Header().Set("Content-Type", contentType)
 	ew := &eventWriter{s: s, req: req, e: e, enc: e.info.StreamSerializer.Serializer, key: e.mediaType + "|" + req.info.query.Get("includeObject") + "|" + req.res.APIVersion()}
+	if werr == nil {
+		// Here rather than in stream: a WebSocket whose handshake fails
+		// never streams.
+		defer w.Stop()
+	}
 	stream := func(stop <-chan struct{}, flush func()) {
 		if werr != nil {
 			// As kube-apiserver: the stream opens and carries one ERROR
@@ -77,7 +82,6 @@ func (s *Server) watch(req *request) error {
 			flush()
 			return
 		}
-		defer w.Stop()
 		ew.stream(w, opts, timeout, stop, flush)
 	}
 

@@ -16,10 +16,13 @@ import (
 
 	"golang.org/x/net/websocket"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/leakcheck"
 	"github.com/leasehold/leasehold/internal/registry"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // frame is one WebSocket message and whether it was sent as text.
@@ -124,4 +127,55 @@ func TestWatchWebSocket(t *testing.T) {
 	if leaked := leakcheck.Leaked(5*time.Second, "websocket.Server.serveWebSocket"); leaked != "" {
 		t.Errorf("watches still served after their clients closed:\n%s", leaked)
 	}
+
+	// A handshake without an Origin is refused, as kube-apiserver refuses
+	// it, and leaves no watch open in the cache.
+	before := cacheWatchers(t)
+	tlsConfig, err := rest.TLSConfigFor(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConfig.NextProtos = []string{"http/1.1"}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	t.Cleanup(client.CloseIdleConnections)
+	req, _ := http.NewRequest("GET", s.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+apiservertest.AdminToken)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	if resp, body := roundTrip(t, client, req); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a WebSocket without an Origin: %s %q, want 403", resp.Status, body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for cacheWatchers(t) != before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after := cacheWatchers(t); after != before {
+		t.Errorf("the watch cache serves %v watches of leases after the refused handshake, %v before", after, before)
+	}
+}
+
+// cacheWatchers reads leasehold_watch_cache_watchers for leases.
+func cacheWatchers(t *testing.T) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(store.Collectors()...)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "leasehold_watch_cache_watchers" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "resource" && l.GetValue() == "leases" {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
