@@ -3,6 +3,10 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
@@ -110,3 +115,56 @@ func TestNewListRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestListCompression asks for the lists gzipped, as client-go does, unless
+// DisableCompression; a server that compresses then sends them so.
+func TestListCompression(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{ResponseCompression: true})
+	client := kubernetes.NewForConfigOrDie(s.Config)
+	for _, name := range []string{"pad-a", "pad-b"} {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"pad": strings.Repeat("x", 100_000)}}}
+		if _, err := client.CoordinationV1().Leases("default").Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, disable := range []bool{false, true} {
+		var gzipped, plain atomic.Int64
+		c := common(t, s, &syncbuf.Buffer{})
+		c.Duration = 300 * time.Millisecond
+		c.REST = rest.CopyConfig(s.Config)
+		c.REST.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				resp, err := rt.RoundTrip(r)
+				if err == nil && strings.HasSuffix(r.URL.Path, "/leases") {
+					if resp.Uncompressed { // Go's transport took the gzip off
+						gzipped.Add(1)
+					} else {
+						plain.Add(1)
+					}
+				}
+				return resp, err
+			})
+		}
+		l, err := bench.NewList(bench.ListConfig{Common: c, Namespace: "default", DisableCompression: disable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := l.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.List.Items != 2 {
+			t.Errorf("%d items a list, want 2", r.List.Items)
+		}
+		if g, p := gzipped.Load(), plain.Load(); (disable && (g != 0 || p == 0)) || (!disable && (g == 0 || p != 0)) {
+			t.Errorf("DisableCompression %v: %d lists gzipped, %d not", disable, g, p)
+		}
+		if r.Parameters["gzip"] != strconv.FormatBool(!disable) {
+			t.Errorf("the report's parameters %v", r.Parameters)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

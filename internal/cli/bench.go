@@ -260,6 +260,7 @@ func listScenario() *benchScenario {
 			fs.Int64Var(&cfg.ChunkSize, "chunk-size", 0, "leases per page, as kubectl's --chunk-size (0: one unpaginated list)")
 			fs.StringVar(&cfg.ResourceVersion, "resource-version", "", `resourceVersion of the lists: "" the most recent (a consistent read, as kubectl), "0" any`)
 			fs.StringVar(&cfg.Accept, "accept", "protobuf", "format of the lists asked for: protobuf (as Kubernetes' components) or json (as client-go by default, and kubectl)")
+			fs.BoolVar(&cfg.DisableCompression, "disable-compression", false, "ask for the lists as they are, as client-go's DisableCompression; by default they are asked for gzipped, as client-go and kubectl ask, which the server spends CPU on")
 		},
 		run: func(ctx context.Context, c bench.Common) (*bench.Report, error) {
 			cfg.Common = c
