@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"maps"
@@ -147,28 +148,6 @@ func auditNamed(w http.ResponseWriter, name string) {
 	}
 }
 
-// auditPlainBody returns where a handler that compresses its response
-// body should copy it uncompressed, for the audit event that w's
-// auditWriter records, if that event keeps the body: it then keeps that
-// copy instead of what is written. Call it once the status line is
-// written.
-func auditPlainBody(w http.ResponseWriter) io.Writer {
-	for {
-		switch x := w.(type) {
-		case *auditWriter:
-			if x.body == nil {
-				return nil
-			}
-			x.compressed = true
-			return x.body
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = x.Unwrap()
-		default:
-			return nil
-		}
-	}
-}
-
 func (rec *auditRecord) named(name string) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -202,7 +181,6 @@ type auditWriter struct {
 	wroteHeader bool
 	code        int
 	body        *limitedBuffer
-	compressed  bool // body is filled by the handler (auditPlainBody)
 	finished    bool
 }
 
@@ -224,7 +202,7 @@ func (w *auditWriter) Write(b []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.body != nil && !w.compressed {
+	if w.body != nil {
 		w.body.Write(b)
 	}
 	return w.ResponseWriter.Write(b)
@@ -270,7 +248,11 @@ func (w *auditWriter) finish(panicked bool) {
 	}
 	var obj runtime.Object
 	if w.body != nil && !w.body.overflow && w.body.Len() > 0 {
-		obj = decodeAudited(w.body.Bytes())
+		body := w.body.Bytes()
+		if w.Header().Get("Content-Encoding") == "gzip" {
+			body = gunzipAudited(body)
+		}
+		obj = decodeAudited(body)
 	}
 	st, isStatus := obj.(*metav1.Status)
 	if isStatus && code >= 400 {
@@ -301,6 +283,21 @@ func (rec *auditRecord) setStatus(code int, st *metav1.Status) {
 		rec.ev.ResponseStatus = rs
 	}
 	rec.mu.Unlock()
+}
+
+// gunzipAudited reads a gzipped response body as its client does, for
+// an event that keeps it: nil if it is not gzip or, uncompressed, larger
+// than an event may carry.
+func gunzipAudited(b []byte) []byte {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil
+	}
+	plain, err := io.ReadAll(io.LimitReader(zr, auditMaxBody+1))
+	if err != nil || len(plain) > auditMaxBody {
+		return nil
+	}
+	return plain
 }
 
 // decodeAudited decodes a body in any of the served encodings.

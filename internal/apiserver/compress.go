@@ -36,18 +36,17 @@ var gzipWriters = sync.Pool{New: func() any {
 	return gw
 }}
 
-// gzipResponse writes a response body, holding it back until it passes
-// gzipThreshold: a body that does is sent gzipped (Content-Encoding: gzip,
-// Vary: Accept-Encoding), a smaller one as it is at Close. The status line
-// goes out when that is known. An audit event that keeps the response
-// body gets it uncompressed.
+// gzipResponse writes a response body gzipped (Content-Encoding: gzip,
+// Vary: Accept-Encoding) when its first write is longer than
+// gzipThreshold, as it is when the whole body is: the caller writes a body
+// larger than that in one go, or through a buffer of more than
+// gzipThreshold bytes, whose first write is either a full buffer or, at
+// its Flush, all there is. The status line goes out at the first write.
 type gzipResponse struct {
-	w     http.ResponseWriter
-	code  int
-	held  []byte
-	out   io.Writer // once the status line is written
-	gz    *gzip.Writer
-	audit io.Writer
+	w    http.ResponseWriter
+	code int
+	out  io.Writer // once the status line is written
+	gz   *gzip.Writer
 }
 
 func newGzipResponse(w http.ResponseWriter, code int) *gzipResponse {
@@ -56,53 +55,29 @@ func newGzipResponse(w http.ResponseWriter, code int) *gzipResponse {
 
 func (g *gzipResponse) Write(p []byte) (int, error) {
 	if g.out == nil {
-		g.held = append(g.held, p...)
-		if len(g.held) <= gzipThreshold {
-			return len(p), nil
-		}
-		g.start(true)
-		held := g.held
-		g.held = nil
-		if _, err := g.write(held); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	}
-	return g.write(p)
-}
-
-func (g *gzipResponse) write(p []byte) (int, error) {
-	if g.audit != nil {
-		g.audit.Write(p)
+		g.start(len(p) > gzipThreshold)
 	}
 	return g.out.Write(p)
 }
 
 func (g *gzipResponse) start(compress bool) {
+	g.out = g.w
 	if compress {
 		h := g.w.Header()
 		h.Set("Content-Encoding", "gzip")
 		h.Add("Vary", "Accept-Encoding")
 		h.Del("Content-Length")
+		g.gz = gzipWriters.Get().(*gzip.Writer)
+		g.gz.Reset(g.w)
+		g.out = g.gz
 	}
 	g.w.WriteHeader(g.code)
-	if !compress {
-		g.out = g.w
-		return
-	}
-	g.audit = auditPlainBody(g.w)
-	g.gz = gzipWriters.Get().(*gzip.Writer)
-	g.gz.Reset(g.w)
-	g.out = g.gz
 }
 
-// Close sends what is held back, or ends the gzip stream.
+// Close ends the gzip stream, or sends the status line of an empty body.
 func (g *gzipResponse) Close() error {
 	if g.out == nil {
 		g.start(false)
-		_, err := g.w.Write(g.held)
-		g.held = nil
-		return err
 	}
 	if g.gz == nil {
 		return nil

@@ -288,13 +288,16 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e
 		w.Header().Set("Content-Type", e.mediaType)
 		var out io.Writer = w
 		var gz *gzipResponse
+		size := streamBuffer
 		if s.acceptsGzip(r) {
+			// A buffer larger than the threshold: its first write tells
+			// gz whether the list passes it.
 			gz = newGzipResponse(w, code)
-			out = gz
+			out, size = gz, gzipThreshold+1
 		} else {
 			w.WriteHeader(code)
 		}
-		bw := bufio.NewWriterSize(out, streamBuffer)
+		bw := bufio.NewWriterSize(out, size)
 		err := encodeTo(bw, e, obj, gv)
 		if err == nil {
 			err = bw.Flush()
