@@ -466,26 +466,34 @@ func TestEscalationPrevented(t *testing.T) {
 	}
 }
 
-func TestAuditEvents(t *testing.T) {
-	var out syncbuf.Buffer
-	policy, err := audit.ParsePolicy([]byte(`
-apiVersion: audit.k8s.io/v1
-kind: Policy
-rules:
-- level: RequestResponse
-  resources: [{group: coordination.k8s.io, resources: [leases]}]
-- level: Metadata
-`))
+// auditLog runs an audit logger of the policy, writing to out; flush stops
+// it once everything logged is in out.
+func auditLog(t *testing.T, policy string, out *syncbuf.Buffer) (logger *audit.Logger, flush func()) {
+	t.Helper()
+	p, err := audit.ParsePolicy([]byte(policy))
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger, err := audit.New(audit.Config{Out: &out, Policy: policy})
+	logger, err = audit.New(audit.Config{Out: out, Policy: p})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { logger.Run(ctx); close(done) }()
+	return logger, func() { cancel(); <-done }
+}
+
+func TestAuditEvents(t *testing.T) {
+	var out syncbuf.Buffer
+	logger, flush := auditLog(t, `
+apiVersion: audit.k8s.io/v1
+kind: Policy
+rules:
+- level: RequestResponse
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
+- level: Metadata
+`, &out)
 	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers(), Audit: logger})
 	alice := clientFor(t, s, aliceToken)
 	admin := s.Client(t, "")
@@ -501,8 +509,7 @@ rules:
 		c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	}
 	s.Stop()
-	cancel()
-	<-done
+	flush()
 
 	text := out.String()
 	for _, secret := range []string{aliceToken, apiservertest.AdminToken, "no-such-token"} {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
-	"github.com/leasehold/leasehold/internal/auth/audit"
 	"github.com/leasehold/leasehold/internal/registry"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
@@ -28,17 +26,7 @@ import (
 // uncompressed.
 func TestResponseCompression(t *testing.T) {
 	var auditOut syncbuf.Buffer
-	policy, err := audit.ParsePolicy([]byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: RequestResponse\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger, err := audit.New(audit.Config{Out: &auditOut, Policy: policy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	logged := make(chan struct{})
-	go func() { logger.Run(ctx); close(logged) }()
+	logger, flush := auditLog(t, "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: RequestResponse\n", &auditOut)
 	s := apiservertest.Start(t, apiservertest.Options{ResponseCompression: true, Audit: logger})
 	plain := apiservertest.Start(t, apiservertest.Options{})
 
@@ -100,6 +88,7 @@ func TestResponseCompression(t *testing.T) {
 		{"among other encodings", s, list, "", "deflate, gzip , br", true, 2},
 		{"not asked for", s, list, "", "", false, 2},
 		{"only with a weight", s, list, "", "gzip;q=1.0", false, 2},
+		{"a list under it", s, "/apis/coordination.k8s.io/v1/namespaces/kube-public/leases", "", "gzip", false, 0},
 		{"one object under it", s, one, "", "gzip", false, -1},
 		{"one object over it", s, bigOne, "", "gzip", true, -1},
 		{"the server's compression off", plain, list, "", "gzip", false, 2},
@@ -149,8 +138,7 @@ func TestResponseCompression(t *testing.T) {
 	}
 
 	s.Stop()
-	cancel()
-	<-logged
+	flush()
 	sc := bufio.NewScanner(strings.NewReader(auditOut.String()))
 	sc.Buffer(nil, 8<<20)
 	found := false
