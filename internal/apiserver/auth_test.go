@@ -624,6 +624,12 @@ func TestInFlightLimitPerUser(t *testing.T) {
 		}
 		held <- err
 	}()
+	// Each 429 is counted among the requests, as kube-apiserver counts
+	// those its in-flight limit refuses.
+	refusals := func() float64 {
+		return metricValue(t, apiserver.Collectors(), "apiserver_request_total", map[string]string{"verb": "LIST", "resource": "leases", "code": "429"})
+	}
+	refusedBefore, refused := refusals(), 0
 	get := func(token string) *http.Response {
 		r, _ := http.NewRequest("GET", s.URL+"/apis/coordination.k8s.io/v1/namespaces/default/leases", nil)
 		r.Header.Set("Authorization", "Bearer "+token)
@@ -633,6 +639,9 @@ func TestInFlightLimitPerUser(t *testing.T) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			refused++
+		}
 		return resp
 	}
 	eventuallyAuth(t, "alice's second request is refused with 429", func() error {
@@ -650,6 +659,9 @@ func TestInFlightLimitPerUser(t *testing.T) {
 	}
 	if resp := get(web1Token); resp.StatusCode == http.StatusTooManyRequests {
 		t.Errorf("another user got 429")
+	}
+	if got := refusals() - refusedBefore; got != float64(refused) {
+		t.Errorf("apiserver_request_total counted %v requests refused with 429, want %d", got, refused)
 	}
 	pw.Write([]byte(review))
 	pw.Close()

@@ -162,6 +162,13 @@ func nonResourceVerb(method string) string {
 
 // authorize asks the chain; only Allow allows.
 func (s *Server) authorize(ctx context.Context, a auth.Attributes) (bool, string) {
+	d, reason, _ := s.decide(ctx, a)
+	return d == auth.DecisionAllow, reason
+}
+
+// decide asks the chain for its decision, logging an error; the reason
+// given is the error's when the chain gave none.
+func (s *Server) decide(ctx context.Context, a auth.Attributes) (auth.Decision, string, error) {
 	d, reason, err := s.Authorizer().Authorize(ctx, a)
 	if err != nil {
 		s.log.Warn("authorizer error", "user", a.User.Name, "err", err)
@@ -169,7 +176,7 @@ func (s *Server) authorize(ctx context.Context, a auth.Attributes) (bool, string
 			reason = err.Error()
 		}
 	}
-	return d == auth.DecisionAllow, reason
+	return d, reason, err
 }
 
 // admit runs the admission checks of authorization after a write's object

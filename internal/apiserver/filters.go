@@ -21,8 +21,10 @@ import (
 // impersonation, the in-flight limits, authorization (and node
 // restriction of deletes), a deadline on reading the body. It calls next
 // when the request may proceed; otherwise it has answered.
-func (s *Server) guard(w http.ResponseWriter, r *http.Request, info requestInfo, next func(http.ResponseWriter, *http.Request)) {
+func (s *Server) guard(rw *statusRecorder, r *http.Request, info requestInfo, next func(http.ResponseWriter, *http.Request)) {
+	var w http.ResponseWriter = rw
 	u, ok, err := s.cfg.Authenticator.Authenticate(r)
+	observeAuthentication(ok, err)
 	if err != nil || !ok {
 		rec := s.auditBegin(r, info, attributesFor(info, nil, r))
 		if rec != nil {
@@ -81,13 +83,15 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request, info requestInfo,
 	}
 	defer release()
 
-	allowed, reason := s.authorize(r.Context(), attrs)
-	if !allowed {
+	d, reason, err := s.decide(r.Context(), attrs)
+	observeAuthorization(d, err)
+	if d != auth.DecisionAllow {
 		rec.annotate(audit.AnnotationDecision, "forbid", audit.AnnotationReason, reason)
 		s.writeError(w, r, forbiddenAttrs(attrs, reason), schema.GroupResource{}, "")
 		return
 	}
 	rec.annotate(audit.AnnotationDecision, "allow", audit.AnnotationReason, reason)
+	rw.metered = true
 	if attrs.Verb == "delete" || attrs.Verb == "deletecollection" {
 		if err := auth.AdmitNode(attrs, attrs.Name, nil); err != nil {
 			s.writeError(w, r, apierrors.NewForbidden(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name, err), schema.GroupResource{}, "")

@@ -1,35 +1,66 @@
 package apiserver
 
 import (
+	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leasehold/leasehold/internal/auth"
 )
 
+// The request metrics carry kube-apiserver's names, labels and buckets, and
+// count the requests it counts, so that dashboards, recording rules and
+// alerts written for kube-apiserver (request rates and errors by verb and
+// resource, the latency SLOs) read leasehold's as they are.
 var (
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "leasehold_apiserver_requests_total",
-		Help: "API requests by verb, group, version, resource, subresource and response code.",
-	}, []string{"verb", "group", "version", "resource", "subresource", "code"})
+		Name: "apiserver_request_total",
+		Help: "Resource requests that got past authentication and authorization (and those refused 429 by the in-flight limit), by verb, dry run, group, version, resource, subresource, scope, component and response code.",
+	}, requestLabelNames("code"))
 	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "leasehold_apiserver_request_duration_seconds",
-		Help:    "API request latency by verb and resource (watches count until they end).",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 60},
-	}, []string{"verb", "group", "resource"})
-	openWatches = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "leasehold_apiserver_open_watches",
-		Help: "Watch streams open now, by group and resource.",
-	}, []string{"group", "resource"})
+		Name:    "apiserver_request_duration_seconds",
+		Help:    "Latency of the requests apiserver_request_total counts, by verb, dry run, group, version, resource, subresource, scope and component (a watch counts until it ends).",
+		Buckets: []float64{.005, .025, .05, .1, .2, .4, .6, .8, 1, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60},
+	}, requestLabelNames())
+	requestSLIDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "apiserver_request_sli_duration_seconds",
+		Help:    "Latency of the requests apiserver_request_total counts, dry runs left out, by verb, group, version, resource, subresource, scope and component. leasehold has no admission webhooks or request queues for it to leave out, so it is apiserver_request_duration_seconds without dry runs.",
+		Buckets: []float64{.05, .1, .2, .4, .6, .8, 1, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60},
+	}, slices.DeleteFunc(requestLabelNames(), func(l string) bool { return l == "dry_run" }))
+	longRunning = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "apiserver_longrunning_requests",
+		Help: "Long-running requests (watches) open now, by verb, group, version, resource, subresource, scope and component.",
+	}, slices.DeleteFunc(requestLabelNames(), func(l string) bool { return l == "dry_run" }))
+	authenticationAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "authentication_attempts",
+		Help: "Requests authenticated, by result: success, failure (no authenticator knew the credentials, or there were none) or error.",
+	}, []string{"result"})
+	authorizationAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "authorization_attempts_total",
+		Help: "Requests authorized, by result: allowed, denied, no-opinion (no authorizer allowed or denied: refused) or error.",
+	}, []string{"result"})
 )
+
+// requestComponent is the component label of every request series: the
+// API server itself, as kube-apiserver labels its own.
+const requestComponent = "apiserver"
+
+func requestLabelNames(extra ...string) []string {
+	return append([]string{"verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component"}, extra...)
+}
 
 // Collectors are the API server's Prometheus metrics.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestsTotal, requestDuration, openWatches}
+	return []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, longRunning, authenticationAttempts, authorizationAttempts}
 }
 
 // GoCollector is the Go runtime's collector for a server's /metrics: the
@@ -45,45 +76,105 @@ func GoCollector() prometheus.Collector {
 		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/gc/|^/gc/cycles/total:`)}))
 }
 
-func observeRequest(info requestInfo, code int, d time.Duration) {
-	l := labelsOf(info)
-	requestsTotal.WithLabelValues(l.verb, l.gv.Group, l.gv.Version, l.resource, l.subresource, strconv.Itoa(code)).Inc()
-	requestDuration.WithLabelValues(l.verb, l.gv.Group, l.resource).Observe(d.Seconds())
+// observeRequest counts a request that reached its resource's handler (or
+// was refused by the in-flight limit), as kube-apiserver counts them: not
+// those refused by authentication or authorization, nor those for paths the
+// server does not serve.
+func observeRequest(r *http.Request, info requestInfo, code int, d time.Duration) {
+	l, ok := labelsOf(r, info)
+	if !ok {
+		return
+	}
+	gv := l.gv
+	requestsTotal.WithLabelValues(l.verb, l.dryRun, gv.Group, gv.Version, l.resource, l.subresource, l.scope, requestComponent, strconv.Itoa(code)).Inc()
+	requestDuration.WithLabelValues(l.verb, l.dryRun, gv.Group, gv.Version, l.resource, l.subresource, l.scope, requestComponent).Observe(d.Seconds())
+	if l.dryRun == "" {
+		requestSLIDuration.WithLabelValues(l.verb, gv.Group, gv.Version, l.resource, l.subresource, l.scope, requestComponent).Observe(d.Seconds())
+	}
 }
 
-// requestLabels are what the request metrics record of a request.
+// openLongRunning counts a watch as open until the returned func is called.
+func openLongRunning(r *http.Request, info requestInfo) (done func()) {
+	l, ok := labelsOf(r, info)
+	if !ok {
+		return func() {}
+	}
+	g := longRunning.WithLabelValues(l.verb, l.gv.Group, l.gv.Version, l.resource, l.subresource, l.scope, requestComponent)
+	g.Inc()
+	return g.Dec
+}
+
+func observeAuthentication(ok bool, err error) {
+	result := "success"
+	switch {
+	case err != nil:
+		result = "error"
+	case !ok:
+		result = "failure"
+	}
+	authenticationAttempts.WithLabelValues(result).Inc()
+}
+
+func observeAuthorization(d auth.Decision, err error) {
+	result := "no-opinion"
+	switch {
+	case d == auth.DecisionAllow:
+		result = "allowed"
+	case err != nil:
+		result = "error"
+	case d == auth.DecisionDeny:
+		result = "denied"
+	}
+	authorizationAttempts.WithLabelValues(result).Inc()
+}
+
+// requestLabels are what the request metrics record of a request, in
+// kube-apiserver's terms.
 type requestLabels struct {
-	verb                  string
+	verb                  string // GET LIST WATCH POST PUT PATCH APPLY DELETE, or other
+	dryRun                string // "", or the dryRun values sorted ("All"), or invalid
 	gv                    schema.GroupVersion
 	resource, subresource string
+	scope                 string // resource, namespace or cluster
 }
 
-// metricVerbs are the verbs the request metrics name; any other method is
-// "other".
-var metricVerbs = map[string]bool{"get": true, "list": true, "watch": true, "create": true, "update": true,
-	"patch": true, "delete": true, "deletecollection": true}
+// metricVerbs are kube-apiserver's names of the API's verbs. A delete of a
+// collection is a DELETE, as there; any other method is "other".
+var metricVerbs = map[string]string{"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "update": "PUT",
+	"patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}
 
-// labelsOf returns the labels of info's request: its group, version,
-// resource and subresource only when the server serves them, its verb only
-// when it is one of the API's. Every label value is then one of a few the
-// server knows: a client, authenticated or not, cannot add series by
-// asking for paths or methods of its own (nor make the Prometheus client
-// panic with one that is not UTF-8).
-func labelsOf(info requestInfo) requestLabels {
+// labelsOf returns the labels of info's request, and false for a request
+// the metrics do not count: one that is not for a resource, or for a
+// resource or subresource the server does not serve. Every label value is
+// then one of a few the server knows: a client, authenticated or not,
+// cannot add series by asking for paths, methods or dry runs of its own (nor
+// make the Prometheus client panic with one that is not UTF-8).
+func labelsOf(r *http.Request, info requestInfo) (requestLabels, bool) {
 	if !info.resourceRequest {
-		return requestLabels{verb: "nonresource"}
-	}
-	l := requestLabels{verb: info.verb}
-	if !metricVerbs[l.verb] {
-		l.verb = "other"
+		return requestLabels{}, false
 	}
 	res, ok := info.lookup()
-	if !ok {
-		return l
+	if !ok || (info.subresource != "" && !slices.ContainsFunc(subresources(res), func(sr subresource) bool { return sr.name == info.subresource })) {
+		return requestLabels{}, false
 	}
-	l.gv, l.resource = res.GroupVersion, res.Name
-	if slices.ContainsFunc(subresources(res), func(sr subresource) bool { return sr.name == info.subresource }) {
-		l.subresource = info.subresource
+	l := requestLabels{verb: metricVerbs[info.verb], gv: res.GroupVersion, resource: res.Name, subresource: info.subresource, scope: "cluster"}
+	switch {
+	case l.verb == "":
+		l.verb = "other"
+	case l.verb == "PATCH" && r.Header.Get("Content-Type") == string(types.ApplyPatchType):
+		l.verb = "APPLY"
 	}
-	return l
+	switch {
+	case info.name != "" || info.verb == "create":
+		l.scope = "resource"
+	case info.namespace != "":
+		l.scope = "namespace"
+	}
+	if dryRun, ok := info.query["dryRun"]; ok {
+		l.dryRun = "invalid"
+		if len(metav1validation.ValidateDryRun(nil, dryRun)) == 0 {
+			l.dryRun = strings.Join(slices.Compact(slices.Sorted(slices.Values(dryRun))), ",")
+		}
+	}
+	return l, true
 }

@@ -18,36 +18,54 @@ var (
 	coreGV   = corev1.SchemeGroupVersion
 )
 
-// TestRequestMetricLabels: the request metrics name only the verbs,
-// resources and subresources the server serves, whatever the request asks
-// for, so that no request adds series of its own, and a path that is not
-// UTF-8 is counted rather than making the Prometheus client panic.
+// TestRequestMetricLabels: the request metrics label a request as
+// kube-apiserver does (its verbs, dry runs and scopes) and count only
+// requests for the resources and subresources the server serves, whatever
+// the request asks for, so that no request adds series of its own, and a
+// path that is not UTF-8 is left out rather than making the Prometheus
+// client panic.
 func TestRequestMetricLabels(t *testing.T) {
 	tests := []struct {
-		method, target string
-		want           requestLabels
+		method, target, contentType string
+		want                        requestLabels
+		counted                     bool
 	}{
-		{"GET", "/apis/coordination.k8s.io/v1/namespaces/a/leases/x", requestLabels{"get", leasesGV, "leases", ""}},
-		{"PUT", "/api/v1/nodes/n1/status", requestLabels{"update", coreGV, "nodes", "status"}},
-		{"PUT", "/api/v1/namespaces/a/finalize", requestLabels{"update", coreGV, "namespaces", "finalize"}},
-		{"GET", "/api/v1/nodes/n1/bogus", requestLabels{"get", coreGV, "nodes", ""}},
-		{"GET", "/apis/coordination.k8s.io/v1/leases?watch=1", requestLabels{"watch", leasesGV, "leases", ""}},
-		{"BREW", "/apis/coordination.k8s.io/v1/leases", requestLabels{"other", leasesGV, "leases", ""}},
-		{"GET", "/apis/x12345/v1/y12345", requestLabels{verb: "list"}},
-		{"GET", "/apis/coordination.k8s.io/v9/leases", requestLabels{verb: "list"}},
-		{"GET", "/api/v1/%A7", requestLabels{verb: "list"}},
-		{"DELETE", "/api/v1/namespaces/%FF/%FE/%FD/x", requestLabels{verb: "delete"}},
-		{"GET", "/version", requestLabels{verb: "nonresource"}},
-		{"GET", "/%A7", requestLabels{verb: "nonresource"}},
+		{"GET", "/apis/coordination.k8s.io/v1/namespaces/a/leases/x", "", requestLabels{"GET", "", leasesGV, "leases", "", "resource"}, true},
+		{"HEAD", "/apis/coordination.k8s.io/v1/namespaces/a/leases/x", "", requestLabels{"GET", "", leasesGV, "leases", "", "resource"}, true},
+		{"GET", "/apis/coordination.k8s.io/v1/namespaces/a/leases", "", requestLabels{"LIST", "", leasesGV, "leases", "", "namespace"}, true},
+		{"GET", "/apis/coordination.k8s.io/v1/leases", "", requestLabels{"LIST", "", leasesGV, "leases", "", "cluster"}, true},
+		{"GET", "/apis/coordination.k8s.io/v1/leases?watch=1", "", requestLabels{"WATCH", "", leasesGV, "leases", "", "cluster"}, true},
+		{"GET", "/apis/coordination.k8s.io/v1/watch/namespaces/a/leases", "", requestLabels{"WATCH", "", leasesGV, "leases", "", "namespace"}, true},
+		{"POST", "/apis/coordination.k8s.io/v1/namespaces/a/leases", "application/json", requestLabels{"POST", "", leasesGV, "leases", "", "resource"}, true},
+		{"POST", "/apis/coordination.k8s.io/v1/namespaces/a/leases?dryRun=All&dryRun=All", "", requestLabels{"POST", "All", leasesGV, "leases", "", "resource"}, true},
+		{"POST", "/apis/coordination.k8s.io/v1/namespaces/a/leases?dryRun=Some12345", "", requestLabels{"POST", "invalid", leasesGV, "leases", "", "resource"}, true},
+		{"PUT", "/api/v1/nodes/n1/status", "", requestLabels{"PUT", "", coreGV, "nodes", "status", "resource"}, true},
+		{"PUT", "/api/v1/namespaces/a/finalize", "", requestLabels{"PUT", "", coreGV, "namespaces", "finalize", "resource"}, true},
+		{"PATCH", "/api/v1/nodes/n1", "application/merge-patch+json", requestLabels{"PATCH", "", coreGV, "nodes", "", "resource"}, true},
+		{"PATCH", "/api/v1/nodes/n1", "application/apply-patch+yaml", requestLabels{"APPLY", "", coreGV, "nodes", "", "resource"}, true},
+		{"DELETE", "/apis/coordination.k8s.io/v1/namespaces/a/leases/x", "", requestLabels{"DELETE", "", leasesGV, "leases", "", "resource"}, true},
+		{"DELETE", "/apis/coordination.k8s.io/v1/namespaces/a/leases", "", requestLabels{"DELETE", "", leasesGV, "leases", "", "namespace"}, true},
+		{"BREW", "/apis/coordination.k8s.io/v1/leases", "", requestLabels{"other", "", leasesGV, "leases", "", "cluster"}, true},
+		{"GET", "/api/v1/nodes/n1/bogus", "", requestLabels{}, false},
+		{"GET", "/apis/x12345/v1/y12345", "", requestLabels{}, false},
+		{"GET", "/apis/coordination.k8s.io/v9/leases", "", requestLabels{}, false},
+		{"GET", "/api/v1/%A7", "", requestLabels{}, false},
+		{"DELETE", "/api/v1/namespaces/%FF/%FE/%FD/x", "", requestLabels{}, false},
+		{"GET", "/version", "", requestLabels{}, false},
+		{"GET", "/%A7", "", requestLabels{}, false},
 	}
 	for _, tt := range tests {
-		info := parseRequest(httptest.NewRequest(tt.method, tt.target, nil))
-		if got := labelsOf(info); got != tt.want {
-			t.Errorf("%s %s: labels %+v, want %+v", tt.method, tt.target, got, tt.want)
+		r := httptest.NewRequest(tt.method, tt.target, nil)
+		if tt.contentType != "" {
+			r.Header.Set("Content-Type", tt.contentType)
 		}
-		observeRequest(info, 404, time.Millisecond)
+		info := parseRequest(r)
+		if got, counted := labelsOf(r, info); got != tt.want || counted != tt.counted {
+			t.Errorf("%s %s: labels %+v (counted %v), want %+v (%v)", tt.method, tt.target, got, counted, tt.want, tt.counted)
+		}
+		observeRequest(r, info, 404, time.Millisecond)
 	}
-	for _, c := range []prometheus.Collector{requestsTotal, requestDuration} {
+	for _, c := range []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration} {
 		ch := make(chan prometheus.Metric, 1000)
 		c.Collect(ch)
 		close(ch)
@@ -57,7 +75,7 @@ func TestRequestMetricLabels(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, lp := range pb.Label {
-				if v := lp.GetValue(); !utf8.ValidString(v) || strings.Contains(v, "12345") || v == "brew" || v == "bogus" || v == "v9" {
+				if v := lp.GetValue(); !utf8.ValidString(v) || strings.Contains(v, "12345") || strings.EqualFold(v, "brew") || v == "bogus" || v == "v9" {
 					t.Errorf("a series labelled %s=%q", lp.GetName(), v)
 				}
 			}

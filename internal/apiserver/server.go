@@ -309,7 +309,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				s.writeError(rw, r, fmt.Errorf("%v", p), schema.GroupResource{}, "")
 			}
 		}
-		observeRequest(info, rw.code, s.clock.Since(start))
+		if rw.metered || rw.code == http.StatusTooManyRequests {
+			observeRequest(r, info, rw.code, s.clock.Since(start))
+		}
 	}()
 	rw.Header().Set("Cache-Control", "no-cache, private")
 	if s.cfg.HSTS != "" {
@@ -417,6 +419,9 @@ type statusRecorder struct {
 	http.ResponseWriter
 	code  int
 	wrote bool
+	// metered is set once a request has been authorized: from there on the
+	// request metrics count it, as kube-apiserver's do.
+	metered bool
 }
 
 func (r *statusRecorder) WriteHeader(code int) {

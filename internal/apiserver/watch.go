@@ -121,8 +121,7 @@ func (s *Server) watch(req *request) error {
 // written all that is waiting.
 func (ew *eventWriter) stream(w *store.Watch, opts *metainternalversion.ListOptions, timeout time.Duration, stop <-chan struct{}, flush func()) {
 	s, req := ew.s, ew.req
-	openWatches.WithLabelValues(req.gr.Group, req.gr.Resource).Inc()
-	defer openWatches.WithLabelValues(req.gr.Group, req.gr.Resource).Dec()
+	defer openLongRunning(req.r, req.info)()
 
 	for _, ev := range w.Initial {
 		if err := ew.write(ev); err != nil {

@@ -16,8 +16,6 @@ import (
 
 	"golang.org/x/net/websocket"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/leakcheck"
@@ -154,23 +152,5 @@ func TestWatchWebSocket(t *testing.T) {
 // cacheWatchers reads leasehold_watch_cache_watchers for leases.
 func cacheWatchers(t *testing.T) float64 {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(store.Collectors()...)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "leasehold_watch_cache_watchers" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "resource" && l.GetValue() == "leases" {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return metricValue(t, store.Collectors(), "leasehold_watch_cache_watchers", map[string]string{"resource": "leases"})
 }

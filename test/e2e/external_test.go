@@ -342,7 +342,7 @@ func TestServeOnExternalEtcd(t *testing.T) {
 	}
 
 	// The member's metrics are the external cluster's to serve.
-	if out := a.kubectl(t, "get", "--raw", "/metrics"); strings.Contains(out, "\netcd_") || !strings.Contains(out, "\nleasehold_apiserver_requests_total{") {
+	if out := a.kubectl(t, "get", "--raw", "/metrics"); strings.Contains(out, "\netcd_") || !strings.Contains(out, "\napiserver_request_total{") {
 		t.Errorf("/metrics on an external etcd should carry leasehold's metrics and no etcd_ ones:\n%s", grepLines(out, "etcd_"))
 	}
 

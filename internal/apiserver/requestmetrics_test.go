@@ -1,0 +1,147 @@
+package apiserver_test
+
+import (
+	"context"
+	"crypto/tls"
+	"net/http"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/leasehold/leasehold/internal/apiserver"
+	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
+)
+
+// TestRequestMetrics: through a real server, the request metrics count what
+// kube-apiserver's count: requests that were authorized, each with its
+// verb, dry run and scope, and those refused by the in-flight limit; not
+// those refused by authentication or authorization, which the
+// authentication and authorization attempts count instead. A watch is
+// long-running while it is open.
+func TestRequestMetrics(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers()})
+	ctx := context.Background()
+	admin := s.Client(t, "")
+	alice := clientFor(t, s, aliceToken)
+	unknown := clientFor(t, s, "no-such-token")
+
+	type series struct {
+		name   string
+		labels map[string]string
+	}
+	leases := func(verb, dryRun, scope, code string) series {
+		return series{"apiserver_request_total", map[string]string{"verb": verb, "dry_run": dryRun, "group": "coordination.k8s.io", "version": "v1",
+			"resource": "leases", "subresource": "", "scope": scope, "component": "apiserver", "code": code}}
+	}
+	result := func(name, r string) series { return series{name, map[string]string{"result": r}} }
+	counts := map[string]struct {
+		series
+		want float64
+	}{
+		"the 401":        {leases("LIST", "", "namespace", "401"), 0},
+		"the 403":        {leases("LIST", "", "namespace", "403"), 0},
+		"the dry run":    {leases("POST", "All", "resource", "201"), 1},
+		"the apply":      {leases("APPLY", "", "resource", "201"), 1},
+		"unknown tokens": {result("authentication_attempts", "error"), 1},
+		"no credentials": {result("authentication_attempts", "failure"), 1},
+		"denials":        {result("authorization_attempts_total", "no-opinion"), 1},
+	}
+	before := map[string]float64{}
+	for what, c := range counts {
+		before[what] = metricValue(t, apiserver.Collectors(), c.name, c.labels)
+	}
+
+	if _, err := unknown.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Fatalf("a list with an unknown token: %v, want 401", err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	t.Cleanup(client.CloseIdleConnections)
+	req, _ := http.NewRequest("GET", s.URL+"/apis/coordination.k8s.io/v1/namespaces/default/leases", nil)
+	if resp, body := roundTrip(t, client, req); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a list without credentials: %s %q, want 401", resp.Status, body)
+	}
+	if _, err := alice.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("alice's list: %v, want 403", err)
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "metered", Namespace: "default"}}
+	creates := func() float64 {
+		return metricValue(t, apiserver.Collectors(), "apiserver_request_sli_duration_seconds", map[string]string{"verb": "POST", "resource": "leases", "scope": "resource"})
+	}
+	createsBefore := creates()
+	if _, err := admin.CoordinationV1().Leases("default").Create(ctx, lease, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoordinationV1().Leases("default").Patch(ctx, "metered", types.ApplyPatchType,
+		[]byte(`{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"metered"},"spec":{"holderIdentity":"a"}}`),
+		metav1.PatchOptions{FieldManager: "metrics-test"}); err != nil {
+		t.Fatal(err)
+	}
+	for what, c := range counts {
+		if got := metricValue(t, apiserver.Collectors(), c.name, c.labels) - before[what]; got != c.want {
+			t.Errorf("%s: counted %v times, want %v (%s %v)", what, got, c.want, c.name, c.labels)
+		}
+	}
+	if n := creates() - createsBefore; n != 0 {
+		t.Errorf("the dry run's latency is in the SLI histogram (%v observations more)", n)
+	}
+
+	watches := func() float64 {
+		return metricValue(t, apiserver.Collectors(), "apiserver_longrunning_requests", map[string]string{"verb": "WATCH", "group": "coordination.k8s.io",
+			"version": "v1", "resource": "leases", "subresource": "", "scope": "namespace", "component": "apiserver"})
+	}
+	base := watches()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := admin.CoordinationV1().Leases("default").Watch(wctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the watch counted as long-running", func() (bool, error) { return watches() == base+1, nil })
+	w.Stop()
+	cancel()
+	poll(t, "the watch no longer counted once closed", func() (bool, error) { return watches() == base, nil })
+}
+
+// metricValue gathers collectors and sums the series of the metric name
+// whose labels include labels: a counter's or a gauge's value, a
+// histogram's number of observations.
+func metricValue(t *testing.T, collectors []prometheus.Collector, name string, labels map[string]string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors...)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
