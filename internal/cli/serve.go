@@ -81,7 +81,7 @@ type serveFlags struct {
 	requestHeader                          auth.RequestHeaderConfig
 	requestHeaderCAFile                    string
 	sniCertKeys                            []string
-	compaction, commitDelay                time.Duration
+	compaction, commitDelay, countPoll     time.Duration
 	compactionWrites, etcdQuota            int64
 	eventTTL                               time.Duration
 	snapshotInterval                       time.Duration
@@ -173,6 +173,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Func("requestheader-extra-headers-prefix", "comma-separated prefixes of request headers giving the user's extra information (default X-Remote-Extra-)", headerList(&f.requestHeader.ExtraHeaderPrefixes))
 	fs.DurationVar(&f.compaction, "etcd-compaction-interval", 5*time.Minute, "how often to compact etcd history (0 disables)")
 	fs.Int64Var(&f.etcdQuota, "etcd-quota-backend-bytes", embedded.DefaultQuotaBackendBytes, "the embedded etcd's database size limit (etcd's --quota-backend-bytes): at it etcd refuses writes, and the server reclaims the space once objects are deleted, or at a start with a larger limit")
+	fs.DurationVar(&f.countPoll, "etcd-count-metric-poll-period", time.Minute, "how often apiserver_storage_objects counts the objects of each resource served from etcd alone, as kube-apiserver's flag (0 disables); the watch cache keeps the others' current")
 	fs.Int64Var(&f.compactionWrites, "etcd-compaction-writes", store.DefaultCompactionWrites, "compact as soon as this server has made this many writes since the last compaction, without waiting for the interval: etcd's history holds at least an interval or this many writes, whichever is less, and at most about twice that (0: the interval alone)")
 	fs.DurationVar(&f.commitDelay, "etcd-commit-delay", 0, "how long a group commit waits, from its oldest write, for more writes to share its etcd transaction and fsync, once recent commits have been shared by independent writers (at most 1s; 0 never waits); less CPU per write at moderate rates, for that much more latency")
 	fs.DurationVar(&f.snapshotInterval, "etcd-snapshot-interval", 0, "take an etcd snapshot this often, on the elected replica, into --etcd-snapshot-dir (0: none; leasehold snapshot save takes one by hand)")
@@ -377,6 +378,7 @@ func (f *serveFlags) check() error {
 		{"--event-ttl", f.eventTTL, f.eventTTL < 0},
 		{"--etcd-compaction-interval", f.compaction, f.compaction < 0},
 		{"--etcd-compaction-writes", f.compactionWrites, f.compactionWrites < 0},
+		{"--etcd-count-metric-poll-period", f.countPoll, f.countPoll < 0},
 		{"--request-read-timeout", f.requestReadTimeout, f.requestReadTimeout < 0},
 		{"--request-timeout", f.requestTimeout, f.requestTimeout < 0},
 		{"--max-requests-inflight", f.maxInFlight, f.maxInFlight < 0},
@@ -513,7 +515,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if f.etcdServers == "" {
 		maxBatch, commitTimeout = embedded.MaxBatch, 0
 	}
-	st, err := store.New(store.Config{Client: etcdClient, KV: etcdKV, Prefix: f.etcdPrefix, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), CompactionWrites: orDisabled(f.compactionWrites), MaxBatch: maxBatch, CommitDelay: f.commitDelay, CommitTimeout: commitTimeout, Logger: log})
+	st, err := store.New(store.Config{Client: etcdClient, KV: etcdKV, Prefix: f.etcdPrefix, Scheme: registry.Scheme, CompactionInterval: orDisabled(f.compaction), CompactionWrites: orDisabled(f.compactionWrites), CountPollPeriod: orDisabled(f.countPoll), MaxBatch: maxBatch, CommitDelay: f.commitDelay, CommitTimeout: commitTimeout, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -64,6 +64,9 @@ type cache struct {
 
 	share  *sharer            // used by run's goroutine alone
 	events prometheus.Counter // the kind's series of cacheEvents
+	// objects is the kind's series of storageObjects, kept current by
+	// each change (set by Store.Run, for a kind that keeps its cache).
+	objects prometheus.Gauge
 	// sameView, when set, tells whether two versions of an object look
 	// the same to every watcher's Filter (see Kind.SetSameView).
 	sameView func(old, new runtime.Object) bool
@@ -245,6 +248,7 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.items, c.order = items, order{entries: sorted}
+	c.countLocked()
 	c.head, c.n = 0, 0
 	c.windowStart = rev
 	if !first {
@@ -402,8 +406,16 @@ func (c *cache) apply(evs []*clientv3.Event) {
 	if c.order.due() {
 		c.order.merge(c.items)
 	}
+	c.countLocked()
 	if last > c.rv {
 		c.setRVLocked(last)
+	}
+}
+
+// countLocked sets the kind's apiserver_storage_objects to the objects held.
+func (c *cache) countLocked() {
+	if c.objects != nil {
+		c.objects.Set(float64(len(c.items)))
 	}
 }
 

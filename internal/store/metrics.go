@@ -42,6 +42,12 @@ var (
 		Help:    "Writes committed together in one etcd transaction (group commit).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 100},
 	})
+	// kube-apiserver's: the same name and label, so that its dashboards
+	// count leasehold's objects.
+	storageObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "apiserver_storage_objects",
+		Help: "Objects stored, by resource: as the watch cache holds them, or as last counted in etcd (every --etcd-count-metric-poll-period) for a resource without one.",
+	}, []string{"resource"})
 	compactions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasehold_storage_compactions_total",
 		Help: "Compactions of etcd history this server made, by what brought them: the interval, or the writes made since the last.",
@@ -50,7 +56,7 @@ var (
 
 // Collectors are the store's Prometheus metrics, for the server to register.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestDuration, watchers, cacheEvents, cacheCapacity, watchersTerminated, cacheInitializations, batchSize, compactions}
+	return []prometheus.Collector{requestDuration, watchers, cacheEvents, cacheCapacity, watchersTerminated, cacheInitializations, batchSize, compactions, storageObjects}
 }
 
 // op is one of the operations requestDuration is labelled with.

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -133,6 +134,11 @@ type Config struct {
 	// BookmarkInterval is how often watchers that asked for bookmarks get
 	// one; default 10 s.
 	BookmarkInterval time.Duration
+	// CountPollPeriod is how often apiserver_storage_objects counts the
+	// objects of each kind without a watch cache in etcd, as
+	// kube-apiserver's --etcd-count-metric-poll-period: default 1 minute,
+	// negative never. A watch cache keeps its kind's count current.
+	CountPollPeriod time.Duration
 	// Clock measures and waits; default the real clock.
 	Clock clock.WithTicker
 	// Logger; default slog.Default().
@@ -152,6 +158,9 @@ type Store struct {
 	// waiting for its timers, and after each wake with what made it turn
 	// ("" when it did not).
 	compactStepped func(trigger string)
+	// countStepped, when set (by tests), is called after each count of
+	// the objects, the ticker of the next already made.
+	countStepped func()
 }
 
 // New validates cfg and returns a Store. Call Kind for each resource, then
@@ -183,6 +192,9 @@ func New(cfg Config) (*Store, error) {
 	}
 	if cfg.BookmarkInterval <= 0 {
 		cfg.BookmarkInterval = 10 * time.Second
+	}
+	if cfg.CountPollPeriod == 0 {
+		cfg.CountPollPeriod = time.Minute
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -237,6 +249,7 @@ func (s *Store) Run(ctx context.Context) error {
 		// Here, so that a kind whose cache was disabled has no series.
 		k.cache.capacity = cacheCapacity.WithLabelValues(k.resource.Group, k.resource.Resource)
 		k.cache.capacity.Set(float64(len(k.cache.ring)))
+		k.cache.objects = storageObjects.WithLabelValues(k.resource.String())
 		go func() {
 			k.cache.run(ctx, s.cfg.BookmarkInterval)
 			done <- struct{}{}
@@ -257,6 +270,13 @@ func (s *Store) Run(ctx context.Context) error {
 		s.expireListState(ctx)
 		done <- struct{}{}
 	}()
+	if s.cfg.CountPollPeriod > 0 && slices.ContainsFunc(s.kinds, func(k *Kind) bool { return k.cache == nil }) {
+		n++
+		go func() {
+			s.countLoop(ctx)
+			done <- struct{}{}
+		}()
+	}
 	<-ctx.Done()
 	if s.cfg.CompactionInterval > 0 {
 		n++
@@ -279,6 +299,42 @@ func (s *Store) expireListState(ctx context.Context) {
 			}
 		}
 	})
+}
+
+// countLoop sets apiserver_storage_objects for the kinds served from etcd
+// alone at once and then every CountPollPeriod, as kube-apiserver counts
+// every kind; a watch cache keeps its kind's current.
+func (s *Store) countLoop(ctx context.Context) {
+	t := s.cfg.Clock.NewTicker(s.cfg.CountPollPeriod)
+	defer t.Stop()
+	for {
+		for _, k := range s.kinds {
+			if k.cache == nil {
+				k.countObjects(ctx)
+			}
+		}
+		if s.countStepped != nil {
+			s.countStepped()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// countObjects sets apiserver_storage_objects of a kind without a watch
+// cache to a count of its keys in etcd.
+func (k *Kind) countObjects(ctx context.Context) {
+	resp, err := k.s.client.Get(ctx, k.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		if ctx.Err() == nil {
+			k.s.cfg.Logger.Warn("counting stored objects", "resource", k.resource.String(), "err", err)
+		}
+		return
+	}
+	storageObjects.WithLabelValues(k.resource.String()).Set(float64(resp.Count))
 }
 
 // WaitReady blocks until every kind's watch cache has its initial state.

@@ -1056,6 +1056,17 @@ func TestRawEndpoints(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^apiserver_request_total\{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="namespace",subresource="",verb="LIST",version="v1"\} [1-9]`).MatchString(out) {
 		t.Errorf("/metrics counts no lease lists as kube-apiserver labels them:\n%s", grepLines(out, "apiserver_request_total"))
 	}
+	// Objects counted once the caches are filled: from the watch cache for
+	// leases, from etcd for events, which have none.
+	eventually(t, 30*time.Second, func() error {
+		out := s.kubectl(t, "get", "--raw", "/metrics")
+		for _, re := range []string{`(?m)^apiserver_storage_objects\{resource="leases.coordination.k8s.io"\} [1-9]`, `(?m)^apiserver_storage_objects\{resource="events"\} \d+$`} {
+			if !regexp.MustCompile(re).MatchString(out) {
+				return fmt.Errorf("/metrics lacks %s:\n%s", re, grepLines(out, "apiserver_storage_objects"))
+			}
+		}
+		return nil
+	})
 	// The embedded etcd member's own metrics come with leasehold's.
 	if !regexp.MustCompile(`(?m)^etcd_disk_wal_fsync_duration_seconds_count [1-9]`).MatchString(out) || !strings.Contains(out, "\netcd_server_has_leader 1\n") {
 		t.Errorf("/metrics lacks the embedded etcd's fsyncs or leader:\n%s", grepLines(out, "etcd_"))
