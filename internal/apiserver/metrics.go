@@ -40,6 +40,15 @@ var (
 		Name: "apiserver_longrunning_requests",
 		Help: "Long-running requests (watches) open now, by verb, group, version, resource, subresource, scope and component.",
 	}, slices.DeleteFunc(requestLabelNames(), func(l string) bool { return l == "dry_run" }))
+	watchEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "apiserver_watch_events_total",
+		Help: "Events sent to watchers, each watcher's counted, by group, version and resource.",
+	}, []string{"group", "version", "resource"})
+	watchEventSizes = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "apiserver_watch_events_sizes",
+		Help:    "Bytes of the events sent to watchers, as framed for the watch's encoding, by group, version and resource.",
+		Buckets: prometheus.ExponentialBuckets(1024, 2, 8),
+	}, []string{"group", "version", "resource"})
 	authenticationAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "authentication_attempts",
 		Help: "Requests authenticated, by result: success, failure (no authenticator knew the credentials, or there were none) or error.",
@@ -60,7 +69,7 @@ func requestLabelNames(extra ...string) []string {
 
 // Collectors are the API server's Prometheus metrics.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, longRunning, authenticationAttempts, authorizationAttempts}
+	return []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, longRunning, watchEvents, watchEventSizes, authenticationAttempts, authorizationAttempts}
 }
 
 // GoCollector is the Go runtime's collector for a server's /metrics: the
@@ -102,6 +111,12 @@ func openLongRunning(r *http.Request, info requestInfo) (done func()) {
 	g := longRunning.WithLabelValues(l.verb, l.gv.Group, l.gv.Version, l.resource, l.subresource, l.scope, requestComponent)
 	g.Inc()
 	return g.Dec
+}
+
+// watchEventSeries returns a watch's series of apiserver_watch_events_total
+// and apiserver_watch_events_sizes, looked up once for all its events.
+func watchEventSeries(gv schema.GroupVersion, resource string) (prometheus.Counter, prometheus.Observer) {
+	return watchEvents.WithLabelValues(gv.Group, gv.Version, resource), watchEventSizes.WithLabelValues(gv.Group, gv.Version, resource)
 }
 
 func observeAuthentication(ok bool, err error) {

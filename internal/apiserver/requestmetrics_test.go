@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/leasehold/leasehold/internal/apiserver"
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
@@ -101,6 +102,23 @@ func TestRequestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, "the watch counted as long-running", func() (bool, error) { return watches() == base+1, nil })
+	// Each event sent to the watcher is counted, with its size.
+	sent := func() (float64, float64) {
+		gvr := map[string]string{"group": "coordination.k8s.io", "version": "v1", "resource": "leases"}
+		return metricValue(t, apiserver.Collectors(), "apiserver_watch_events_total", gvr), metricValue(t, apiserver.Collectors(), "apiserver_watch_events_sizes", gvr)
+	}
+	sentBefore, sizedBefore := sent()
+	if _, err := admin.CoordinationV1().Leases("default").Patch(ctx, "metered", types.MergePatchType, []byte(`{"spec":{"holderIdentity":"b"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for ev := range w.ResultChan() { // the state first, as ADDED events
+		if ev.Type == watch.Modified {
+			break
+		}
+	}
+	if n, sized := sent(); n < sentBefore+1 || sized < sizedBefore+1 {
+		t.Errorf("after an event to the watcher, apiserver_watch_events_total went from %v to %v and its sizes' count from %v to %v", sentBefore, n, sizedBefore, sized)
+	}
 	w.Stop()
 	cancel()
 	poll(t, "the watch no longer counted once closed", func() (bool, error) { return watches() == base, nil })

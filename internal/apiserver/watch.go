@@ -17,6 +17,8 @@ import (
 
 	"golang.org/x/net/websocket"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/store"
 )
@@ -67,6 +69,7 @@ func (s *Server) watch(req *request) error {
 	}
 	req.w.Header().Set("Content-Type", contentType)
 	ew := &eventWriter{s: s, req: req, e: e, enc: e.info.StreamSerializer.Serializer, key: e.mediaType + "|" + req.info.query.Get("includeObject") + "|" + req.res.APIVersion()}
+	ew.sent, ew.sizes = watchEventSeries(req.res.GroupVersion, req.res.Name)
 	if werr == nil {
 		// Here rather than in stream: a WebSocket whose handshake fails
 		// never streams.
@@ -194,6 +197,10 @@ type eventWriter struct {
 	enc runtime.Encoder
 	out interface{ Write([]byte) (int, error) }
 	key string
+	// The watch's series of apiserver_watch_events_total and
+	// apiserver_watch_events_sizes.
+	sent  prometheus.Counter
+	sizes prometheus.Observer
 }
 
 func (ew *eventWriter) write(ev *store.Event) error {
@@ -222,6 +229,8 @@ func (ew *eventWriter) write(ev *store.Event) error {
 		ew.s.log.Error("encoding watch event", "err", err)
 		return err
 	}
+	ew.sent.Inc()
+	ew.sizes.Observe(float64(len(data)))
 	_, err = ew.out.Write(data)
 	return err
 }
