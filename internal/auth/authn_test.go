@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
@@ -398,4 +401,48 @@ func TestTokenStoreExpiry(t *testing.T) {
 	clk.Step(time.Nanosecond)
 	check("tok-brief", false, ErrTokenExpired)
 	check("tok-lasting", true, nil)
+}
+
+// TestClientCertExpiry: each request's client certificate has its time left
+// observed, whether it verifies or not, as kube-apiserver observes it for
+// the alert on certificates about to lapse.
+func TestClientCertExpiry(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	ca, err := pki.LoadOrCreateCA(t.TempDir(), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	certPEM, _, err := ca.IssueClient("carol", nil, time.Hour, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := pki.ParseCertPEM(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := NewClientCerts(func() *x509.CertPool { return pool }, clk)
+	r := httptest.NewRequest("GET", "/api", nil)
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}
+	observed := func() (count uint64, sum float64) {
+		var m dto.Metric
+		if err := clientCertExpiry.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+	}
+	count0, sum0 := observed()
+	if _, ok, err := cc.Authenticate(r); !ok || err != nil {
+		t.Fatalf("a valid certificate: ok %v, err %v", ok, err)
+	}
+	clk.Step(2 * time.Hour)
+	if _, ok, _ := cc.Authenticate(r); ok {
+		t.Fatal("an expired certificate was accepted")
+	}
+	left := cert.NotAfter.Sub(clk.Now().Add(-2 * time.Hour)) // at the first request
+	count, sum := observed()
+	if want := left.Seconds() + (left - 2*time.Hour).Seconds(); count != count0+2 || math.Abs(sum-sum0-want) > 1e-6 {
+		t.Errorf("observed %d more certificates, %v s left in all; want 2, %v s (%v left, then %v)", count-count0, sum-sum0, want, left, left-2*time.Hour)
+	}
 }

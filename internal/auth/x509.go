@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 )
 
@@ -32,11 +33,26 @@ func NewClientCerts(roots func() *x509.CertPool, clk clock.PassiveClock) *Client
 	return &ClientCerts{roots: roots, clock: clk}
 }
 
+// clientCertExpiry is kube-apiserver's histogram of how long the client
+// certificates requests present have left, whether they verify or not:
+// the alert written for it (fewer than 7 days left) warns of agents
+// whose certificates are about to lapse.
+var clientCertExpiry = prometheus.NewHistogram(prometheus.HistogramOpts{
+	Name: "apiserver_client_certificate_expiration_seconds",
+	Help: "Seconds left before the client certificate a request presented expires (negative once it has).",
+	Buckets: []float64{0, 30 * 60, 3600, 2 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 4 * 86400, 7 * 86400,
+		30 * 86400, 90 * 86400, 180 * 86400, 360 * 86400},
+})
+
+// Collectors are the metrics of authentication, for the server to register.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{clientCertExpiry} }
+
 // Authenticate implements Authenticator.
 func (c *ClientCerts) Authenticate(r *http.Request) (*User, bool, error) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return nil, false, nil
 	}
+	clientCertExpiry.Observe(r.TLS.PeerCertificates[0].NotAfter.Sub(c.clock.Now()).Seconds())
 	return c.User(r.TLS.PeerCertificates)
 }
 

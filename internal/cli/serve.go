@@ -525,6 +525,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	reg.MustRegister(apiserver.ConnectionCollectors()...)
 	reg.MustRegister(store.Collectors()...)
 	reg.MustRegister(apiserver.GuardCollectors()...)
+	reg.MustRegister(auth.Collectors()...)
 	reg.MustRegister(audit.Collectors()...)
 	reg.MustRegister(leaderMetrics)
 	reg.MustRegister(certificateExpiry(ca, certs.fallback, certs.sni)...)
