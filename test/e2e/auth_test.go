@@ -6,11 +6,14 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -398,5 +401,52 @@ func TestTokenTTL(t *testing.T) {
 	leasehold(t, "token", "delete", "--data-dir", s.dataDir, "--expired")
 	if line := grepLines(leasehold(t, "token", "list", "--data-dir", s.dataDir), "ttl test"); line != "" {
 		t.Errorf("token list after token delete --expired: %q", line)
+	}
+}
+
+// TestMonitoringCertificate: the README's Prometheus credentials, a client
+// certificate in the group system:monitoring, read /metrics and nothing
+// else; the certificate's own time left is among the metrics read.
+func TestMonitoringCertificate(t *testing.T) {
+	s := shared(t)
+	dir := t.TempDir()
+	leasehold(t, "cert", "issue", "--data-dir", s.dataDir, "--user", "prometheus", "--group", "system:monitoring", "--out-dir", dir)
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "prometheus.crt"), filepath.Join(dir, "prometheus.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: certPool(t, filepath.Join(s.dataDir, "ca.crt")), Certificates: []tls.Certificate{pair}}}}
+	t.Cleanup(client.CloseIdleConnections)
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(s.url() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	// Issued for a year: beyond the histogram's last bound, 360 days. Each
+	// read of /metrics counts its own certificate.
+	yearLeft := func() int {
+		t.Helper()
+		code, body := get("/metrics")
+		if code != http.StatusOK {
+			t.Fatalf("/metrics with the monitoring certificate: %d %s", code, body)
+		}
+		m := regexp.MustCompile(`(?m)^apiserver_client_certificate_expiration_seconds_bucket\{le="\+Inf"\} (\d+)$`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("/metrics has no apiserver_client_certificate_expiration_seconds:\n%s", grepLines(body, "apiserver_client_certificate"))
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	if first, second := yearLeft(), yearLeft(); second < first+1 {
+		t.Errorf("certificates with a year left counted %d, then %d after another request with one", first, second)
+	}
+	if code, body := get("/api/v1/namespaces"); code != http.StatusForbidden {
+		t.Errorf("listing namespaces with the monitoring certificate: %d %s, want 403", code, body)
 	}
 }
