@@ -325,6 +325,7 @@ func FuzzRequestPath(f *testing.F) {
 		"limit=1", "limit=-1&continue=abc", "resourceVersion=0", "timeoutSeconds=1&watch=true", "pretty=true",
 		"allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&watch=true", "includeObject=Object",
 		"labelSelector=%21%21", "fieldSelector=spec.x%3D1", "dryRun=All", "propagationPolicy=Orphan&dryRun=All", "%zz",
+		"dryRun=All&dryRun=Some", "dryRun=%FF%FE",
 	}
 	for i, p := range paths {
 		f.Add(uint8(i), uint8(i), p, queries[i%len(queries)])
