@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -181,7 +182,7 @@ func TestLoggerWritesAndDrops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := dropped()
+	before, madeBefore := counterValue(t, logLost), counterValue(t, eventsMade)
 	ev := func(id string) *Event {
 		return &Event{Level: LevelMetadata, AuditID: types.UID("id-" + id), Stage: StageResponseComplete, Verb: "get"}
 	}
@@ -189,7 +190,7 @@ func TestLoggerWritesAndDrops(t *testing.T) {
 	l.Log(ev("1"))
 	l.Log(ev("2"))
 	l.Log(ev("3"))
-	if got := dropped() - before; got != 1 {
+	if got := counterValue(t, logLost) - before; got != 1 {
 		t.Errorf("dropped %v, want 1", got)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -207,15 +208,21 @@ func TestLoggerWritesAndDrops(t *testing.T) {
 		t.Errorf("event %v", got)
 	}
 	l.Log(ev("4"))
-	if got := dropped() - before; got != 2 {
+	if got := counterValue(t, logLost) - before; got != 2 {
 		t.Errorf("after Run ended, dropped %v, want 2", got)
+	}
+	// Every event made counts, those lost too, as kube-apiserver's
+	// apiserver_audit_event_total counts them.
+	if got := counterValue(t, eventsMade) - madeBefore; got != 4 {
+		t.Errorf("apiserver_audit_event_total counted %v events, want the 4 made", got)
 	}
 }
 
-func dropped() float64 {
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
 	var m dto.Metric
-	if err := eventsDropped.Write(&m); err != nil {
-		panic(err)
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
 }
@@ -417,14 +424,7 @@ func TestLoggerWebhook(t *testing.T) {
 	ev := func(id string) *Event {
 		return &Event{Level: LevelMetadata, AuditID: types.UID(id), Stage: StageResponseComplete, Verb: "get"}
 	}
-	dropped := func() float64 {
-		var m dto.Metric
-		if err := webhookEvents.WithLabelValues("dropped").Write(&m); err != nil {
-			t.Fatal(err)
-		}
-		return m.GetCounter().GetValue()
-	}
-	droppedBefore := dropped()
+	droppedBefore := counterValue(t, webhookLost)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { l.Run(ctx); close(done) }()
@@ -473,7 +473,7 @@ func TestLoggerWebhook(t *testing.T) {
 	}
 	<-done
 	// Counted after the refused Post returned, before the next batch.
-	if got := dropped() - droppedBefore; got != 3 {
+	if got := counterValue(t, webhookLost) - droppedBefore; got != 3 {
 		t.Errorf("%v events counted dropped, want 3", got)
 	}
 	outMu.Lock()

@@ -9,7 +9,7 @@
 // Model: request handlers hand finished events to a Logger without
 // blocking; one goroutine (Logger.Run) writes them in order to a rotating
 // file. The buffer between them is bounded: when it is full, events are
-// dropped and counted (leasehold_audit_events_dropped_total), so a slow
+// dropped and counted (apiserver_audit_error_total), so a slow
 // disk never holds up requests.
 package audit
 

@@ -13,25 +13,31 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// The events made and those lost carry kube-apiserver's names and labels,
+// so that an alert on lost audit events written for it works here.
 var (
-	eventsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+	eventsMade = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "apiserver_audit_event_total",
+		Help: "Audit events made for the audit backends (the log and the webhook).",
+	})
+	eventsLost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "apiserver_audit_error_total",
+		Help: "Audit events a backend lost, by plugin: log (its buffer was full, or the log could not be written) or webhook (its buffer was full, or it did not take them).",
+	}, []string{"plugin"})
+	eventsWritten = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "leasehold_audit_events_total",
 		Help: "Audit events written to the audit log.",
 	})
-	eventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "leasehold_audit_events_dropped_total",
-		Help: "Audit events dropped because the audit buffer was full or the log could not be written.",
+	webhookSent = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "leasehold_audit_webhook_events_sent_total",
+		Help: "Audit events the audit webhook took.",
 	})
+	logLost, webhookLost = eventsLost.WithLabelValues("log"), eventsLost.WithLabelValues("webhook")
 )
-
-var webhookEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "leasehold_audit_webhook_events_total",
-	Help: "Audit events for the audit webhook: sent, or dropped because its buffer was full or it did not take them.",
-}, []string{"result"})
 
 // Collectors are the audit log's Prometheus metrics.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{eventsTotal, eventsDropped, webhookEvents}
+	return []prometheus.Collector{eventsMade, eventsLost, eventsWritten, webhookSent}
 }
 
 // Config configures a Logger. Zero values mean defaults.
@@ -135,14 +141,15 @@ func (l *Logger) Policy() *Policy { return l.cfg.Policy }
 // has stopped, the event is dropped and counted. ev must not be changed
 // afterwards.
 func (l *Logger) Log(ev *Event) {
+	eventsMade.Inc()
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
 		if l.ch != nil {
-			eventsDropped.Inc()
+			logLost.Inc()
 		}
 		if l.hook != nil {
-			webhookEvents.WithLabelValues("dropped").Inc()
+			webhookLost.Inc()
 		}
 		return
 	}
@@ -150,14 +157,14 @@ func (l *Logger) Log(ev *Event) {
 		select {
 		case l.ch <- ev:
 		default:
-			eventsDropped.Inc()
+			logLost.Inc()
 		}
 	}
 	if l.hook != nil {
 		select {
 		case l.hook <- ev:
 		default:
-			webhookEvents.WithLabelValues("dropped").Inc()
+			webhookLost.Inc()
 		}
 	}
 }
@@ -186,18 +193,18 @@ func (l *Logger) Run(ctx context.Context) error {
 	write := func(ev *Event) {
 		var err error
 		if line, err = ev.appendJSON(line[:0]); err != nil {
-			eventsDropped.Inc()
+			logLost.Inc()
 			l.cfg.Logger.Error("encoding audit event", "err", err)
 			return
 		}
 		line = append(line, '\n')
 		if _, err = w.Write(line); err != nil {
-			eventsDropped.Inc()
+			logLost.Inc()
 			l.cfg.Logger.Error("writing audit event", "err", err)
 			w.Reset(l.cfg.Out)
 			return
 		}
-		eventsTotal.Inc()
+		eventsWritten.Inc()
 	}
 	flush := func() {
 		if err := w.Flush(); err != nil {
@@ -268,10 +275,10 @@ func (l *Logger) runWebhook(ctx context.Context) {
 			err = wh.Post(ctx, body)
 		}
 		if err != nil {
-			webhookEvents.WithLabelValues("dropped").Add(float64(len(batch)))
+			webhookLost.Add(float64(len(batch)))
 			l.cfg.Logger.Error("sending audit events to the webhook; dropped them", "events", len(batch), "err", err)
 		} else {
-			webhookEvents.WithLabelValues("sent").Add(float64(len(batch)))
+			webhookSent.Add(float64(len(batch)))
 		}
 		clear(batch)
 		batch = batch[:0]
