@@ -36,6 +36,11 @@ var (
 		Help:    "Latency of the requests apiserver_request_total counts, dry runs left out, by verb, group, version, resource, subresource, scope and component. leasehold has no admission webhooks or request queues for it to leave out, so it is apiserver_request_duration_seconds without dry runs.",
 		Buckets: []float64{.05, .1, .2, .4, .6, .8, 1, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60},
 	}, slices.DeleteFunc(requestLabelNames(), func(l string) bool { return l == "dry_run" }))
+	responseSizes = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "apiserver_response_sizes",
+		Help:    "Bytes of the bodies of the reads (gets and lists) apiserver_request_total counts, as sent (gzipped or not), by verb, group, version, resource, subresource, scope and component.",
+		Buckets: prometheus.ExponentialBuckets(1000, 10, 7),
+	}, slices.DeleteFunc(requestLabelNames(), func(l string) bool { return l == "dry_run" }))
 	longRunning = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "apiserver_longrunning_requests",
 		Help: "Long-running requests (watches) open now, by verb, group, version, resource, subresource, scope and component.",
@@ -69,7 +74,7 @@ func requestLabelNames(extra ...string) []string {
 
 // Collectors are the API server's Prometheus metrics.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, longRunning, watchEvents, watchEventSizes, authenticationAttempts, authorizationAttempts}
+	return []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, responseSizes, longRunning, watchEvents, watchEventSizes, authenticationAttempts, authorizationAttempts}
 }
 
 // GoCollector is the Go runtime's collector for a server's /metrics: the
@@ -89,7 +94,7 @@ func GoCollector() prometheus.Collector {
 // was refused by the in-flight limit), as kube-apiserver counts them: not
 // those refused by authentication or authorization, nor those for paths the
 // server does not serve.
-func observeRequest(r *http.Request, info requestInfo, code int, d time.Duration) {
+func observeRequest(r *http.Request, info requestInfo, code, size int, d time.Duration) {
 	l, ok := labelsOf(r, info)
 	if !ok {
 		return
@@ -99,6 +104,9 @@ func observeRequest(r *http.Request, info requestInfo, code int, d time.Duration
 	requestDuration.WithLabelValues(l.verb, l.dryRun, gv.Group, gv.Version, l.resource, l.subresource, l.scope, requestComponent).Observe(d.Seconds())
 	if l.dryRun == "" {
 		requestSLIDuration.WithLabelValues(l.verb, gv.Group, gv.Version, l.resource, l.subresource, l.scope, requestComponent).Observe(d.Seconds())
+	}
+	if l.verb == "GET" || l.verb == "LIST" {
+		responseSizes.WithLabelValues(l.verb, gv.Group, gv.Version, l.resource, l.subresource, l.scope, requestComponent).Observe(float64(size))
 	}
 }
 

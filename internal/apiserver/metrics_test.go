@@ -63,9 +63,9 @@ func TestRequestMetricLabels(t *testing.T) {
 		if got, counted := labelsOf(r, info); got != tt.want || counted != tt.counted {
 			t.Errorf("%s %s: labels %+v (counted %v), want %+v (%v)", tt.method, tt.target, got, counted, tt.want, tt.counted)
 		}
-		observeRequest(r, info, 404, time.Millisecond)
+		observeRequest(r, info, 404, 100, time.Millisecond)
 	}
-	for _, c := range []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration} {
+	for _, c := range []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, responseSizes} {
 		ch := make(chan prometheus.Metric, 1000)
 		c.Collect(ch)
 		close(ch)

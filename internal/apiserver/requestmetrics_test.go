@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,6 +92,34 @@ func TestRequestMetrics(t *testing.T) {
 		t.Errorf("the dry run's latency is in the SLI histogram (%v observations more)", n)
 	}
 
+	// A read's response size is observed as sent: here a lease in JSON.
+	sizes := func() (float64, float64) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(apiserver.Collectors()...)
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				if f.GetName() == "apiserver_response_sizes" && labelled(m.GetLabel(), "verb", "GET", "resource", "leases", "scope", "resource") {
+					return float64(m.GetHistogram().GetSampleCount()), m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+		return 0, 0
+	}
+	reads, bytes := sizes()
+	get, _ := http.NewRequest("GET", s.URL+"/apis/coordination.k8s.io/v1/namespaces/default/leases/metered", nil)
+	get.Header.Set("Authorization", "Bearer "+apiservertest.AdminToken)
+	resp, body := roundTrip(t, client, get)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a get of the lease: %s %s", resp.Status, body)
+	}
+	if n, sum := sizes(); n != reads+1 || sum != bytes+float64(len(body)) {
+		t.Errorf("after a get of %d bytes, apiserver_response_sizes went from %v reads of %v bytes to %v of %v", len(body), reads, bytes, n, sum)
+	}
+
 	watches := func() float64 {
 		return metricValue(t, apiserver.Collectors(), "apiserver_longrunning_requests", map[string]string{"verb": "WATCH", "group": "coordination.k8s.io",
 			"version": "v1", "resource": "leases", "subresource": "", "scope": "namespace", "component": "apiserver"})
@@ -122,6 +152,16 @@ func TestRequestMetrics(t *testing.T) {
 	w.Stop()
 	cancel()
 	poll(t, "the watch no longer counted once closed", func() (bool, error) { return watches() == base, nil })
+}
+
+// labelled tells whether labels include each name and value of kv.
+func labelled(labels []*dto.LabelPair, kv ...string) bool {
+	for i := 0; i < len(kv); i += 2 {
+		if !slices.ContainsFunc(labels, func(l *dto.LabelPair) bool { return l.GetName() == kv[i] && l.GetValue() == kv[i+1] }) {
+			return false
+		}
+	}
+	return true
 }
 
 // metricValue gathers collectors and sums the series of the metric name

@@ -310,7 +310,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if rw.metered || rw.code == http.StatusTooManyRequests {
-			observeRequest(r, info, rw.code, s.clock.Since(start))
+			observeRequest(r, info, rw.code, rw.size, s.clock.Since(start))
 		}
 	}()
 	rw.Header().Set("Cache-Control", "no-cache, private")
@@ -422,6 +422,7 @@ type statusRecorder struct {
 	// metered is set once a request has been authorized: from there on the
 	// request metrics count it, as kube-apiserver's do.
 	metered bool
+	size    int // bytes of the body written, as sent (gzipped or not)
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -433,7 +434,9 @@ func (r *statusRecorder) WriteHeader(code int) {
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	r.wrote = true
-	return r.ResponseWriter.Write(b)
+	n, err := r.ResponseWriter.Write(b)
+	r.size += n
+	return n, err
 }
 
 // Flush lets watch streams reach the client event by event.
