@@ -30,7 +30,6 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
 	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
-	"go.uber.org/zap"
 )
 
 // Config says where and how to run the member. Zero values mean defaults.
@@ -238,7 +237,7 @@ func Start(cfg Config) (*Etcd, error) {
 	// nothing changes, so bookmarks and consistent reads stay cheap.
 	ec.WatchProgressNotifyInterval = 5 * time.Second
 	zs := newZapSlog(cfg.Logger.With("component", "etcd"))
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(sampled(zs)))
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(memberLogger(zs))
 
 	e, err := startEtcd(ec, zs)
 	if err != nil {
@@ -270,6 +269,7 @@ func Start(cfg Config) (*Etcd, error) {
 func startEtcd(ec *embed.Config, zs *zapSlog) (e *embed.Etcd, err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			zs.abandoned.Store(true)
 			if what := zs.fatal.Load(); what != nil {
 				err = errors.New(*what)
 			} else {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -26,10 +27,39 @@ type zapSlog struct {
 	// fatal is the last entry etcd logged before it panics or exits, with
 	// its error: what a start that fails that way returns.
 	fatal *atomic.Pointer[string] // shared with the cores made by With
+	// abandoned is set once a start has failed (see stopHook).
+	abandoned *atomic.Bool
 }
 
 func newZapSlog(log *slog.Logger) *zapSlog {
-	return &zapSlog{log: log, closing: new(atomic.Bool), fatal: new(atomic.Pointer[string])}
+	return &zapSlog{log: log, closing: new(atomic.Bool), fatal: new(atomic.Pointer[string]), abandoned: new(atomic.Bool)}
+}
+
+// memberLogger is the logger of an embedded member: its entries go to z, and
+// its fatal and panic entries stop what logged them through stopHook.
+func memberLogger(z *zapSlog) *zap.Logger {
+	return zap.New(sampled(z),
+		zap.WithFatalHook(stopHook{z.abandoned, zapcore.WriteThenFatal}),
+		zap.WithPanicHook(stopHook{z.abandoned, zapcore.WriteThenPanic}))
+}
+
+// stopHook does what etcd means by a fatal or panic entry (the process
+// exits, or the goroutine panics), except in a member whose start has
+// failed: there it ends the goroutine alone. A start fails where etcd
+// panics (it cannot create its write-ahead log, for one), and the
+// goroutines it had started by then run on: its backend commits what it
+// holds a tenth of a second later, fails in the same way, and would exit
+// the process before the server has said why its start failed.
+type stopHook struct {
+	abandoned *atomic.Bool
+	next      zapcore.CheckWriteHook
+}
+
+func (h stopHook) OnWrite(ce *zapcore.CheckedEntry, fields []zapcore.Field) {
+	if h.abandoned.Load() {
+		runtime.Goexit()
+	}
+	h.next.OnWrite(ce, fields)
 }
 
 var _ zapcore.Core = (*zapSlog)(nil)
@@ -44,7 +74,7 @@ func ClientLogger(log *slog.Logger) *zap.Logger {
 func (z *zapSlog) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
 
 func (z *zapSlog) With(fields []zapcore.Field) zapcore.Core {
-	return &zapSlog{log: z.log, fields: append(append([]zapcore.Field(nil), z.fields...), fields...), closing: z.closing, fatal: z.fatal}
+	return &zapSlog{log: z.log, fields: append(append([]zapcore.Field(nil), z.fields...), fields...), closing: z.closing, fatal: z.fatal, abandoned: z.abandoned}
 }
 
 func (z *zapSlog) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
