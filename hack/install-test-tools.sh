@@ -11,6 +11,10 @@
 # $LEASEHOLD_CHROMIUM or Debian's chromium (installed with apt-get when
 # missing and run as root), and `npm ci` in test/browser.
 #
+# prometheus, for the monitoring test that scrapes the server with it:
+# $LEASEHOLD_PROMETHEUS or Debian's prometheus (installed with apt-get when
+# missing and run as root, without the exporters it recommends).
+#
 # With CI=true every failure is fatal; otherwise a failure is reported and
 # the script exits 0, so that the unit tests can still run.
 set -euo pipefail
@@ -114,3 +118,17 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 (cd "$root/test/browser" && npm ci --no-audit --no-fund --loglevel=error) >&2 || fail "npm ci in test/browser failed"
 log "playwright-core: $(cd "$root/test/browser" && node -p "require('playwright-core/package.json').version")"
+
+# test/e2e/prometheus_test.go scrapes the server with a real Prometheus and
+# evaluates kube-apiserver's rules against it.
+prometheus=${LEASEHOLD_PROMETHEUS:-}
+if [[ -n "$prometheus" ]]; then
+	[[ -x "$prometheus" ]] || fail "LEASEHOLD_PROMETHEUS=$prometheus is not an executable file"
+else
+	prometheus=$(command -v prometheus || true)
+	if [[ -z "$prometheus" ]]; then
+		as_root_apt --no-install-recommends prometheus || fail "no prometheus on the PATH, and installing Debian's failed (set LEASEHOLD_PROMETHEUS)"
+		prometheus=$(command -v prometheus) || fail "prometheus is still not on the PATH"
+	fi
+fi
+log "prometheus: $prometheus ($("$prometheus" --version 2>&1 | head -1))"
