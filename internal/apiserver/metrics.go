@@ -25,26 +25,26 @@ var (
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "apiserver_request_total",
 		Help: "Resource requests that got past authentication and authorization (and those refused 429 by the in-flight limit), by verb, dry run, group, version, resource, subresource, scope, component and response code.",
-	}, requestLabelNames("code"))
+	}, requestLabelNames(true, "code"))
 	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "apiserver_request_duration_seconds",
 		Help:    "Latency of the requests apiserver_request_total counts, by verb, dry run, group, version, resource, subresource, scope and component (a watch counts until it ends).",
 		Buckets: []float64{.005, .025, .05, .1, .2, .4, .6, .8, 1, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60},
-	}, requestLabelNames())
+	}, requestLabelNames(true))
 	requestSLIDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "apiserver_request_sli_duration_seconds",
 		Help:    "Latency of the requests apiserver_request_total counts, dry runs left out, by verb, group, version, resource, subresource, scope and component. leasehold has no admission webhooks or request queues for it to leave out, so it is apiserver_request_duration_seconds without dry runs.",
 		Buckets: []float64{.05, .1, .2, .4, .6, .8, 1, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60},
-	}, slices.DeleteFunc(requestLabelNames(), func(l string) bool { return l == "dry_run" }))
+	}, requestLabelNames(false))
 	responseSizes = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "apiserver_response_sizes",
 		Help:    "Bytes of the bodies of the reads (gets and lists) apiserver_request_total counts, as sent (gzipped or not), by verb, group, version, resource, subresource, scope and component.",
 		Buckets: prometheus.ExponentialBuckets(1000, 10, 7),
-	}, slices.DeleteFunc(requestLabelNames(), func(l string) bool { return l == "dry_run" }))
+	}, requestLabelNames(false))
 	longRunning = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "apiserver_longrunning_requests",
 		Help: "Long-running requests (watches) open now, by verb, group, version, resource, subresource, scope and component.",
-	}, slices.DeleteFunc(requestLabelNames(), func(l string) bool { return l == "dry_run" }))
+	}, requestLabelNames(false))
 	watchEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "apiserver_watch_events_total",
 		Help: "Events sent to watchers, each watcher's counted, by group, version and resource.",
@@ -56,7 +56,7 @@ var (
 	}, []string{"group", "version", "resource"})
 	authenticationAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "authentication_attempts",
-		Help: "Requests authenticated, by result: success, failure (no authenticator knew the credentials, or there were none) or error.",
+		Help: "Requests authenticated, by result: success, failure (no credentials, with anonymous requests off) or error (credentials refused).",
 	}, []string{"result"})
 	authorizationAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "authorization_attempts_total",
@@ -68,8 +68,14 @@ var (
 // API server itself, as kube-apiserver labels its own.
 const requestComponent = "apiserver"
 
-func requestLabelNames(extra ...string) []string {
-	return append([]string{"verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component"}, extra...)
+// requestLabelNames are the labels of the request series, dry_run among
+// them when dryRun is set, and extra after them.
+func requestLabelNames(dryRun bool, extra ...string) []string {
+	names := []string{"verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component"}
+	if !dryRun {
+		names = slices.Delete(names, 1, 2)
+	}
+	return append(names, extra...)
 }
 
 // Collectors are the API server's Prometheus metrics.
