@@ -133,28 +133,36 @@ func watchEventSeries(gv schema.GroupVersion, resource string) (prometheus.Count
 	return watchEvents.WithLabelValues(gv.Group, gv.Version, resource), watchEventSizes.WithLabelValues(gv.Group, gv.Version, resource)
 }
 
+// The series of each result, looked up once rather than at every request.
+var (
+	authnSuccess, authnFailure, authnError = authenticationAttempts.WithLabelValues("success"),
+		authenticationAttempts.WithLabelValues("failure"), authenticationAttempts.WithLabelValues("error")
+	authzAllowed, authzDenied, authzNoOpinion, authzError = authorizationAttempts.WithLabelValues("allowed"),
+		authorizationAttempts.WithLabelValues("denied"), authorizationAttempts.WithLabelValues("no-opinion"), authorizationAttempts.WithLabelValues("error")
+)
+
 func observeAuthentication(ok bool, err error) {
-	result := "success"
 	switch {
 	case err != nil:
-		result = "error"
+		authnError.Inc()
 	case !ok:
-		result = "failure"
+		authnFailure.Inc()
+	default:
+		authnSuccess.Inc()
 	}
-	authenticationAttempts.WithLabelValues(result).Inc()
 }
 
 func observeAuthorization(d auth.Decision, err error) {
-	result := "no-opinion"
 	switch {
 	case d == auth.DecisionAllow:
-		result = "allowed"
+		authzAllowed.Inc()
 	case err != nil:
-		result = "error"
+		authzError.Inc()
 	case d == auth.DecisionDeny:
-		result = "denied"
+		authzDenied.Inc()
+	default:
+		authzNoOpinion.Inc()
 	}
-	authorizationAttempts.WithLabelValues(result).Inc()
 }
 
 // requestLabels are what the request metrics record of a request, in

@@ -93,21 +93,11 @@ func TestRequestMetrics(t *testing.T) {
 	}
 
 	// A read's response size is observed as sent: here a lease in JSON.
-	sizes := func() (float64, float64) {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(apiserver.Collectors()...)
-		families, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
+	sizes := func() (reads, bytes float64) {
+		for _, m := range matchingSeries(t, apiserver.Collectors(), "apiserver_response_sizes", map[string]string{"verb": "GET", "resource": "leases", "scope": "resource"}) {
+			reads, bytes = reads+float64(m.GetHistogram().GetSampleCount()), bytes+m.GetHistogram().GetSampleSum()
 		}
-		for _, f := range families {
-			for _, m := range f.GetMetric() {
-				if f.GetName() == "apiserver_response_sizes" && labelled(m.GetLabel(), "verb", "GET", "resource", "leases", "scope", "resource") {
-					return float64(m.GetHistogram().GetSampleCount()), m.GetHistogram().GetSampleSum()
-				}
-			}
-		}
-		return 0, 0
+		return reads, bytes
 	}
 	reads, bytes := sizes()
 	get, _ := http.NewRequest("GET", s.URL+"/apis/coordination.k8s.io/v1/namespaces/default/leases/metered", nil)
@@ -154,20 +144,28 @@ func TestRequestMetrics(t *testing.T) {
 	poll(t, "the watch no longer counted once closed", func() (bool, error) { return watches() == base, nil })
 }
 
-// labelled tells whether labels include each name and value of kv.
-func labelled(labels []*dto.LabelPair, kv ...string) bool {
-	for i := 0; i < len(kv); i += 2 {
-		if !slices.ContainsFunc(labels, func(l *dto.LabelPair) bool { return l.GetName() == kv[i] && l.GetValue() == kv[i+1] }) {
-			return false
+// metricValue sums the series of the metric name whose labels include
+// labels: a counter's or a gauge's value, a histogram's number of
+// observations.
+func metricValue(t *testing.T, collectors []prometheus.Collector, name string, labels map[string]string) float64 {
+	t.Helper()
+	var sum float64
+	for _, m := range matchingSeries(t, collectors, name, labels) {
+		switch {
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
-	return true
+	return sum
 }
 
-// metricValue gathers collectors and sums the series of the metric name
-// whose labels include labels: a counter's or a gauge's value, a
-// histogram's number of observations.
-func metricValue(t *testing.T, collectors []prometheus.Collector, name string, labels map[string]string) float64 {
+// matchingSeries gathers collectors and returns the series of the metric
+// name whose labels include labels.
+func matchingSeries(t *testing.T, collectors []prometheus.Collector, name string, labels map[string]string) []*dto.Metric {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors...)
@@ -175,31 +173,20 @@ func metricValue(t *testing.T, collectors []prometheus.Collector, name string, l
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum float64
+	var out []*dto.Metric
 	for _, f := range families {
 		if f.GetName() != name {
 			continue
 		}
 	series:
 		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
 			for k, v := range labels {
-				if have[k] != v {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
 					continue series
 				}
 			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
+			out = append(out, m)
 		}
 	}
-	return sum
+	return out
 }
