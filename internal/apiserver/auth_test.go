@@ -196,10 +196,12 @@ func TestNodeRestriction(t *testing.T) {
 			return err
 		}},
 		{"own the lease by another node", func() error {
-			l := own.DeepCopy()
-			l, _ = leases.Get(ctx, "web-1", metav1.GetOptions{})
+			l, err := leases.Get(ctx, "web-1", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
 			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "web-2", UID: "x"}}
-			_, err := leases.Update(ctx, l, metav1.UpdateOptions{})
+			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 			return err
 		}},
 		{"update another node", func() error {

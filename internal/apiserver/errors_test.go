@@ -59,7 +59,7 @@ func TestErrorStatus(t *testing.T) {
 	}
 	stale := existing.ResourceVersion
 	existing.Spec.HolderIdentity = ptr.To("h2")
-	if existing, err = leases.Update(ctx, existing, metav1.UpdateOptions{}); err != nil {
+	if _, err = leases.Update(ctx, existing, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A revision that has left both the watch cache and etcd.

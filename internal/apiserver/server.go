@@ -407,13 +407,6 @@ func requestTimeout(timeout string, most time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-func writeText(w http.ResponseWriter, code int, text string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	fmt.Fprint(w, text)
-}
-
 // statusRecorder remembers the response code for metrics and logs.
 type statusRecorder struct {
 	http.ResponseWriter

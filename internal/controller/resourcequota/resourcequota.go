@@ -338,7 +338,7 @@ func (c *Controller) objects(ctx context.Context, ns string, name corev1.Resourc
 	if err != nil {
 		return 0, err
 	}
-	list, err := lw.List(metav1.ListOptions{})
+	list, err := cache.ToListerWatcherWithContext(lw).ListWithContext(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, err
 	}
