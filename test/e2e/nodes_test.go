@@ -707,6 +707,66 @@ func TestAgentLeavesAFrozenServer(t *testing.T) {
 	}
 }
 
+// TestStoppedServerBlamesNoNode stops the only server (SIGSTOP, as a
+// stalled machine would) for longer than the grace period while its agents
+// run. Its node lifecycle controller could see no renewal meanwhile, and
+// the agents could make none: when the server runs again no node may be
+// marked NotReady for it, and the nodes are watched as before from then.
+func TestStoppedServerBlamesNoNode(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
+	nodes := []string{"stopped-server-a", "stopped-server-b", "stopped-server-c"}
+	agents := map[string]*agentProc{}
+	for _, n := range nodes {
+		agents[n] = startAgent(t, s.kubeconfig, dir, n)
+	}
+	for _, n := range nodes {
+		waitNodeStatus(t, s, n, "Ready", 30*time.Second)
+	}
+
+	// Longer than the grace period, shorter than the controllers' term
+	// lasts without a renewal (RenewDeadline, 10 s): the elector does not
+	// end the term when the server runs again, so nothing but the node
+	// lifecycle controller itself keeps it from judging the silence.
+	const stopped = nodeGrace + nodePeriod
+	if err := s.signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(stopped) // the fault itself; nothing is timed
+	if err := s.signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	thawed := time.Now()
+
+	// Ready all along, for a grace period and more after the thaw.
+	for time.Since(thawed) < nodeGrace+2*nodePeriod {
+		table := nodesTable(t, s)
+		for _, n := range nodes {
+			if r := table[n]; r == nil || r[1] != "Ready" {
+				t.Fatalf("node %s is %q %v after the server ran again, want Ready", n, r, time.Since(thawed).Round(time.Millisecond))
+			}
+		}
+		time.Sleep(nodePeriod)
+	}
+	log, _ := os.ReadFile(s.logPath)
+	if marked := grepLines(string(log), "node marked Unknown"); marked != "" {
+		t.Errorf("the server marked nodes Unknown after it was stopped:\n%s", marked)
+	}
+	if !strings.Contains(string(log), "every node gets a fresh grace period") {
+		t.Errorf("the server's log does not say it noticed it had not run")
+	}
+	for _, n := range nodes {
+		if hasNodeEvent(t, s, n, "NodeNotReady") {
+			t.Errorf("node %s has a NodeNotReady event", n)
+		}
+	}
+
+	// A node that dies after that is still marked.
+	agents[nodes[0]].kill9(t)
+	waitNodeStatus(t, s, nodes[0], "NotReady", nodeGrace+nodePeriod+agentLease+pollMargin)
+}
+
 // dependentManifest is a Lease owned by the Lease ownerName with uid
 // ownerUID, optionally blocking its owner's deletion and with a finalizer.
 func dependentManifest(name, namespace, ownerName string, ownerUID types.UID, block bool, finalizer string) string {

@@ -18,7 +18,9 @@
 // alive. Leases listed when the controller starts, and nodes it sees for the
 // first time, get a fresh probe time, so a restart of the server (or a new
 // leader) gives every node a full grace period instead of declaring them all
-// dead at once.
+// dead at once. So does a wake of the controller more than half a grace
+// period late (its process stopped, or starved): the renewals it could not
+// see meanwhile are still on their way to its feeds.
 //
 // Run starts them, and once they have synced runs a monitor pass
 // every MonitorPeriod on its own goroutine (the caller's). A pass visits the
@@ -208,11 +210,19 @@ type Controller struct {
 	// disrupted is whether the last pass found no node Ready in any.
 	zones     map[string]*zone
 	disrupted bool
-	// resumed is when a pass last found a node Ready again after none in
-	// any zone was: a node silent since has a fresh grace period from
-	// then before it waits for a NoExecute taint.
+	// resumed is when every registered node last got a fresh grace
+	// period (freshGraceLocked): when a pass found a node Ready again
+	// after none in any zone was, or Run woke long after it should have
+	// (noticeAbsence). A node silent since has that grace period before
+	// it waits for a NoExecute taint.
 	resumed time.Time
-	passes  int
+	// awake is when Run last finished its work (a pass, or the visits
+	// between passes): the wait that follows lasts a period at most.
+	// Run's goroutine alone uses it.
+	awake time.Time
+	// absences counts the times Run found it had not run (noticeAbsence).
+	absences int
+	passes   int
 	// visits is how many nodes the last pass visited, and promptVisits
 	// how many were visited between passes (visitPrompt).
 	visits       int
@@ -499,6 +509,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	for {
 		c.monitor(ctx)
+		c.awake = c.clock.Now()
 	wait:
 		for {
 			select {
@@ -506,11 +517,50 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.log.Info("node lifecycle controller stopped")
 				return nil
 			case <-c.kick:
+				c.noticeAbsence()
 				c.visitPrompt(ctx)
+				c.awake = c.clock.Now()
 			case <-ticker.C():
+				c.noticeAbsence()
 				break wait
 			}
 		}
+	}
+}
+
+// noticeAbsence gives every registered node a fresh grace period when Run
+// wakes more than half a grace period later than its ticker should have
+// woken it: the process did not run meanwhile (stopped, as by SIGSTOP, or
+// starved on a stalled machine), and neither did its feeds. The renewals
+// made while it was away are still on their way to it, and a server
+// stopped with it could not take them at all: judging silence now would
+// blame every node for the controller's own absence, as a restart of the
+// server would without the fresh grace period every Run starts with. The
+// elector of a replica that was stopped while it led ends the term when
+// its timers run again, but nothing orders that before this pass.
+func (c *Controller) noticeAbsence() {
+	now := c.clock.Now()
+	away := now.Sub(c.awake) - c.period
+	if away <= c.grace/2 {
+		return
+	}
+	c.log.Warn("the node lifecycle controller did not run for a while (a stopped process or a stalled machine?): every node gets a fresh grace period", "away", away, "gracePeriod", c.grace)
+	c.update(func() {
+		c.freshGraceLocked(now)
+		c.absences++
+	})
+}
+
+// freshGraceLocked gives every registered node a grace period from now,
+// as a new Run does. Callers hold c.mu.
+func (c *Controller) freshGraceLocked(now time.Time) {
+	c.resumed = now
+	for name, h := range c.health {
+		if h.uid == "" {
+			continue
+		}
+		h.probe = now
+		c.queueLocked(name, h)
 	}
 }
 

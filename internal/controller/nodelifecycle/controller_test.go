@@ -194,9 +194,28 @@ func (e *env) waitFor(what string, cond func(c *Controller) bool) {
 	}
 }
 
-// step advances the fake clock by d, which must reach the next tick, and
-// waits for the pass it triggers.
+// step advances the fake clock by d, which must reach the next tick, as a
+// controller that keeps running sees it: in steps of a period, each
+// followed by its pass, the first step longer (up to two periods) so that
+// the last pass is at the end of d. One jump of more than half the grace
+// period would be a controller that did not run meanwhile (freeze).
 func (e *env) step(d time.Duration) {
+	e.t.Helper()
+	first, rest := d, 0
+	if d >= 2*period {
+		rest = int(d/period) - 1
+		first = d - time.Duration(rest)*period
+	}
+	e.freeze(first)
+	for range rest {
+		e.freeze(period)
+	}
+}
+
+// freeze advances the fake clock by d in one jump, which must reach the
+// next tick, and waits for the one pass it triggers: for d longer than a
+// period, a controller that did not run meanwhile.
+func (e *env) freeze(d time.Duration) {
 	e.t.Helper()
 	e.c.mu.Lock()
 	passes := e.c.passes
@@ -361,17 +380,20 @@ func TestNew(t *testing.T) {
 }
 
 // TestGraceBoundary lets a node's lease go silent for just under, exactly,
-// and just over the grace period.
+// and just over the grace period, passes running every period meanwhile.
 func TestGraceBoundary(t *testing.T) {
 	tests := []struct {
 		name    string
 		silent  time.Duration
 		expired bool
+		// marked is when the pass that marks the node runs: the first
+		// after the grace period.
+		marked time.Duration
 	}{
-		{"just under", grace - time.Nanosecond, false},
-		{"exactly", grace, false},
-		{"just over", grace + time.Nanosecond, true},
-		{"long over", 3 * grace, true},
+		{"just under", grace - time.Nanosecond, false, 0},
+		{"exactly", grace, false, 0},
+		{"just over", grace + time.Nanosecond, true, grace + time.Nanosecond},
+		{"long over", 3 * grace, true, grace + period},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -385,12 +407,12 @@ func TestGraceBoundary(t *testing.T) {
 			e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
 			e.wantEvents("web-1", EventRegisteredNode, EventNodeNotReady)
 			n := e.node("web-1")
-			now := e.clock.Now()
+			marked := t0.Add(tt.marked)
 			for _, c := range n.Status.Conditions {
 				switch c.Type {
 				case corev1.NodeReady, corev1.NodeMemoryPressure:
-					if c.Status != corev1.ConditionUnknown || !c.LastTransitionTime.Time.Equal(now) {
-						t.Errorf("%s = %s since %v, want Unknown since %v", c.Type, c.Status, c.LastTransitionTime, now)
+					if c.Status != corev1.ConditionUnknown || !c.LastTransitionTime.Time.Equal(marked) {
+						t.Errorf("%s = %s since %v, want Unknown since %v", c.Type, c.Status, c.LastTransitionTime, marked)
 					}
 				case corev1.NodeNetworkUnavailable:
 					if c.Status != corev1.ConditionFalse {
@@ -399,8 +421,8 @@ func TestGraceBoundary(t *testing.T) {
 				}
 			}
 			for _, tn := range n.Spec.Taints {
-				if tn.Effect == corev1.TaintEffectNoExecute && (tn.TimeAdded == nil || !tn.TimeAdded.Time.Equal(now)) {
-					t.Errorf("NoExecute taint added at %v, want %v", tn.TimeAdded, now)
+				if tn.Effect == corev1.TaintEffectNoExecute && (tn.TimeAdded == nil || !tn.TimeAdded.Time.Equal(marked)) {
+					t.Errorf("NoExecute taint added at %v, want %v", tn.TimeAdded, marked)
 				}
 			}
 			if got := testutil.ToFloat64(e.c.metrics.nodes.WithLabelValues(stateUnknown)); got != 1 {
@@ -767,6 +789,55 @@ func TestFreshGraceAfterRestart(t *testing.T) {
 	e.step(period)
 	e.wantReady("dead", corev1.ConditionTrue, ReasonNodeLeaseRenewed)
 	e.wantEvents("dead", EventRegisteredNode, EventNodeReady)
+}
+
+// TestFreshGraceAfterAbsence stops the controller's process for longer
+// than the grace period while it runs (SIGSTOP, a stalled machine): the
+// first pass after it must not blame the nodes for the renewals it could
+// not see, and gives every node a fresh grace period, as a restart does.
+// An absence of less than half the grace period changes nothing.
+func TestFreshGraceAfterAbsence(t *testing.T) {
+	e := newEnv(t, readyNode("alive"), nodeLease("alive", t0), readyNode("quiet"), nodeLease("quiet", t0), readyNode("dead"), nodeLease("dead", t0.Add(-time.Hour)))
+	e.step(period)
+	e.renew("alive", t0.Add(period))
+	e.renew("quiet", t0.Add(period))
+	e.step(grace)
+	e.wantReady("dead", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+
+	// Stopped for three grace periods; the renewals made meanwhile reach
+	// the feeds only after the pass.
+	e.freeze(3 * grace)
+	thawed := e.clock.Now()
+	e.wantReady("alive", corev1.ConditionTrue, agentReason)
+	e.wantReady("quiet", corev1.ConditionTrue, agentReason)
+	e.wantEvents("alive", EventRegisteredNode)
+	e.wantEvents("quiet", EventRegisteredNode)
+	e.waitFor("the absence to be counted", func(c *Controller) bool { return c.absences == 1 })
+	e.renew("alive", thawed)
+
+	// A grace period from the thaw: the node that renewed is Ready, the
+	// one that did not is Unknown, and the dead one stays Unknown
+	// without a renewal.
+	e.step(grace / 2)
+	e.renew("alive", e.clock.Now())
+	e.step(grace / 2)
+	e.wantReady("quiet", corev1.ConditionTrue, agentReason)
+	e.step(period)
+	e.wantReady("quiet", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.wantReady("alive", corev1.ConditionTrue, agentReason)
+	e.wantReady("dead", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.wantEvents("quiet", EventRegisteredNode, EventNodeNotReady)
+
+	// A shorter absence is not noticed: the silence it holds counts.
+	e.renew("alive", e.clock.Now())
+	e.step(grace / 2)
+	e.freeze(grace/2 + period)
+	e.wantReady("alive", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	if got := e.c.absences; got != 1 {
+		t.Errorf("%d absences counted, want 1", got)
+	}
 }
 
 // TestNodeWithoutLease marks a node that never had a lease Unknown after the

@@ -362,14 +362,8 @@ func (c *Controller) judgeZonesLocked(now time.Time) {
 		}
 	case allWereFull && c.disrupted:
 		c.log.Info("a node is Ready again: NoExecute taints resume, after a fresh grace period for every node")
-		c.disrupted, c.resumed = false, now
-		for name, h := range c.health {
-			if h.uid == "" {
-				continue
-			}
-			h.probe = now
-			c.queueLocked(name, h)
-		}
+		c.disrupted = false
+		c.freshGraceLocked(now)
 		for z, s := range states {
 			c.setZoneLocked(z, s)
 		}
