@@ -707,16 +707,17 @@ func TestAgentLeavesAFrozenServer(t *testing.T) {
 	}
 }
 
-// TestStoppedServerBlamesNoNode stops the only server (SIGSTOP, as a
-// stalled machine would) for longer than the grace period while its agents
-// run. Its node lifecycle controller could see no renewal meanwhile, and
+// TestServerAwayBlamesNoNode takes the only server away from its running
+// agents for longer than the grace period, twice: stopped (SIGSTOP, as a
+// stalled machine would be), then killed (SIGKILL) and started again only
+// later. Its node lifecycle controller could see no renewal meanwhile, and
 // the agents could make none: when the server runs again no node may be
 // marked NotReady for it, and the nodes are watched as before from then.
-func TestStoppedServerBlamesNoNode(t *testing.T) {
+func TestServerAwayBlamesNoNode(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
-	nodes := []string{"stopped-server-a", "stopped-server-b", "stopped-server-c"}
+	nodes := []string{"server-away-a", "server-away-b", "server-away-c"}
 	agents := map[string]*agentProc{}
 	for _, n := range nodes {
 		agents[n] = startAgent(t, s.kubeconfig, dir, n)
@@ -724,43 +725,51 @@ func TestStoppedServerBlamesNoNode(t *testing.T) {
 	for _, n := range nodes {
 		waitNodeStatus(t, s, n, "Ready", 30*time.Second)
 	}
+	// readyThrough checks that every node stays Ready for a grace period
+	// and more after back, and that the server marked none Unknown.
+	readyThrough := func(s *server, what string, back time.Time) {
+		t.Helper()
+		for time.Since(back) < nodeGrace+2*nodePeriod {
+			table := nodesTable(t, s)
+			for _, n := range nodes {
+				if r := table[n]; r == nil || r[1] != "Ready" {
+					t.Fatalf("node %s is %q %v after the server %s, want Ready", n, r, time.Since(back).Round(time.Millisecond), what)
+				}
+			}
+			time.Sleep(nodePeriod)
+		}
+		log, _ := os.ReadFile(s.logPath)
+		if marked := grepLines(string(log), "node marked Unknown"); marked != "" {
+			t.Errorf("the server marked nodes Unknown after it %s:\n%s", what, marked)
+		}
+		for _, n := range nodes {
+			if hasNodeEvent(t, s, n, "NodeNotReady") {
+				t.Errorf("node %s has a NodeNotReady event after the server %s", n, what)
+			}
+		}
+	}
 
 	// Longer than the grace period, shorter than the controllers' term
 	// lasts without a renewal (RenewDeadline, 10 s): the elector does not
 	// end the term when the server runs again, so nothing but the node
 	// lifecycle controller itself keeps it from judging the silence.
-	const stopped = nodeGrace + nodePeriod
+	const away = nodeGrace + nodePeriod
 	if err := s.signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(stopped) // the fault itself; nothing is timed
+	time.Sleep(away) // the fault itself; nothing is timed
 	if err := s.signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	thawed := time.Now()
-
-	// Ready all along, for a grace period and more after the thaw.
-	for time.Since(thawed) < nodeGrace+2*nodePeriod {
-		table := nodesTable(t, s)
-		for _, n := range nodes {
-			if r := table[n]; r == nil || r[1] != "Ready" {
-				t.Fatalf("node %s is %q %v after the server ran again, want Ready", n, r, time.Since(thawed).Round(time.Millisecond))
-			}
-		}
-		time.Sleep(nodePeriod)
-	}
-	log, _ := os.ReadFile(s.logPath)
-	if marked := grepLines(string(log), "node marked Unknown"); marked != "" {
-		t.Errorf("the server marked nodes Unknown after it was stopped:\n%s", marked)
-	}
-	if !strings.Contains(string(log), "every node gets a fresh grace period") {
+	readyThrough(s, "ran again", time.Now())
+	if log, _ := os.ReadFile(s.logPath); !strings.Contains(string(log), "every node gets a fresh grace period") {
 		t.Errorf("the server's log does not say it noticed it had not run")
 	}
-	for _, n := range nodes {
-		if hasNodeEvent(t, s, n, "NodeNotReady") {
-			t.Errorf("node %s has a NodeNotReady event", n)
-		}
-	}
+
+	s.kill()
+	time.Sleep(away)
+	s = s.restart(t)
+	readyThrough(s, "was started again", time.Now())
 
 	// A node that dies after that is still marked.
 	agents[nodes[0]].kill9(t)
