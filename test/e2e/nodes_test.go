@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 )
 
@@ -774,6 +775,82 @@ func TestServerAwayBlamesNoNode(t *testing.T) {
 	// A node that dies after that is still marked.
 	agents[nodes[0]].kill9(t)
 	waitNodeStatus(t, s, nodes[0], "NotReady", nodeGrace+nodePeriod+agentLease+pollMargin)
+}
+
+// TestControllersMoveToAnotherReplica runs two replicas on one etcd and
+// kills the one that runs the controllers (SIGKILL): the other takes the
+// controllers' Lease and runs them, the agent (which goes on through the
+// survivor) keeps its node Ready through the gap, and the new leader marks
+// the node once its agent dies.
+func TestControllersMoveToAnotherReplica(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	etcdURL := startEtcdMember(t, dir)
+	dataDir := filepath.Join(dir, "data") // both replicas', so one CA and one admin token
+	a := newNodeServer(t, dataDir, "", dir, "--etcd-servers", etcdURL)
+	b := newNodeServer(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL)
+	const node = "moving-controllers-node"
+	ag := startAgent(t, a.kubeconfig, dir, node, "--server", a.url(), "--server", b.url())
+
+	// The leader's log says so, with the identity it wrote in the Lease.
+	leading := regexp.MustCompile(`msg="leading: starting controllers" identity=(\S+)`)
+	leads := func(s *server) string {
+		log, _ := os.ReadFile(s.logPath)
+		if m := leading.FindSubmatch(log); m != nil {
+			return string(m[1])
+		}
+		return ""
+	}
+	var leader, other *server
+	eventually(t, 30*time.Second, func() error {
+		switch {
+		case leads(a) != "":
+			leader, other = a, b
+		case leads(b) != "":
+			leader, other = b, a
+		default:
+			return errors.New("no replica runs the controllers yet")
+		}
+		return nil
+	})
+	// admin.kubeconfig names the replica that wrote it last: kubectl goes
+	// to the survivor.
+	other.kubeconfig = writeKubeconfig(t, other, func(c *clientcmdapi.Config) {
+		for _, cl := range c.Clusters {
+			cl.Server = other.url()
+		}
+	})
+	waitNodeStatus(t, other, node, "Ready", 30*time.Second)
+
+	leader.kill()
+	killed := time.Now()
+	var identity string
+	eventually(t, time.Minute, func() error {
+		if identity = leads(other); identity == "" {
+			return errors.New("the surviving replica does not run the controllers")
+		}
+		return nil
+	})
+	t.Logf("the surviving replica runs the controllers %v after the kill", time.Since(killed).Round(time.Millisecond))
+	if got := other.kubectl(t, "get", "lease", "-n", "kube-system", "leasehold-controller-manager", "-o", "jsonpath={.spec.holderIdentity}"); got != identity {
+		t.Errorf("the controllers' Lease is held by %q, want the survivor, %q", got, identity)
+	}
+	// The controllers were away for longer than the grace period: the new
+	// leader gives the node a fresh one, which its renewals through the
+	// survivor keep.
+	took := time.Now()
+	for time.Since(took) < nodeGrace+2*nodePeriod {
+		if got := nodeStatus(t, other, node); got != "Ready" {
+			t.Fatalf("node %s is %q %v after the survivor took the controllers, want Ready", node, got, time.Since(took).Round(time.Millisecond))
+		}
+		time.Sleep(nodePeriod)
+	}
+	if hasNodeEvent(t, other, node, "NodeNotReady") {
+		t.Errorf("node %s has a NodeNotReady event", node)
+	}
+
+	ag.kill9(t)
+	waitNodeStatus(t, other, node, "NotReady", nodeGrace+nodePeriod+agentLease+pollMargin)
 }
 
 // dependentManifest is a Lease owned by the Lease ownerName with uid
