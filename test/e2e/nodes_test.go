@@ -649,6 +649,20 @@ func TestAgentStartedBeforeServer(t *testing.T) {
 	}
 }
 
+// nodeReplicas starts two replicas of the node tests' server on one etcd
+// member, sharing a data directory (so one CA and one admin token), and an
+// agent for node given both, a first.
+func nodeReplicas(t *testing.T, node string) (a, b *server, ag *agentProc) {
+	t.Helper()
+	dir := t.TempDir()
+	etcdURL := startEtcdMember(t, dir)
+	dataDir := filepath.Join(dir, "data")
+	a = newNodeServer(t, dataDir, "", dir, "--etcd-servers", etcdURL)
+	b = newNodeServer(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL)
+	ag = startAgent(t, a.kubeconfig, dir, node, "--server", a.url(), "--server", b.url())
+	return a, b, ag
+}
+
 // TestAgentLeavesAFrozenServer: an agent given two servers leaves one that
 // stops answering with its connections open (a frozen machine, a
 // partition) in time to keep its lease from lapsing: each request gets the
@@ -657,14 +671,8 @@ func TestAgentStartedBeforeServer(t *testing.T) {
 // some 45 s later.
 func TestAgentLeavesAFrozenServer(t *testing.T) {
 	t.Parallel()
-	needKubectl(t)
-	dir := t.TempDir()
-	etcdURL := startEtcdMember(t, dir)
-	dataDir := filepath.Join(dir, "data") // both replicas', so one CA and one admin token
-	a := newNodeServer(t, dataDir, "", dir, "--etcd-servers", etcdURL)
-	b := newNodeServer(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL)
 	const node = "frozen-server-node"
-	ag := startAgent(t, a.kubeconfig, dir, node, "--server", a.url(), "--server", b.url())
+	a, b, ag := nodeReplicas(t, node)
 	// admin.kubeconfig names the replica that wrote it last: go to b.
 	cfg, err := b.restConfig()
 	if err != nil {
@@ -784,13 +792,8 @@ func TestServerAwayBlamesNoNode(t *testing.T) {
 // the node once its agent dies.
 func TestControllersMoveToAnotherReplica(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	etcdURL := startEtcdMember(t, dir)
-	dataDir := filepath.Join(dir, "data") // both replicas', so one CA and one admin token
-	a := newNodeServer(t, dataDir, "", dir, "--etcd-servers", etcdURL)
-	b := newNodeServer(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL)
 	const node = "moving-controllers-node"
-	ag := startAgent(t, a.kubeconfig, dir, node, "--server", a.url(), "--server", b.url())
+	a, b, ag := nodeReplicas(t, node)
 
 	// The leader's log says so, with the identity it wrote in the Lease.
 	leading := regexp.MustCompile(`msg="leading: starting controllers" identity=(\S+)`)
