@@ -18,6 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/leasehold/leasehold/internal/syncbuf"
+	"github.com/leasehold/leasehold/internal/testbin"
 )
 
 // Timing of the elect tests: short, so that a takeover after a crash
@@ -482,7 +483,7 @@ func TestElectErrors(t *testing.T) {
 
 	garbage := writeFile(t, "garbage.kubeconfig", "this: [is not a kubeconfig\n")
 	unreachable := writeKubeconfig(t, s, func(c *clientcmdapi.Config) {
-		ln, err := freeListenAddr()
+		ln, err := testbin.FreeLoopbackAddr()
 		if err != nil {
 			t.Fatal(err)
 		}

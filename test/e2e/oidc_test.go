@@ -19,6 +19,8 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc/oidctest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
+
+	"github.com/leasehold/leasehold/internal/testbin"
 )
 
 // oidcIssuer is an OpenID Connect issuer as a company's identity provider
@@ -115,7 +117,7 @@ func (is *oidcIssuer) token(t *testing.T, kid string, lifetime time.Duration, cl
 // required claim get 401.
 func TestOIDC(t *testing.T) {
 	needKubectl(t)
-	addr, err := freeListenAddr()
+	addr, err := testbin.FreeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +311,7 @@ jwt:
 // listeningIssuer is an issuer serving at once on a free address.
 func listeningIssuer(t *testing.T) *oidcIssuer {
 	t.Helper()
-	addr, err := freeListenAddr()
+	addr, err := testbin.FreeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}

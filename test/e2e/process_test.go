@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/syncbuf"
+	"github.com/leasehold/leasehold/internal/testbin"
 )
 
 // freeAddrs returns n free loopback addresses (HOST:PORT).
@@ -17,7 +18,7 @@ func freeAddrs(t *testing.T, n int) []string {
 	addrs := make([]string, n)
 	for i := range addrs {
 		var err error
-		if addrs[i], err = freeListenAddr(); err != nil {
+		if addrs[i], err = testbin.FreeLoopbackAddr(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,14 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,57 +129,6 @@ type server struct {
 	killed atomic.Bool // SIGKILL was sent on purpose
 }
 
-// freeListenAddr returns a loopback address with a port nobody listened on
-// a moment ago, below the kernel's range of ephemeral ports and not
-// handed out before by this process. A port from that range (what a
-// listen on port 0 gets) can be taken, between this check and the bind of
-// the process the test starts, as the local port of any test's outgoing
-// connection: an etcd member then failed to start with "address already in
-// use". Below the range, only another caller of this function could take
-// it.
-func freeListenAddr() (string, error) {
-	low := ephemeralPortsLow()
-	for range 1000 {
-		port := low - 1 - rand.IntN(portsBelowEphemeral)
-		portsMu.Lock()
-		taken := portsGiven[port]
-		portsGiven[port] = true
-		portsMu.Unlock()
-		if taken {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		return ln.Addr().String(), ln.Close()
-	}
-	return "", fmt.Errorf("no free port in the %d below %d", portsBelowEphemeral, low)
-}
-
-// portsBelowEphemeral is how many ports below the ephemeral range
-// freeListenAddr picks from.
-const portsBelowEphemeral = 10000
-
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[int]bool{}
-)
-
-// ephemeralPortsLow is the first port of the kernel's ephemeral range
-// (Linux's net.ipv4.ip_local_port_range), or Linux's default.
-func ephemeralPortsLow() int {
-	low := 32768
-	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(data)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > portsBelowEphemeral+1024 {
-				low = n
-			}
-		}
-	}
-	return low
-}
-
 // startServer starts `leasehold serve` on dataDir with extra serve flags
 // and waits until it is ready. An empty listen picks a free port, retrying
 // if somebody takes it first; a given one is used as is (restarts reuse
@@ -201,7 +147,7 @@ func startServerUnder(prefix []string, dataDir, listen, logDir string, extra ...
 		addr := listen
 		if pick {
 			var err error
-			if addr, err = freeListenAddr(); err != nil {
+			if addr, err = testbin.FreeLoopbackAddr(); err != nil {
 				return nil, err
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -94,12 +93,10 @@ func (s *server) kubeconfig() string { return filepath.Join(s.dataDir, "admin.ku
 // when empty) and waits until /readyz answers.
 func startServer(dataDir, listen, logDir string) (*server, error) {
 	if listen == "" {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		var err error
+		if listen, err = testbin.FreeLoopbackAddr(); err != nil {
 			return nil, err
 		}
-		listen = ln.Addr().String()
-		ln.Close()
 	}
 	s := &server{dataDir: dataDir, listen: listen, logPath: filepath.Join(logDir, "serve.log"), exited: make(chan struct{})}
 	var err error

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leasehold/leasehold/internal/testbin"
 )
 
 // cluster describes a three-member cluster on loopback ports that were free
@@ -39,16 +40,15 @@ func newCluster(t *testing.T, catchUp uint64) *cluster {
 	return c
 }
 
-// loopbackURL names a port the kernel had free (another process could take
-// it before the member binds it; nothing else in the tests does).
+// loopbackURL names a free port for a member to listen on
+// (testbin.FreeLoopbackAddr).
 func loopbackURL(t *testing.T) url.URL {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testbin.FreeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return url.URL{Scheme: "http", Host: ln.Addr().String()}
+	return url.URL{Scheme: "http", Host: addr}
 }
 
 // startAll starts every member at once: none is ready before a quorum is.
