@@ -102,16 +102,25 @@ as_root_apt() {
 	log "apt-get install $* (takes a minute or two the first time)"
 	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"; } >&2
 }
-chromium=${LEASEHOLD_CHROMIUM:-}
-if [[ -n "$chromium" ]]; then
-	[[ -x "$chromium" ]] || fail "LEASEHOLD_CHROMIUM=$chromium is not an executable file"
-else
-	chromium=$(command -v chromium || true)
-	if [[ -z "$chromium" ]]; then
-		as_root_apt chromium || fail "no chromium on the PATH, and installing Debian's failed (set LEASEHOLD_CHROMIUM)"
-		chromium=$(command -v chromium) || fail "chromium is still not on the PATH"
+# find_tool VAR ENV NAME [APT_ARGS...] sets VAR to the executable that $ENV
+# names, else to NAME on the PATH, else to Debian's NAME, installed with
+# apt-get (with APT_ARGS) when run as root.
+find_tool() {
+	local var=$1 env=$2 name=$3 path
+	shift 3
+	path=${!env:-}
+	if [[ -n "$path" ]]; then
+		[[ -x "$path" ]] || fail "$env=$path is not an executable file"
+	else
+		path=$(command -v "$name" || true)
+		if [[ -z "$path" ]]; then
+			as_root_apt "$@" "$name" || fail "no $name on the PATH, and installing Debian's failed (set $env)"
+			path=$(command -v "$name") || fail "$name is still not on the PATH"
+		fi
 	fi
-fi
+	printf -v "$var" '%s' "$path"
+}
+find_tool chromium LEASEHOLD_CHROMIUM chromium
 log "chromium: $chromium ($("$chromium" --version 2>/dev/null | head -1))"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	as_root_apt nodejs npm || fail "node and npm are needed for the browser tests, and installing Debian's failed"
@@ -121,14 +130,5 @@ log "playwright-core: $(cd "$root/test/browser" && node -p "require('playwright-
 
 # test/e2e/prometheus_test.go scrapes the server with a real Prometheus and
 # evaluates kube-apiserver's rules against it.
-prometheus=${LEASEHOLD_PROMETHEUS:-}
-if [[ -n "$prometheus" ]]; then
-	[[ -x "$prometheus" ]] || fail "LEASEHOLD_PROMETHEUS=$prometheus is not an executable file"
-else
-	prometheus=$(command -v prometheus || true)
-	if [[ -z "$prometheus" ]]; then
-		as_root_apt --no-install-recommends prometheus || fail "no prometheus on the PATH, and installing Debian's failed (set LEASEHOLD_PROMETHEUS)"
-		prometheus=$(command -v prometheus) || fail "prometheus is still not on the PATH"
-	fi
-fi
+find_tool prometheus LEASEHOLD_PROMETHEUS prometheus --no-install-recommends
 log "prometheus: $prometheus ($("$prometheus" --version 2>&1 | head -1))"
