@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 )
@@ -44,6 +46,10 @@ type cache struct {
 	// after the fill: a progress notification requested before that would
 	// reach the watch stream with no watch of the cache's to deliver it to.
 	watching chan struct{}
+	// cutOff is when the first of the lists and watches of etcd that
+	// failed in a row failed, in Unix nanoseconds; 0 once etcd has
+	// answered since (Kind.CutOff).
+	cutOff atomic.Int64
 
 	mu          sync.RWMutex
 	items       map[string]runtime.Object
@@ -162,35 +168,58 @@ const progressRetry = 100 * time.Millisecond
 // fillPage is how many objects a fill reads from etcd at once.
 const fillPage = 10000
 
+// resumeBackoff spaces the cache's attempts to list or watch etcd again
+// after one failed. While etcd has no leader, a watch (which requires one)
+// fails as soon as it is made: without the backoff every cache would make
+// ten a second.
+var resumeBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 10, Cap: 2 * time.Second}
+
 func (c *cache) run(ctx context.Context, bookmarkInterval time.Duration) {
 	bookmarks := c.clock.NewTicker(bookmarkInterval)
 	defer bookmarks.Stop()
 	reload, first := true, true
+	// failures counts the lists and watches that failed since etcd last
+	// answered, the first at since; the first is logged as a warning, the
+	// others at debug level, and the recovery once.
+	failures, since, backoff := 0, time.Time{}, resumeBackoff
+	failed := func(msg string, args ...any) {
+		if failures++; failures == 1 {
+			since = c.clock.Now()
+			c.cutOff.Store(since.UnixNano())
+			c.log.Warn(msg, args...)
+		} else {
+			c.log.Debug(msg, append(args, "failures", failures)...)
+		}
+		select {
+		case <-ctx.Done():
+		case <-c.clock.After(backoff.Step()):
+		}
+	}
+	answered := func() {
+		if failures > 0 {
+			c.log.Info("watch cache: etcd answers again", "failures", failures, "after", c.clock.Since(since).Round(time.Millisecond))
+		}
+		failures, backoff = 0, resumeBackoff
+		c.cutOff.Store(0)
+	}
 	for ctx.Err() == nil {
 		if reload {
 			if err := c.reload(ctx, first); err != nil {
 				if ctx.Err() == nil {
-					c.log.Warn("watch cache: listing from etcd failed; retrying", "err", err)
-					select {
-					case <-ctx.Done():
-					case <-c.clock.After(time.Second):
-					}
+					failed("watch cache: listing from etcd failed; retrying", "err", err)
 				}
 				continue
 			}
+			answered()
 			if first {
 				close(c.ready)
 				first = false
 			}
 		}
-		err := c.follow(ctx, bookmarks.C())
+		err := c.follow(ctx, bookmarks.C(), answered)
 		reload = errors.Is(err, errCompactedWatch)
 		if err != nil && ctx.Err() == nil {
-			c.log.Warn("watch cache: etcd watch ended; resuming", "err", err, "relist", reload)
-			select {
-			case <-ctx.Done():
-			case <-c.clock.After(100 * time.Millisecond):
-			}
+			failed("watch cache: etcd watch ended; resuming", "err", err, "relist", reload)
 		}
 	}
 	c.mu.Lock()
@@ -291,8 +320,9 @@ func (c *cache) fetch(ctx context.Context, pages chan<- *clientv3.GetResponse) e
 }
 
 // follow watches etcd from the revision after the cache's and applies
-// events until the watch fails.
-func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time) error {
+// events until the watch fails; it calls created once etcd has made the
+// watch.
+func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time, created func()) error {
 	c.mu.RLock()
 	from := c.rv + 1
 	c.mu.RUnlock()
@@ -301,7 +331,7 @@ func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time) error {
 	// No WithPrevKV: the object before each change is in c.items already,
 	// and asking for it would make etcd read every previous revision back
 	// from its database and send it along.
-	wch := c.k.s.client.Watch(wctx, c.k.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
+	wch := c.k.s.client.Watch(wctx, c.k.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
 	select {
 	case <-c.watching:
 	default:
@@ -322,6 +352,10 @@ func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time) error {
 			}
 			if err := resp.Err(); err != nil {
 				return err
+			}
+			if resp.Created {
+				created()
+				continue
 			}
 			if resp.IsProgressNotify() {
 				c.mu.Lock()

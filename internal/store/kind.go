@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -265,6 +266,21 @@ func (k *Kind) SetSameView(same func(old, new runtime.Object) bool) {
 // WatchCacheEnabled reports whether the kind is served from a watch cache,
 // whose objects its readers share.
 func (k *Kind) WatchCacheEnabled() bool { return k.cache != nil }
+
+// CutOff tells since when the kind's watch cache has not followed etcd:
+// a list or watch of etcd failed then, and none has been made since, as
+// while etcd has no leader. Zero while the cache follows etcd, and for a
+// kind without one. A watch whose members cannot be reached at all does
+// not fail: etcd's client waits for one to answer, and CutOff stays zero.
+func (k *Kind) CutOff() time.Time {
+	if k.cache == nil {
+		return time.Time{}
+	}
+	if ns := k.cache.cutOff.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
 
 // DisableWatchCache serves the kind from etcd alone, as kube-apiserver
 // serves Events by default: lists read etcd, watches are etcd watches of
