@@ -38,10 +38,13 @@
 // After a pass that succeeded the agent waits RenewInterval plus a random
 // jitter of up to 4%, measured from the end of the pass, so that the renewals
 // of a fleet started at the same moment drift apart. After a pass that failed
-// it waits 200ms, doubling the wait after each further failure up to 7s:
-// 200ms, 400ms, 800ms, 1.6s, 3.2s, 6.4s, 7s, 7s, … The first success returns
-// it to RenewInterval. So while a server is down the agent tries at least
-// every 7s, and renews within 7s of the server coming back.
+// it waits 200ms, doubling the wait after each further failure up to 7s or
+// RenewInterval, whichever is less: 200ms, 400ms, 800ms, 1.6s, 3.2s, 6.4s,
+// 7s, 7s, … with the default lease. The first success returns it to
+// RenewInterval. So while a server is down the agent tries at least every
+// 7s (and at least as often as it renews), and renews that soon after the
+// server comes back: a short lease's agent must not wait longer than the
+// grace period the server gives its node once it is back.
 //
 // Every wait is on the injected clock; every timestamp written (renewTime,
 // condition heartbeat and transition times) is read from it too.
@@ -343,7 +346,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		wait := a.jitter(a.cfg.RenewInterval)
 		if err := a.sync(ctx); err != nil && ctx.Err() == nil {
-			backoff = nextBackoff(backoff)
+			backoff = nextBackoff(backoff, a.cfg.RenewInterval)
 			wait = backoff
 			a.metrics.errors.Inc()
 			a.log.Warn("heartbeat failed, will retry", "err", err, "retryIn", backoff)
@@ -401,12 +404,12 @@ func serverUnavailable(err error) bool {
 }
 
 // nextBackoff returns the wait after a failure that followed a wait of prev
-// (0 after a success).
-func nextBackoff(prev time.Duration) time.Duration {
+// (0 after a success), for an agent that renews every renew.
+func nextBackoff(prev, renew time.Duration) time.Duration {
 	if prev == 0 {
-		return firstBackoff
+		return min(firstBackoff, renew)
 	}
-	return min(2*prev, maxBackoff)
+	return min(2*prev, maxBackoff, renew)
 }
 
 // jitter returns d lengthened by a random amount of up to 4%.

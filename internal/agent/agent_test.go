@@ -543,6 +543,30 @@ func TestBackoff(t *testing.T) {
 	h.expectWait(400 * time.Millisecond)
 }
 
+// TestBackoffShortLease: an agent that renews more often than the
+// backoff's 7 s cap waits no longer than its renew interval between
+// attempts, so that it renews within that of a server coming back (whose
+// node lifecycle controller then gives its node a grace period of little
+// more than its lease).
+func TestBackoffShortLease(t *testing.T) {
+	c := newClient()
+	var broken atomic.Bool
+	failing(c, "update", "leases", apierrors.NewServiceUnavailable("down"), &broken)
+	h := newHarness(t, c)
+	h.agent.cfg.RenewInterval = time.Second
+	h.run()
+	h.expectWait(time.Second)
+
+	broken.Store(true)
+	for _, want := range []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second} {
+		h.resume()
+		h.expectWait(want)
+	}
+	h.agent.cfg.RenewInterval = 100 * time.Millisecond
+	h.resume()
+	h.expectWait(100 * time.Millisecond)
+}
+
 func TestConflictRereadsLease(t *testing.T) {
 	c := newClient()
 	h := start(t, c)
