@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,20 @@ func (s *Server) ListerWatcherWith(gvr schema.GroupVersionResource, namespace st
 		o(lw)
 	}
 	return lw, nil
+}
+
+// CutOff tells since when the watch cache of gvr has not followed etcd
+// (store.Kind.CutOff): zero while it does, and for a resource without one.
+func (s *Server) CutOff(gvr schema.GroupVersionResource) time.Time {
+	r, ok := registry.Lookup(gvr.GroupVersion(), gvr.Resource)
+	if !ok {
+		return time.Time{}
+	}
+	k, ok := s.kinds[r].(*store.Kind)
+	if !ok {
+		return time.Time{}
+	}
+	return k.CutOff()
 }
 
 // A ReadOption tunes a ListerWatcher.

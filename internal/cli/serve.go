@@ -35,6 +35,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/net/netutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
@@ -423,7 +424,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	var snapshot func(context.Context) (io.ReadCloser, error)
 	takeSnapshot := func(ctx context.Context) (io.ReadCloser, error) { return snapshot(ctx) }
 	leaderMetrics := newLeaderMetrics()
-	controllers := builtinControllers(f, reads, takeSnapshot, leaderMetrics)
+	leasesCutOff := func() time.Time { return api.CutOff(coordinationv1.SchemeGroupVersion.WithResource("leases")) }
+	controllers := builtinControllers(f, reads, leasesCutOff, takeSnapshot, leaderMetrics)
 	loopback, err := newLoopback(tokens, controllers)
 	if err != nil {
 		return err
@@ -772,9 +774,11 @@ func fleetConfig(cfg *rest.Config) *rest.Config {
 // quota controller) from the watch cache; every controller writes through
 // the API. The garbage collector's reads, and the resource quota
 // controller's of what it counts, hold back the changes they have no use
-// for, renewals among them. The node lifecycle controller and the garbage
-// collector export their metrics through metrics while they run.
-func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string, ...apiserver.ReadOption) (cache.ListerWatcher, error),
+// for, renewals among them. leasesCutOff tells the node lifecycle
+// controller when the Leases' watch cache lost etcd, so that it judges no
+// node meanwhile. The node lifecycle controller and the garbage collector
+// export their metrics through metrics while they run.
+func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string, ...apiserver.ReadOption) (cache.ListerWatcher, error), leasesCutOff func() time.Time,
 	snapshot func(context.Context) (io.ReadCloser, error), metrics *leaderMetrics) []manager.Controller {
 	plainReads := func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error) {
 		return reads(gvr, namespace)
@@ -795,7 +799,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 				return err
 			}
 			nc, err := nodelifecycle.New(nodelifecycle.Config{
-				Client: client, Reads: plainReads, MonitorPeriod: f.nodeMonitorPeriod, GracePeriod: f.nodeMonitorGrace,
+				Client: client, Reads: plainReads, CutOff: leasesCutOff, MonitorPeriod: f.nodeMonitorPeriod, GracePeriod: f.nodeMonitorGrace,
 				Zones:  f.zones,
 				Logger: slog.Default().With("controller", "node-lifecycle"),
 			})

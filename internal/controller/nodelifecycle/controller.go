@@ -164,6 +164,15 @@ type Config struct {
 	// Zones sets how fast nodes get the NoExecute taints, by the state of
 	// their zone (see zones.go); the zero value is DefaultZones.
 	Zones Zones
+	// CutOff, when set, tells since when the server has not followed
+	// etcd's Leases (zero while it does); leasehold serve passes its watch
+	// cache's (store.Kind.CutOff). Meanwhile renewals cannot be stored,
+	// or are stored where the controller cannot see them, and its own
+	// writes may wait in etcd to be made long after: a pass judges no
+	// node. When the server follows etcd again after more than half a
+	// grace period, every node gets a fresh grace period, as after an
+	// absence (noticeAbsence).
+	CutOff func() time.Time
 }
 
 // Controller marks nodes whose lease stopped changing unreachable.
@@ -222,7 +231,14 @@ type Controller struct {
 	awake time.Time
 	// absences counts the times Run found it had not run (noticeAbsence).
 	absences int
-	passes   int
+	// cutOff is Config.CutOff; cut is when the server stopped following
+	// etcd, as the last pass saw it (zero: it follows). Run's goroutine
+	// alone uses cut. cutOffs counts the fresh grace periods given after
+	// one (followsEtcd).
+	cutOff  func() time.Time
+	cut     time.Time
+	cutOffs int
+	passes  int
 	// visits is how many nodes the last pass visited, and promptVisits
 	// how many were visited between passes (visitPrompt).
 	visits       int
@@ -434,6 +450,7 @@ func New(cfg Config) (*Controller, error) {
 	return &Controller{
 		client:  cfg.Client,
 		reads:   cfg.Reads,
+		cutOff:  cfg.CutOff,
 		period:  cfg.MonitorPeriod,
 		grace:   cfg.GracePeriod,
 		workers: cfg.Workers,
@@ -484,6 +501,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer cancel()
 
 	c.recorder, c.eventLimit = c.events, nil
+	c.cut = time.Time{} // a Run starts with a fresh grace period anyway
 	if c.recorder == nil {
 		c.drops = &eventDrops{n: &c.droppedEvents, log: c.log, clock: c.clock}
 		c.eventLimit = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(eventQPS, eventBurst, c.clock)
@@ -549,6 +567,42 @@ func (c *Controller) noticeAbsence() {
 		c.freshGraceLocked(now)
 		c.absences++
 	})
+}
+
+// followsEtcd tells whether the server follows etcd's Leases, for a pass
+// at now (see Config.CutOff); when it follows again after more than half a
+// grace period, every node gets a fresh grace period. The renewals the
+// agents made meanwhile could not be stored, or were stored through other
+// replicas while this one could not see them: their silence is the
+// server's, not theirs. A shorter cut is not noticed: a live agent renews
+// every quarter of a grace period or so, and its silence so far is less
+// than the grace period.
+func (c *Controller) followsEtcd(now time.Time) bool {
+	if c.cutOff == nil {
+		return true
+	}
+	if since := c.cutOff(); !since.IsZero() {
+		if c.cut.IsZero() {
+			c.cut = since
+			c.log.Warn("the server does not follow etcd's leases: no node is judged until it does", "since", since)
+		}
+		return false
+	}
+	if c.cut.IsZero() {
+		return true
+	}
+	out := now.Sub(c.cut)
+	c.cut = time.Time{}
+	if out <= c.grace/2 {
+		c.log.Info("the server follows etcd's leases again", "cutOffFor", out)
+		return true
+	}
+	c.log.Warn("the server follows etcd's leases again after more than half a grace period: every node gets a fresh grace period", "cutOffFor", out, "gracePeriod", c.grace)
+	c.update(func() {
+		c.freshGraceLocked(now)
+		c.cutOffs++
+	})
+	return true
 }
 
 // freshGraceLocked gives every registered node a grace period from now,
@@ -791,6 +845,10 @@ func (c *Controller) forgetLeaseLocked(name string) {
 // (see the package doc), as the health table last saw them.
 func (c *Controller) monitor(ctx context.Context) {
 	now := c.clock.Now()
+	if !c.followsEtcd(now) {
+		c.update(func() { c.passes++ })
+		return
+	}
 	var visit []string
 	c.locked(func() {
 		c.dueLocked(now)

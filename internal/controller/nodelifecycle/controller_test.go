@@ -89,6 +89,8 @@ type env struct {
 	watches chan struct{}
 	// zones configures the controllers start makes.
 	zones Zones
+	// cutOff, when set, is the controllers' Config.CutOff.
+	cutOff func() time.Time
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -140,7 +142,7 @@ func (e *env) start() {
 	e.rec = &recorder{}
 	c, err := New(Config{
 		Client: e.client, MonitorPeriod: period, GracePeriod: grace,
-		Clock: e.clock, Logger: testLogger(e.t), Recorder: e.rec, Zones: e.zones,
+		Clock: e.clock, Logger: testLogger(e.t), Recorder: e.rec, Zones: e.zones, CutOff: e.cutOff,
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -222,6 +224,21 @@ func (e *env) freeze(d time.Duration) {
 	e.c.mu.Unlock()
 	e.clock.Step(d)
 	e.waitFor("a pass", func(c *Controller) bool { return c.passes > passes })
+}
+
+// graceFrom renews alive at from (now) and half a grace period later, and
+// checks that quiet, which does not renew, is Ready until a grace period
+// from then and Unknown at the next pass, while alive stays Ready.
+func (e *env) graceFrom(from time.Time, alive, quiet string) {
+	e.t.Helper()
+	e.renew(alive, from)
+	e.step(grace / 2)
+	e.renew(alive, e.clock.Now())
+	e.step(grace / 2)
+	e.wantReady(quiet, corev1.ConditionTrue, agentReason)
+	e.step(period)
+	e.wantReady(quiet, corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.wantReady(alive, corev1.ConditionTrue, agentReason)
 }
 
 // renew updates the lease of node to renewTime, as an agent does, and waits
@@ -813,18 +830,11 @@ func TestFreshGraceAfterAbsence(t *testing.T) {
 	e.wantEvents("alive", EventRegisteredNode)
 	e.wantEvents("quiet", EventRegisteredNode)
 	e.waitFor("the absence to be counted", func(c *Controller) bool { return c.absences == 1 })
-	e.renew("alive", thawed)
 
 	// A grace period from the thaw: the node that renewed is Ready, the
 	// one that did not is Unknown, and the dead one stays Unknown
 	// without a renewal.
-	e.step(grace / 2)
-	e.renew("alive", e.clock.Now())
-	e.step(grace / 2)
-	e.wantReady("quiet", corev1.ConditionTrue, agentReason)
-	e.step(period)
-	e.wantReady("quiet", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
-	e.wantReady("alive", corev1.ConditionTrue, agentReason)
+	e.graceFrom(thawed, "alive", "quiet")
 	e.wantReady("dead", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
 	e.wantEvents("quiet", EventRegisteredNode, EventNodeNotReady)
 
@@ -837,6 +847,58 @@ func TestFreshGraceAfterAbsence(t *testing.T) {
 	defer e.c.mu.Unlock()
 	if got := e.c.absences; got != 1 {
 		t.Errorf("%d absences counted, want 1", got)
+	}
+}
+
+// TestNoVerdictWhileCutOffFromEtcd: while the server does not follow
+// etcd's leases (Config.CutOff), a pass judges no node, however long the
+// silence; when it follows again after more than half a grace period,
+// every node gets a fresh grace period. A shorter cut is not noticed: the
+// silence it holds counts.
+func TestNoVerdictWhileCutOffFromEtcd(t *testing.T) {
+	var cut atomic.Pointer[time.Time]
+	cut.Store(&time.Time{})
+	e := newStoppedEnv(t, readyNode("alive"), nodeLease("alive", t0), readyNode("quiet"), nodeLease("quiet", t0))
+	e.cutOff = func() time.Time { return *cut.Load() }
+	e.start()
+	e.step(period)
+	e.renew("alive", e.clock.Now())
+	e.renew("quiet", e.clock.Now())
+
+	// Cut off for three grace periods: no renewal is seen, no node marked.
+	since := e.clock.Now()
+	cut.Store(&since)
+	e.step(3 * grace)
+	e.wantReady("alive", corev1.ConditionTrue, agentReason)
+	e.wantReady("quiet", corev1.ConditionTrue, agentReason)
+	cut.Store(&time.Time{})
+	e.step(period)
+	e.waitFor("the fresh grace period", func(c *Controller) bool { return c.cutOffs == 1 })
+
+	// A grace period from then: the node that renewed is Ready, the one
+	// that did not is Unknown.
+	e.graceFrom(e.clock.Now(), "alive", "quiet")
+	e.wantEvents("alive", EventRegisteredNode)
+	e.wantEvents("quiet", EventRegisteredNode, EventNodeNotReady)
+
+	// A cut of less than half a grace period: no fresh grace period, and
+	// a node silent for longer than the grace period across it is marked
+	// at the first pass after it.
+	e.renew("alive", e.clock.Now())
+	e.step(grace / 2)
+	since = e.clock.Now()
+	cut.Store(&since)
+	e.step(grace/2 - 2*period)
+	e.wantReady("alive", corev1.ConditionTrue, agentReason)
+	cut.Store(&time.Time{})
+	e.step(2 * period)
+	e.wantReady("alive", corev1.ConditionTrue, agentReason) // silent for exactly the grace period
+	e.step(period)
+	e.wantReady("alive", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	if got := e.c.cutOffs; got != 1 {
+		t.Errorf("%d fresh grace periods after a cut, want 1", got)
 	}
 }
 
