@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -400,6 +401,93 @@ func TestServeThroughAStoppedEtcdMember(t *testing.T) {
 	if err := stopped.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestEtcdQuorumLostAndRegained kills two of etcd's three members
+// (SIGKILL) for longer than the grace period and the controllers'
+// RenewDeadline, then starts them again. Meanwhile the server refuses
+// writes with 504 Timeout rather than hold them, and fails /readyz for
+// etcd; each watch cache warns that it lost etcd once, not at every retry.
+// Once etcd has a leader again, writes go through, the caches say they
+// follow it again, and the agents' nodes, whose renewals failed all along,
+// stay Ready: the controllers' term ended with the quorum, and the next
+// term gives every node a fresh grace period. A node whose agent dies
+// after that is still marked.
+func TestEtcdQuorumLostAndRegained(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	members := startEtcdCluster(t, dir, "a", "b", "c")
+	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members))
+	nodes := []string{"quorum-node-a", "quorum-node-b"}
+	agents := map[string]*agentProc{}
+	for _, n := range nodes {
+		agents[n] = startAgent(t, s.kubeconfig, dir, n)
+	}
+	for _, n := range nodes {
+		waitNodeStatus(t, s, n, "Ready", 30*time.Second)
+	}
+
+	lost := time.Now()
+	for _, m := range members[1:] {
+		m.kill(t)
+	}
+	// A write in flight as the members died may fail otherwise; the ones
+	// after get 504 once the last member knows it has no leader.
+	eventually(t, time.Minute, func() error {
+		_, errOut, err := s.runKubectl(t, "create", "namespace", "quorum-lost")
+		if err == nil || !strings.Contains(errOut, "(Timeout)") {
+			return fmt.Errorf("a write without quorum: %v %s; want 504 Timeout", err, errOut)
+		}
+		return nil
+	})
+	if err := s.readyz(); err == nil || !strings.Contains(err.Error(), "[-]etcd failed") {
+		t.Errorf("/readyz without quorum: %v; want the etcd check failed", err)
+	}
+	// The fault itself; nothing is timed.
+	time.Sleep(time.Until(lost.Add(12 * time.Second)))
+	for i, m := range members[1:] {
+		members[1+i] = m.again(t)
+	}
+	for _, m := range members {
+		m.waitHealthy(t)
+	}
+	eventually(t, time.Minute, func() error {
+		_, errOut, err := s.runKubectl(t, "create", "namespace", "quorum-back")
+		if err != nil && !strings.Contains(errOut, "AlreadyExists") {
+			return fmt.Errorf("a write with the quorum back: %v %s", err, errOut)
+		}
+		return nil
+	})
+	readyThrough(t, s, nodes, "had etcd's quorum back", time.Now())
+
+	log, _ := os.ReadFile(s.logPath)
+	warned := map[string]int{}
+	for _, m := range regexp.MustCompile(`level=WARN msg="watch cache: etcd watch ended; resuming" resource=(\S+)`).FindAllSubmatch(log, -1) {
+		warned[string(m[1])]++
+	}
+	if len(warned) == 0 {
+		t.Error("no watch cache warned that its etcd watch ended")
+	}
+	for resource, n := range warned {
+		// One outage; a watch made in the second before the last member
+		// noticed it had no leader may end it in two.
+		if n > 2 {
+			t.Errorf("the %s cache warned %d times for one outage:\n%s", resource, n, grepLines(string(log), "resource="+resource+" "))
+		}
+	}
+	if !strings.Contains(string(log), `msg="watch cache: etcd answers again"`) {
+		t.Error("no watch cache logged that etcd answers again")
+	}
+
+	agents[nodes[0]].kill9(t)
+	waitNodeStatus(t, s, nodes[0], "NotReady", nodeGrace+nodePeriod+agentLease+pollMargin)
+}
+
+// again starts the member again, after kill, with the same flags and data
+// directory, logging to a file of its own.
+func (m *etcdMember) again(t *testing.T) *etcdMember {
+	t.Helper()
+	return runEtcdMember(t, strings.TrimSuffix(m.logFile, ".log")+"-again.log", m.url, m.args...)
 }
 
 // TestEtcdPrefix: servers with --etcd-prefix keep their objects under it,

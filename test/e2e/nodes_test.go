@@ -734,30 +734,6 @@ func TestServerAwayBlamesNoNode(t *testing.T) {
 	for _, n := range nodes {
 		waitNodeStatus(t, s, n, "Ready", 30*time.Second)
 	}
-	// readyThrough checks that every node stays Ready for a grace period
-	// and more after back, and that the server marked none Unknown.
-	readyThrough := func(s *server, what string, back time.Time) {
-		t.Helper()
-		for time.Since(back) < nodeGrace+2*nodePeriod {
-			table := nodesTable(t, s)
-			for _, n := range nodes {
-				if r := table[n]; r == nil || r[1] != "Ready" {
-					t.Fatalf("node %s is %q %v after the server %s, want Ready", n, r, time.Since(back).Round(time.Millisecond), what)
-				}
-			}
-			time.Sleep(nodePeriod)
-		}
-		log, _ := os.ReadFile(s.logPath)
-		if marked := grepLines(string(log), "node marked Unknown"); marked != "" {
-			t.Errorf("the server marked nodes Unknown after it %s:\n%s", what, marked)
-		}
-		for _, n := range nodes {
-			if hasNodeEvent(t, s, n, "NodeNotReady") {
-				t.Errorf("node %s has a NodeNotReady event after the server %s", n, what)
-			}
-		}
-	}
-
 	// Longer than the grace period, shorter than the controllers' term
 	// lasts without a renewal (RenewDeadline, 10 s): the elector does not
 	// end the term when the server runs again, so nothing but the node
@@ -770,7 +746,7 @@ func TestServerAwayBlamesNoNode(t *testing.T) {
 	if err := s.signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	readyThrough(s, "ran again", time.Now())
+	readyThrough(t, s, nodes, "ran again", time.Now())
 	if log, _ := os.ReadFile(s.logPath); !strings.Contains(string(log), "every node gets a fresh grace period") {
 		t.Errorf("the server's log does not say it noticed it had not run")
 	}
@@ -778,11 +754,37 @@ func TestServerAwayBlamesNoNode(t *testing.T) {
 	s.kill()
 	time.Sleep(away)
 	s = s.restart(t)
-	readyThrough(s, "was started again", time.Now())
+	readyThrough(t, s, nodes, "was started again", time.Now())
 
 	// A node that dies after that is still marked.
 	agents[nodes[0]].kill9(t)
 	waitNodeStatus(t, s, nodes[0], "NotReady", nodeGrace+nodePeriod+agentLease+pollMargin)
+}
+
+// readyThrough checks that every one of nodes stays Ready for a grace
+// period and more after back, when the server's fault (what) ended, and
+// that the server marked none Unknown.
+func readyThrough(t *testing.T, s *server, nodes []string, what string, back time.Time) {
+	t.Helper()
+	for time.Since(back) < nodeGrace+2*nodePeriod {
+		table := nodesTable(t, s)
+		for _, n := range nodes {
+			if r := table[n]; r == nil || r[1] != "Ready" {
+				log, _ := os.ReadFile(s.logPath)
+				t.Fatalf("node %s is %q %v after the server %s, want Ready; the server's log of it:\n%s", n, r, time.Since(back).Round(time.Millisecond), what, grepLines(string(log), n))
+			}
+		}
+		time.Sleep(nodePeriod)
+	}
+	log, _ := os.ReadFile(s.logPath)
+	if marked := grepLines(string(log), "node marked Unknown"); marked != "" {
+		t.Errorf("the server marked nodes Unknown after it %s:\n%s", what, marked)
+	}
+	for _, n := range nodes {
+		if hasNodeEvent(t, s, n, "NodeNotReady") {
+			t.Errorf("node %s has a NodeNotReady event after the server %s", n, what)
+		}
+	}
 }
 
 // TestControllersMoveToAnotherReplica runs two replicas on one etcd and
