@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -358,8 +359,9 @@ func TestServeOnExternalEtcd(t *testing.T) {
 }
 
 // TestServeThroughAStoppedEtcdMember: one member of three stops answering
-// but keeps its connections open, as a frozen machine or a partition does.
-// The server stops sending it calls and its writes go on through the other
+// but keeps its connections open, as a frozen machine or a partition does;
+// it is etcd's leader, so the other two must elect another meanwhile. The
+// server stops sending it calls and its writes go on through the other
 // two, while it stays stopped. (Group commit sends one batch at a time, so
 // a batch held by the member would otherwise hold every write behind it
 // for as long as TCP takes to give up.)
@@ -372,7 +374,9 @@ func TestServeThroughAStoppedEtcdMember(t *testing.T) {
 	s.kubectlStdin(t, leaseManifest("through-a-stop", ns, "a", "  leaseTransitions: 0"), "create", "-f", "-")
 	leases := s.clientset(t).CoordinationV1().Leases(ns)
 
-	stopped := members[1].proc
+	leader := etcdLeader(t, members)
+	t.Logf("stopping member %d of 3, etcd's leader", leader+1)
+	stopped := members[leader].proc
 	if err := stopped.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -488,6 +492,33 @@ func TestEtcdQuorumLostAndRegained(t *testing.T) {
 func (m *etcdMember) again(t *testing.T) *etcdMember {
 	t.Helper()
 	return runEtcdMember(t, strings.TrimSuffix(m.logFile, ".log")+"-again.log", m.url, m.args...)
+}
+
+// etcdLeader is the index of the member that is the cluster's leader.
+func etcdLeader(t *testing.T, members []*etcdMember) int {
+	t.Helper()
+	leader := -1
+	eventually(t, startTimeout, func() error {
+		for i, m := range members {
+			c, err := clientv3.New(clientv3.Config{Endpoints: []string{m.url}, DialTimeout: 5 * time.Second})
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			st, err := c.Status(ctx, m.url)
+			cancel()
+			c.Close()
+			if err != nil {
+				return err
+			}
+			if st.Leader == st.Header.MemberId {
+				leader = i
+				return nil
+			}
+		}
+		return errors.New("no member says it leads")
+	})
+	return leader
 }
 
 // TestEtcdPrefix: servers with --etcd-prefix keep their objects under it,
