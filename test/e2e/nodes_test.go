@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -797,15 +800,7 @@ func TestControllersMoveToAnotherReplica(t *testing.T) {
 	const node = "moving-controllers-node"
 	a, b, ag := nodeReplicas(t, node)
 
-	// The leader's log says so, with the identity it wrote in the Lease.
-	leading := regexp.MustCompile(`msg="leading: starting controllers" identity=(\S+)`)
-	leads := func(s *server) string {
-		log, _ := os.ReadFile(s.logPath)
-		if m := leading.FindSubmatch(log); m != nil {
-			return string(m[1])
-		}
-		return ""
-	}
+	leads := controllersIdentity
 	var leader, other *server
 	eventually(t, 30*time.Second, func() error {
 		switch {
@@ -818,13 +813,8 @@ func TestControllersMoveToAnotherReplica(t *testing.T) {
 		}
 		return nil
 	})
-	// admin.kubeconfig names the replica that wrote it last: kubectl goes
-	// to the survivor.
-	other.kubeconfig = writeKubeconfig(t, other, func(c *clientcmdapi.Config) {
-		for _, cl := range c.Clusters {
-			cl.Server = other.url()
-		}
-	})
+	// kubectl goes to the survivor.
+	toItself(t, other)
 	waitNodeStatus(t, other, node, "Ready", 30*time.Second)
 
 	leader.kill()
@@ -856,6 +846,98 @@ func TestControllersMoveToAnotherReplica(t *testing.T) {
 
 	ag.kill9(t)
 	waitNodeStatus(t, other, node, "NotReady", nodeGrace+nodePeriod+agentLease+pollMargin)
+}
+
+// controllersIdentity is the identity with which the server s took the
+// controllers' Lease, as its log says; "" if it has not.
+func controllersIdentity(s *server) string {
+	log, _ := os.ReadFile(s.logPath)
+	if m := leadingLine.FindSubmatch(log); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+var leadingLine = regexp.MustCompile(`msg="leading: starting controllers" identity=(\S+)`)
+
+// toItself points s's kubeconfig at s: admin.kubeconfig names the replica
+// that wrote it last.
+func toItself(t *testing.T, s *server) {
+	t.Helper()
+	s.kubeconfig = writeKubeconfig(t, s, func(c *clientcmdapi.Config) {
+		for _, cl := range c.Clusters {
+			cl.Server = s.url()
+		}
+	})
+}
+
+// TestReplicaCutOffFromEtcd: the replica that runs the controllers loses
+// its way to etcd (a proxy between them drops everything both ways, as a
+// partition does, with the connections open) while another replica
+// reaches it. The cut-off replica fails /readyz for etcd; the agent, given
+// both, moves to the other; the other takes the controllers' Lease once
+// the cut-off replica's term has lapsed; the node stays Ready throughout,
+// with no NodeNotReady event. Once the way is back the cut-off replica is
+// ready again, and a node whose agent dies is still marked.
+func TestReplicaCutOffFromEtcd(t *testing.T) {
+	t.Parallel()
+	const node = "cut-off-replica-node"
+	dir := t.TempDir()
+	etcdURL := startEtcdMember(t, dir)
+	to, err := url.Parse(etcdURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := freeAddrs(t, 1)[0]
+	way := proxy.NewServer(proxy.ServerConfig{Logger: zap.NewNop(), From: url.URL{Scheme: "tcp", Host: from}, To: url.URL{Scheme: "tcp", Host: to.Host}})
+	t.Cleanup(func() { _ = way.Close() })
+	select {
+	case <-way.Ready():
+	case err := <-way.Error():
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "data")
+	a := newNodeServer(t, dataDir, "", dir, "--etcd-servers", "http://"+from)
+	eventually(t, 30*time.Second, func() error {
+		if controllersIdentity(a) == "" {
+			return errors.New("the first replica does not run the controllers yet")
+		}
+		return nil
+	})
+	b := newNodeServer(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL)
+	toItself(t, b)
+	ag := startAgent(t, b.kubeconfig, dir, node, "--server", a.url(), "--server", b.url())
+	waitNodeStatus(t, b, node, "Ready", 30*time.Second)
+
+	way.BlackholeTx()
+	way.BlackholeRx()
+	cut := time.Now()
+	eventually(t, time.Minute, func() error {
+		if err := a.readyz(); err == nil || !strings.Contains(err.Error(), "[-]etcd failed") {
+			return fmt.Errorf("/readyz of the cut-off replica: %v; want the etcd check failed", err)
+		}
+		return nil
+	})
+	eventually(t, time.Minute, func() error {
+		if got := nodeStatus(t, b, node); got != "Ready" {
+			t.Fatalf("node %s is %q %v after the cut, want Ready", node, got, time.Since(cut).Round(time.Millisecond))
+		}
+		if controllersIdentity(b) == "" {
+			return errors.New("the other replica does not run the controllers")
+		}
+		return nil
+	})
+	t.Logf("the other replica runs the controllers %v after the cut", time.Since(cut).Round(time.Millisecond))
+	readyThrough(t, b, []string{node}, "took the controllers", time.Now())
+	if log, _ := os.ReadFile(ag.logPath); !strings.Contains(string(log), "server unavailable, switching to the next one") {
+		t.Errorf("the agent's log does not say it left the cut-off replica:\n%s", log)
+	}
+
+	way.UnblackholeTx()
+	way.UnblackholeRx()
+	eventually(t, time.Minute, a.readyz)
+	ag.kill9(t)
+	waitNodeStatus(t, b, node, "NotReady", nodeGrace+nodePeriod+agentLease+pollMargin)
 }
 
 // dependentManifest is a Lease owned by the Lease ownerName with uid
