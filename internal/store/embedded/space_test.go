@@ -200,9 +200,10 @@ func TestDefragmentNearTheQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// restart runs the member again with its file at share of the quota,
-	// or with the default quota for a share of 0.
-	restart := func(share float64) {
+	// restart runs the member again with its file (or, with inUse, the
+	// data in it) at share of the quota, or with the default quota for a
+	// share of 0.
+	restart := func(share float64, inUse bool) {
 		t.Helper()
 		st, err := e.Client().Status(ctx, "")
 		if err != nil {
@@ -210,8 +211,11 @@ func TestDefragmentNearTheQuota(t *testing.T) {
 		}
 		e.Close()
 		quota := int64(DefaultQuotaBackendBytes)
-		if share > 0 {
-			quota = int64(float64(st.DbSize) / share)
+		if size := st.DbSize; share > 0 {
+			if inUse {
+				size = st.DbSizeInUse
+			}
+			quota = int64(float64(size) / share)
 		}
 		if e, err = Start(Config{Dir: dir, QuotaBackendBytes: quota}); err != nil {
 			t.Fatal(err)
@@ -223,11 +227,13 @@ func TestDefragmentNearTheQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	restart(0.95)
+	// The data itself near the quota: the free pages bbolt keeps in the
+	// file (a few per cent, from run to run) do not count.
+	restart(0.95, true)
 	if r, err := e.ReclaimSpace(ctx); err != nil || r.Alarmed || r.Defragmented {
 		t.Fatalf("with the data near the quota: %+v, %v", r, err)
 	}
-	restart(0)
+	restart(0, false)
 
 	del, err := e.Client().Delete(ctx, "/big/", clientv3.WithPrefix())
 	if err != nil {
@@ -239,7 +245,7 @@ func TestDefragmentNearTheQuota(t *testing.T) {
 	if _, err := e.Client().Put(ctx, "/after", "x"); err != nil {
 		t.Fatal(err)
 	}
-	restart(0.95)
+	restart(0.95, false)
 	defer e.Close()
 	var logs bytes.Buffer
 	k := e.SpaceKeeper(slog.New(slog.NewTextHandler(&logs, nil)), "--quota")
