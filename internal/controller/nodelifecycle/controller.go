@@ -231,10 +231,10 @@ type Controller struct {
 	awake time.Time
 	// absences counts the times Run found it had not run (noticeAbsence).
 	absences int
-	// cutOff is Config.CutOff; cut is when the server stopped following
-	// etcd, as the last pass saw it (zero: it follows). Run's goroutine
-	// alone uses cut. cutOffs counts the fresh grace periods given after
-	// one (followsEtcd).
+	// cutOff is Config.CutOff; cut is when a pass first found the server
+	// not following etcd, on the controller's clock (zero: it follows).
+	// Run's goroutine alone uses cut. cutOffs counts the fresh grace
+	// periods given after one (followsEtcd).
 	cutOff  func() time.Time
 	cut     time.Time
 	cutOffs int
@@ -583,7 +583,9 @@ func (c *Controller) followsEtcd(now time.Time) bool {
 	}
 	if since := c.cutOff(); !since.IsZero() {
 		if c.cut.IsZero() {
-			c.cut = since
+			// Measured from now, on this clock, which no step of the wall
+			// clock moves: the cache's time is for the log.
+			c.cut = now
 			c.log.Warn("the server does not follow etcd's leases: no node is judged until it does", "since", since)
 		}
 		return false
