@@ -653,15 +653,15 @@ func TestAgentStartedBeforeServer(t *testing.T) {
 }
 
 // nodeReplicas starts two replicas of the node tests' server on one etcd
-// member, sharing a data directory (so one CA and one admin token), and an
-// agent for node given both, a first.
-func nodeReplicas(t *testing.T, node string) (a, b *server, ag *agentProc) {
+// member, with the extra flags, sharing a data directory (so one CA and
+// one admin token), and an agent for node given both, a first.
+func nodeReplicas(t *testing.T, node string, extra ...string) (a, b *server, ag *agentProc) {
 	t.Helper()
 	dir := t.TempDir()
 	etcdURL := startEtcdMember(t, dir)
 	dataDir := filepath.Join(dir, "data")
-	a = newNodeServer(t, dataDir, "", dir, "--etcd-servers", etcdURL)
-	b = newNodeServer(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL)
+	a = newNodeServer(t, dataDir, "", dir, append([]string{"--etcd-servers", etcdURL}, extra...)...)
+	b = newNodeServer(t, dataDir, "", t.TempDir(), append([]string{"--etcd-servers", etcdURL}, extra...)...)
 	ag = startAgent(t, a.kubeconfig, dir, node, "--server", a.url(), "--server", b.url())
 	return a, b, ag
 }
@@ -799,20 +799,8 @@ func TestControllersMoveToAnotherReplica(t *testing.T) {
 	t.Parallel()
 	const node = "moving-controllers-node"
 	a, b, ag := nodeReplicas(t, node)
-
+	leader, other := controllersReplica(t, a, b)
 	leads := controllersIdentity
-	var leader, other *server
-	eventually(t, 30*time.Second, func() error {
-		switch {
-		case leads(a) != "":
-			leader, other = a, b
-		case leads(b) != "":
-			leader, other = b, a
-		default:
-			return errors.New("no replica runs the controllers yet")
-		}
-		return nil
-	})
 	// kubectl goes to the survivor.
 	toItself(t, other)
 	waitNodeStatus(t, other, node, "Ready", 30*time.Second)
@@ -858,6 +846,24 @@ func controllersIdentity(s *server) string {
 	return ""
 }
 
+// controllersReplica waits until one of a and b runs the controllers, and
+// returns it and the other.
+func controllersReplica(t *testing.T, a, b *server) (leader, other *server) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		switch {
+		case controllersIdentity(a) != "":
+			leader, other = a, b
+		case controllersIdentity(b) != "":
+			leader, other = b, a
+		default:
+			return errors.New("no replica runs the controllers yet")
+		}
+		return nil
+	})
+	return leader, other
+}
+
 var leadingLine = regexp.MustCompile(`msg="leading: starting controllers" identity=(\S+)`)
 
 // toItself points s's kubeconfig at s: admin.kubeconfig names the replica
@@ -869,6 +875,68 @@ func toItself(t *testing.T, s *server) {
 			cl.Server = s.url()
 		}
 	})
+}
+
+// TestFrozenControllersReplica: the replica that runs the controllers is
+// stopped (SIGSTOP) for longer than the controllers' LeaseDuration while
+// another runs. The other takes the controllers' Lease, and the agent goes
+// on through it. When the stopped replica runs again its term is over:
+// it says so, and the Lease stays the other's. What it saw before it
+// stopped is stale by then, and any write it makes on it fails its
+// precondition: the other replica's identity Lease (5 s long, so stale to
+// the stopped replica's collector) is still the same object. The node
+// stays Ready throughout, with no NodeNotReady event.
+func TestFrozenControllersReplica(t *testing.T) {
+	t.Parallel()
+	const node = "frozen-controllers-node"
+	a, b, ag := nodeReplicas(t, node, "--identity-lease-duration", "5s", "--identity-lease-renew-interval", "1s")
+	leader, other := controllersReplica(t, a, b)
+	toItself(t, other)
+	waitNodeStatus(t, other, node, "Ready", 30*time.Second)
+	published := regexp.MustCompile(`msg="publishing this replica's identity" lease=kube-system/(\S+)`)
+	log, _ := os.ReadFile(other.logPath)
+	m := published.FindSubmatch(log)
+	if m == nil {
+		t.Fatalf("the other replica's log does not name its identity Lease:\n%s", log)
+	}
+	identityUID := func() string {
+		return other.kubectl(t, "get", "lease", "-n", "kube-system", string(m[1]), "-o", "jsonpath={.metadata.uid}")
+	}
+	uid := identityUID()
+
+	if err := leader.signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = leader.signal(syscall.SIGCONT) })
+	stopped := time.Now()
+	eventually(t, time.Minute, func() error {
+		if got := nodeStatus(t, other, node); got != "Ready" {
+			t.Fatalf("node %s is %q %v after the stop, want Ready", node, got, time.Since(stopped).Round(time.Millisecond))
+		}
+		if controllersIdentity(other) == "" {
+			return errors.New("the other replica does not run the controllers")
+		}
+		return nil
+	})
+	identity := controllersIdentity(other)
+	// Past the Lease's duration and the identity Leases', a little more.
+	time.Sleep(time.Until(stopped.Add(20 * time.Second)))
+	if err := leader.signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	readyThrough(t, other, []string{node}, "was stopped and ran again", time.Now())
+	if thawed, _ := os.ReadFile(leader.logPath); !strings.Contains(string(thawed), "term over: controllers stopped") {
+		t.Errorf("the replica that ran again does not say its term is over:\n%s", grepLines(string(thawed), "controller"))
+	}
+	if got := other.kubectl(t, "get", "lease", "-n", "kube-system", "leasehold-controller-manager", "-o", "jsonpath={.spec.holderIdentity}"); got != identity {
+		t.Errorf("the controllers' Lease is held by %q, want %q", got, identity)
+	}
+	if got := identityUID(); got != uid {
+		t.Errorf("the other replica's identity Lease is a new object (uid %s, was %s): it was deleted", got, uid)
+	}
+
+	ag.kill9(t)
+	waitNodeStatus(t, other, node, "NotReady", nodeGrace+nodePeriod+agentLease+pollMargin)
 }
 
 // TestReplicaCutOffFromEtcd: the replica that runs the controllers loses
