@@ -864,6 +864,22 @@ func controllersReplica(t *testing.T, a, b *server) (leader, other *server) {
 	return leader, other
 }
 
+// takesControllers waits until s runs the controllers after the fault
+// (what) at since, and fails the test if node is not Ready through s
+// meanwhile.
+func takesControllers(t *testing.T, s *server, node, what string, since time.Time) {
+	t.Helper()
+	eventually(t, time.Minute, func() error {
+		if got := nodeStatus(t, s, node); got != "Ready" {
+			t.Fatalf("node %s is %q %v after the %s, want Ready", node, got, time.Since(since).Round(time.Millisecond), what)
+		}
+		if controllersIdentity(s) == "" {
+			return errors.New("the other replica does not run the controllers")
+		}
+		return nil
+	})
+}
+
 var leadingLine = regexp.MustCompile(`msg="leading: starting controllers" identity=(\S+)`)
 
 // toItself points s's kubeconfig at s: admin.kubeconfig names the replica
@@ -909,15 +925,7 @@ func TestFrozenControllersReplica(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = leader.signal(syscall.SIGCONT) })
 	stopped := time.Now()
-	eventually(t, time.Minute, func() error {
-		if got := nodeStatus(t, other, node); got != "Ready" {
-			t.Fatalf("node %s is %q %v after the stop, want Ready", node, got, time.Since(stopped).Round(time.Millisecond))
-		}
-		if controllersIdentity(other) == "" {
-			return errors.New("the other replica does not run the controllers")
-		}
-		return nil
-	})
+	takesControllers(t, other, node, "stop", stopped)
 	identity := controllersIdentity(other)
 	// Past the Lease's duration and the identity Leases', a little more.
 	time.Sleep(time.Until(stopped.Add(20 * time.Second)))
@@ -986,15 +994,7 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, time.Minute, func() error {
-		if got := nodeStatus(t, b, node); got != "Ready" {
-			t.Fatalf("node %s is %q %v after the cut, want Ready", node, got, time.Since(cut).Round(time.Millisecond))
-		}
-		if controllersIdentity(b) == "" {
-			return errors.New("the other replica does not run the controllers")
-		}
-		return nil
-	})
+	takesControllers(t, b, node, "cut", cut)
 	t.Logf("the other replica runs the controllers %v after the cut", time.Since(cut).Round(time.Millisecond))
 	readyThrough(t, b, []string{node}, "took the controllers", time.Now())
 	if log, _ := os.ReadFile(ag.logPath); !strings.Contains(string(log), "server unavailable, switching to the next one") {
