@@ -11,6 +11,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"k8s.io/utils/clock"
@@ -151,6 +152,10 @@ func commitError(ctx context.Context, err error) error {
 	}
 	return clientv3.ContextError(ctx, err)
 }
+
+// isNoSpace tells whether etcd refused a transaction because its database
+// is at its quota.
+func isNoSpace(err error) bool { return rpctypes.Error(err) == rpctypes.ErrNoSpace }
 
 // errCommitTimeout is the answer to the writes of a commit that etcd did
 // not answer within the batcher's timeout. They may still be committed, as
@@ -404,6 +409,21 @@ func (b *batcher) commit(ctx context.Context, batch []*txnRequest) {
 	}
 	m.txn.Success = m.outer
 	resp, err := b.kv.Txn(ctx, &m.txn, callOptions...)
+	if err != nil && isNoSpace(err) && slices.ContainsFunc(live, func(r *txnRequest) bool { return r.del }) && slices.ContainsFunc(live, func(r *txnRequest) bool { return !r.del }) {
+		// A full database takes deletions, which free it, but refuses a
+		// transaction that puts anything, whole and before applying any of
+		// it: the deletions that shared this one go again on their own.
+		var dels []*txnRequest
+		for _, r := range live {
+			if r.del {
+				dels = append(dels, r)
+			} else {
+				r.done <- txnResult{err: err}
+			}
+		}
+		b.commit(ctx, dels)
+		return
+	}
 	if err != nil {
 		err = commitError(ctx, err)
 		for _, r := range live {

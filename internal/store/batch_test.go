@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -332,5 +333,53 @@ func waitForTimer(t *testing.T, clk *testingclock.FakeClock) {
 			t.Fatal("nothing waits on the clock")
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestDeletionsGoThroughAFullDatabase: at its quota etcd refuses a
+// transaction that puts anything, and takes one that only deletes; a
+// deletion that shares a batch with a put still goes through, and the put
+// is refused with etcd's error.
+func TestDeletionsGoThroughAFullDatabase(t *testing.T) {
+	e, err := embedded.Start(embedded.Config{Dir: t.TempDir(), QuotaBackendBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	ctx := context.Background()
+	kept, err := e.Client().Put(ctx, "/kept", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := strings.Repeat("x", 256<<10)
+	for i := 0; ; i++ {
+		if i > 64 {
+			t.Fatal("the database took 16 MiB under a quota of 4 MiB")
+		}
+		if _, err := e.Client().Put(ctx, fmt.Sprintf("/fill/%d", i), value); err != nil {
+			if !isNoSpace(err) {
+				t.Fatalf("filling the database: %v", err)
+			}
+			break
+		}
+	}
+	// Both queued before the batcher runs: one batch.
+	b := newBatcher(e.KV(), 10, 0, 0, testingclock.NewFakeClock(time.Now()))
+	del := &txnRequest{write: write{key: "/kept", rev: kept.Header.Revision, del: true}, ctx: ctx, done: make(chan txnResult, 1)}
+	put := &txnRequest{write: createOf("/new"), ctx: ctx, done: make(chan txnResult, 1)}
+	b.queue <- put
+	b.queue <- del
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { b.run(rctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if r := <-del.done; r.err != nil || !r.succeeded {
+		t.Errorf("the deletion at the quota: %+v; want it made", r)
+	}
+	if r := <-put.done; !isNoSpace(r.err) {
+		t.Errorf("the put at the quota: %+v; want etcd's no-space error", r)
+	}
+	if got, err := e.Client().Get(ctx, "/kept"); err != nil || len(got.Kvs) != 0 {
+		t.Errorf("/kept after its deletion: %v, %v", got, err)
 	}
 }
