@@ -39,13 +39,9 @@ func (s *Server) ListerWatcher(gvr schema.GroupVersionResource, namespace string
 // ListerWatcherWith is ListerWatcher with options that tune what its
 // watches deliver (OnlyChanges).
 func (s *Server) ListerWatcherWith(gvr schema.GroupVersionResource, namespace string, opts ...ReadOption) (cache.ListerWatcher, error) {
-	r, ok := registry.Lookup(gvr.GroupVersion(), gvr.Resource)
-	if !ok {
-		return nil, fmt.Errorf("apiserver: no resource %s", gvr)
-	}
-	k, ok := s.kinds[r].(*store.Kind)
-	if !ok {
-		return nil, fmt.Errorf("apiserver: %s has no storage of its own", gvr)
+	r, k, err := s.ownStorage(gvr)
+	if err != nil {
+		return nil, err
 	}
 	if !r.Namespaced {
 		namespace = ""
@@ -60,15 +56,24 @@ func (s *Server) ListerWatcherWith(gvr schema.GroupVersionResource, namespace st
 // CutOff tells since when the watch cache of gvr has not followed etcd
 // (store.Kind.CutOff): zero while it does, and for a resource without one.
 func (s *Server) CutOff(gvr schema.GroupVersionResource) time.Time {
+	if _, k, err := s.ownStorage(gvr); err == nil {
+		return k.CutOff()
+	}
+	return time.Time{}
+}
+
+// ownStorage is the resource gvr and its storage, which must be its own
+// (not a view of another resource's).
+func (s *Server) ownStorage(gvr schema.GroupVersionResource) (*registry.Resource, *store.Kind, error) {
 	r, ok := registry.Lookup(gvr.GroupVersion(), gvr.Resource)
 	if !ok {
-		return time.Time{}
+		return nil, nil, fmt.Errorf("apiserver: no resource %s", gvr)
 	}
 	k, ok := s.kinds[r].(*store.Kind)
 	if !ok {
-		return time.Time{}
+		return nil, nil, fmt.Errorf("apiserver: %s has no storage of its own", gvr)
 	}
-	return k.CutOff()
+	return r, k, nil
 }
 
 // A ReadOption tunes a ListerWatcher.

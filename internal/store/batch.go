@@ -409,20 +409,21 @@ func (b *batcher) commit(ctx context.Context, batch []*txnRequest) {
 	}
 	m.txn.Success = m.outer
 	resp, err := b.kv.Txn(ctx, &m.txn, callOptions...)
-	if err != nil && isNoSpace(err) && slices.ContainsFunc(live, func(r *txnRequest) bool { return r.del }) && slices.ContainsFunc(live, func(r *txnRequest) bool { return !r.del }) {
+	if err != nil && isNoSpace(err) {
 		// A full database takes deletions, which free it, but refuses a
 		// transaction that puts anything, whole and before applying any of
-		// it: the deletions that shared this one go again on their own.
-		var dels []*txnRequest
-		for _, r := range live {
-			if r.del {
-				dels = append(dels, r)
-			} else {
-				r.done <- txnResult{err: err}
+		// it: the deletions that shared this one with puts go again on
+		// their own (a batch of deletions alone is not split again).
+		dels := slices.DeleteFunc(slices.Clone(live), func(r *txnRequest) bool { return !r.del })
+		if len(dels) > 0 && len(dels) < len(live) {
+			for _, r := range live {
+				if !r.del {
+					r.done <- txnResult{err: err}
+				}
 			}
+			b.commit(ctx, dels)
+			return
 		}
-		b.commit(ctx, dels)
-		return
 	}
 	if err != nil {
 		err = commitError(ctx, err)
