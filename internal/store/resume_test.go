@@ -56,6 +56,17 @@ func TestCacheBacksOffWhileEtcdRefusesWatches(t *testing.T) {
 		t.Helper()
 		failures := len(want)
 		cut := clk.Now()
+		// A watch must be open for its end to be the first failure.
+		for deadline := time.Now().Add(time.Minute); !refuse.open(); {
+			if time.Now().After(deadline) {
+				t.Fatal("no watch open before the outage")
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 		refuse.refuse(failures - 1)
 		var total time.Duration
 		for i, base := range want {
@@ -146,6 +157,13 @@ func (w *refusingWatcher) refuse(n int) {
 		cancel()
 	}
 	w.cancels = []context.CancelFunc{}
+}
+
+// open tells whether a watch made through w is open (not ended by refuse).
+func (w *refusingWatcher) open() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.cancels) > 0
 }
 
 func (w *refusingWatcher) made() int {
