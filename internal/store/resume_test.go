@@ -115,9 +115,12 @@ type afterRecorder struct {
 	afters chan time.Duration
 }
 
+// After sets the timer before it tells the test, which may step the clock
+// as soon as it knows the duration.
 func (r *afterRecorder) After(d time.Duration) <-chan time.Time {
+	ch := r.WithTicker.After(d)
 	r.afters <- d
-	return r.WithTicker.After(d)
+	return ch
 }
 
 // refusingWatcher is an etcd Watcher that a test can make refuse the next
