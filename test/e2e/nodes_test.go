@@ -193,6 +193,9 @@ func nodesTable(t *testing.T, s *server) map[string][]string {
 	if out == "" && strings.TrimSpace(errOut) == "No resources found" {
 		return map[string][]string{}
 	}
+	if out == "" {
+		t.Fatalf("kubectl get nodes printed no table; its stderr:\n%s", errOut)
+	}
 	header, rows := tableRows(t, out)
 	if want := []string{"NAME", "STATUS", "ROLES", "AGE", "VERSION"}; !slices.Equal(header, want) {
 		t.Fatalf("kubectl get nodes columns %q, want %q\n%s", header, want, out)
