@@ -17,6 +17,7 @@ import (
 // resourceVersion), each is answered once committed, and each survives a
 // restart.
 func TestCommitDelay(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, "--etcd-commit-delay", "500ms")
 	cs := s.clientset(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -19,6 +19,7 @@ import (
 // one at a resourceVersion since the last mark still answers, and
 // /metrics counts the compaction by its trigger.
 func TestCompactionByWrites(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	s := newServer(t, "--etcd-compaction-writes", "100", "--etcd-compaction-interval", "1h")
 	cs := s.clientset(t)

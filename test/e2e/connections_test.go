@@ -48,6 +48,7 @@ func connectionsMetric(t *testing.T, cs kubernetes.Interface, name string) int {
 // hundred descriptors free and goes on writing to etcd, and that the
 // waiting clients are served once others leave.
 func TestConnectionsLeaveFilesForEtcd(t *testing.T) {
+	t.Parallel()
 	const (
 		openFiles = 400
 		limit     = 200 // apiserver.ConnectionBudget(400)
@@ -174,6 +175,7 @@ func loopbackAddr(t *testing.T, s *server) string {
 // of 400, leave the server 100 descriptors free and its writes going on,
 // and those held back are served once others leave.
 func TestLoopbackPortLeavesFilesForEtcd(t *testing.T) {
+	t.Parallel()
 	const (
 		openFiles = 400
 		flood     = 300

@@ -204,6 +204,7 @@ func (b *browser) waitRow(t *testing.T, table, name string, timeout time.Duratio
 // lifecycle controller, an election's holder changing, all through RBAC
 // and the audit log.
 func TestDashboard(t *testing.T) {
+	t.Parallel()
 	b := startBrowser(t)
 	dir := t.TempDir()
 	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
@@ -363,6 +364,7 @@ func TestDashboard(t *testing.T) {
 // --cors-allowed-origins names gets its answer, after the browser's
 // preflight; another origin's page is refused by the browser.
 func TestCrossOriginPage(t *testing.T) {
+	t.Parallel()
 	b := startBrowser(t)
 	dir := t.TempDir()
 	page := func() *httptest.Server {

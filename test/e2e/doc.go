@@ -12,4 +12,7 @@
 // fixed sleeps) and stop it when they end; the restart tests kill it with
 // SIGKILL or SIGTERM on purpose and start it again on the same data
 // directory and port.
+//
+// Four tests run at once unless -parallel says otherwise (see parallel):
+// most of them wait on child processes and timers, not on the CPU.
 package e2e

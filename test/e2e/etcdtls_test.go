@@ -25,6 +25,7 @@ import (
 // no client certificate says in its log that etcd does not answer it, and
 // what its etcd client met.
 func TestServeOnEtcdWithTLS(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	dir := t.TempDir()
 	pkiDir := filepath.Join(dir, "etcd-pki")
@@ -107,6 +108,7 @@ func TestServeOnEtcdWithTLS(t *testing.T) {
 // is refused by etcd, and `leasehold etcd cert` refuses to keep etcd's CA
 // in a server's data directory.
 func TestEtcdClusterWithTLS(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	dir := t.TempDir()
 	pkiDir := filepath.Join(dir, "etcd-pki")

@@ -19,6 +19,7 @@ import (
 // writes again once etcd answers; one stopped before etcd answers exits
 // cleanly.
 func TestServeWaitsForEtcd(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	dir := t.TempDir()
 	members := startEtcdCluster(t, dir)

@@ -10,6 +10,7 @@ import (
 // then gone once its time is up, as kube-apiserver's --event-ttl does; a
 // Lease written at the same time stays.
 func TestEventTTL(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	s := newServer(t, "--event-ttl", "2s")
 	event := `apiVersion: events.k8s.io/v1

@@ -244,6 +244,7 @@ func replicas(t *testing.T, extra ...string) ([2]*server, string) {
 // revokes the token on all of them. A token of one server's data directory
 // stays that server's alone, until token import copies it into etcd.
 func TestTokensInEtcd(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	servers, etcdURL := replicas(t)
 	whoami := func(s *server, token string) (string, error) {
@@ -291,6 +292,7 @@ func TestTokensInEtcd(t *testing.T) {
 // both (each server's writes going to etcd in group commits over gRPC)
 // lose none; a delete through one is seen by the other.
 func TestServeOnExternalEtcd(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	servers, _ := replicas(t)
 	a, b := servers[0], servers[1]
@@ -366,6 +368,7 @@ func TestServeOnExternalEtcd(t *testing.T) {
 // a batch held by the member would otherwise hold every write behind it
 // for as long as TCP takes to give up.)
 func TestServeThroughAStoppedEtcdMember(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	dir := t.TempDir()
 	members := startEtcdCluster(t, dir, "a", "b", "c")
@@ -528,6 +531,7 @@ func etcdLeader(t *testing.T, members []*etcdMember) int {
 // given the same prefix (with a trailing slash, as written by hand) serves
 // the same objects.
 func TestEtcdPrefix(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	dir := t.TempDir()
 	etcdURL := startEtcdMember(t, dir)
@@ -653,6 +657,7 @@ func (lb *roundRobin) connsTo(backend string) int {
 // both, the GOAWAYs make the clients reconnect now and then, and their new
 // connections go to the second replica too; every request is answered.
 func TestGoawaySpreadsConnections(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	dir := t.TempDir()
 	etcdURL := startEtcdMember(t, dir)

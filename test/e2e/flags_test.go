@@ -183,6 +183,7 @@ func TestGoawayChanceFlag(t *testing.T) {
 // header on every response, and a long list is gzipped for a client that
 // asks, unless --api-response-compression=false.
 func TestResponseFlags(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	// get lists 300 KB of leases asking for gzip, as Go's client does, and
 	// returns the response's headers.

@@ -29,6 +29,7 @@ func identityLeases(t *testing.T, s *server) []string {
 // lease collected once it goes unrenewed for its duration, and on its
 // return publishes the same lease with a new holder.
 func TestServerIdentityLeases(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	servers, _ := replicas(t, "--identity-lease-duration", "2s", "--identity-lease-renew-interval", "200ms")
 	a, b := servers[0], servers[1]

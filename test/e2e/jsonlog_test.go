@@ -14,6 +14,7 @@ import (
 // those of the libraries it runs included, so that a log collector reads
 // all of them.
 func TestJSONLog(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	s := newServer(t, "--log-format", "json")
 	s.kubectl(t, "create", "namespace", "json-log")

@@ -130,6 +130,7 @@ func getAs(t *testing.T, s *server, token, path string) (code int, retryAfter st
 // of it, and frees its place; a body that does arrive in time is
 // answered.
 func TestRequestLimitFlags(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	s := newServer(t, "--max-requests-inflight", "2", "--max-requests-inflight-per-user", "1", "--request-read-timeout", "3s")
 	token := func(user string) string {
@@ -194,6 +195,7 @@ func TestRequestLimitFlags(t *testing.T) {
 // within --shutdown-grace-period; it waits no longer than that for one
 // whose body does not, and exits cleanly, saying that it cut it off.
 func TestShutdownFlags(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	s := newServer(t, "--shutdown-grace-period", "3s", "--shutdown-delay-duration", "6s")
 	ns := testNamespace(t, s)
@@ -263,6 +265,7 @@ func TestShutdownFlags(t *testing.T) {
 // the count are removed, and every line of every file is a whole event;
 // with --audit-log-compress too, the rotated files gzipped.
 func TestAuditLogRotationFlags(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	for _, compress := range []bool{false, true} {
 		t.Run(fmt.Sprintf("compress=%v", compress), func(t *testing.T) {

@@ -50,6 +50,7 @@ func runPrintedMember(t *testing.T, out, dataDir string) *etcdMember {
 // needs for its quorum once another member is lost: the server's writes
 // go on through the one original member left and the successor.
 func TestReplaceLostEtcdMember(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	dir := t.TempDir()
 	members := startEtcdCluster(t, dir, "a", "b", "c")
@@ -129,6 +130,7 @@ func TestReplaceLostEtcdMember(t *testing.T) {
 // flags, and started as before. The server on it serves what the snapshot
 // held, not what came after, and its clients' old revisions are gone.
 func TestRestoreEtcdCluster(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	dir := t.TempDir()
 	members := startEtcdCluster(t, dir, "a", "b", "c")
@@ -184,6 +186,7 @@ func TestRestoreEtcdCluster(t *testing.T) {
 // `member promote` then makes it vote, and the cluster keeps its quorum
 // through another loss thanks to it.
 func TestAddLearnerMember(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	members := startEtcdCluster(t, dir, "a", "b", "c")
 	a, b, c := members[0], members[1], members[2]

@@ -116,6 +116,7 @@ func (is *oidcIssuer) token(t *testing.T, kid string, lifetime time.Duration, cl
 // token names one; tokens expired, of an unverified email, or lacking a
 // required claim get 401.
 func TestOIDC(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	addr, err := testbin.FreeLoopbackAddr()
 	if err != nil {
@@ -197,6 +198,7 @@ func TestOIDC(t *testing.T) {
 // in use within seconds, and a broken one leaves the one in use, counted
 // in /metrics.
 func TestAuthenticationConfig(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	corp, ci := listeningIssuer(t), listeningIssuer(t)
 	corp.writeCA(t)

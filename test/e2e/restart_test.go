@@ -41,6 +41,7 @@ type writeLog struct {
 // the same data directory, and checks that every acknowledged write is
 // there.
 func TestKill9KeepsAcknowledgedWrites(t *testing.T) {
+	t.Parallel()
 	const (
 		leases  = 200
 		writers = 16
@@ -214,6 +215,7 @@ func TestKill9KeepsAcknowledgedWrites(t *testing.T) {
 // data directory keeps the CA, the credentials and the data, so the old
 // admin.kubeconfig still works.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	s := newServer(t)
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,7 +48,22 @@ const (
 	commandTimeout = 2 * time.Minute
 )
 
+// parallel is how many tests run at once unless -test.parallel says
+// otherwise. Most of them wait on child processes, etcd and timers rather
+// than on the CPU: at go test's default, one per CPU, the suite kept two
+// cores a third busy.
+const parallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallel)); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			os.Exit(2)
+		}
+	}
 	os.Exit(runMain(m))
 }
 

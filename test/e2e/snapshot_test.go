@@ -26,6 +26,7 @@ import (
 // directory, which then serves what the snapshot held, and watches from
 // revisions seen after it get 410 Gone.
 func TestSnapshotSaveRestore(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	s := newServer(t)
 	ctx := context.Background()
@@ -109,6 +110,7 @@ func watchGone(t *testing.T, leases coordinationclient.LeaseInterface, resourceV
 // --etcd-snapshot-retention of them; /metrics says when it last took one;
 // the newest restores into a server that serves what it held.
 func TestScheduledSnapshots(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	s := newServer(t, "--etcd-snapshot-interval", "1s", "--etcd-snapshot-retention", "2")
 	ns := testNamespace(t, s)

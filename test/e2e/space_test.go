@@ -20,6 +20,7 @@ import (
 // kubectl, and checks that writes resume with nothing else done: the
 // server compacts, defragments and disarms etcd's NOSPACE alarm itself.
 func TestFullDatabaseRecovers(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	const quota = 16 << 20
 	s := newServer(t, "--etcd-quota-backend-bytes", fmt.Sprint(quota))
@@ -82,6 +83,7 @@ func TestFullDatabaseRecovers(t *testing.T) {
 // 1, not in a stack trace. A file size limit below 64 MB stands in for a
 // disk with less room.
 func TestNoRoomForTheWAL(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command("sh", "-c", `ulimit -f 20000 && exec "$0" "$@"`,
 		leaseholdBin, "serve", "--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", "127.0.0.1:0")
 	out, err := cmd.CombinedOutput()

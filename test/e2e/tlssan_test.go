@@ -9,6 +9,7 @@ import (
 // puts its names in the serving certificate, so that clients reaching the
 // server by one of them verify it; a name not given fails verification.
 func TestTLSSAN(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	s := newServer(t, "--tls-san", "leasehold.example, 10.1.2.3,")
 	if got := s.kubectl(t, "--tls-server-name", "leasehold.example", "get", "namespace", "default", "-o", "name"); strings.TrimSpace(got) != "namespace/default" {

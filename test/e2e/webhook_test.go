@@ -28,6 +28,7 @@ import (
 // leaves the users it named signed in until then; a token it refuses, or
 // that it cannot be asked about, gets 401.
 func TestTokenWebhook(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	var calls atomic.Int32
 	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -103,6 +104,7 @@ func TestTokenWebhook(t *testing.T) {
 // Webhook mode does: its allow lets a request through, its deny refuses it
 // with its reason, and its lack of opinion leaves the request refused.
 func TestAuthorizationWebhook(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	var calls atomic.Int32
 	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -161,6 +163,7 @@ func TestAuthorizationWebhook(t *testing.T) {
 // waits --audit-webhook-batch-max-wait (an hour here) unless it fills; what
 // is queued when the server stops is sent before it exits.
 func TestAuditWebhook(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	type item struct {
 		Verb      string `json:"verb"`
@@ -227,6 +230,7 @@ func TestAuditWebhook(t *testing.T) {
 // server runs is put in use within its 10 s check; a broken one leaves
 // the authorizers in use, counted in /metrics with the webhooks' calls.
 func TestAuthorizationConfig(t *testing.T) {
+	t.Parallel()
 	needKubectl(t)
 	hook := func(allow func(ra *authorizationv1.ResourceAttributes) bool) (string, *atomic.Int32) {
 		var calls atomic.Int32
