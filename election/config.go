@@ -95,6 +95,15 @@ type Config struct {
 	// failed requests, and of polling when the Lease cannot be watched.
 	// RenewDeadline must exceed RetryPeriod × JitterFactor. Default 2s.
 	RetryPeriod time.Duration
+	// RequestTimeout, when set, bounds each request within the deadlines
+	// above. A client that fails over between servers (leasehold elect
+	// given several --server) leaves one that stopped answering with its
+	// connections open only once a request to it ends; with RequestTimeout
+	// at RetryPeriod the leader renews through the next server well before
+	// its RenewDeadline. Zero: a request may take what its deadline leaves
+	// (a renewal, the rest of RenewDeadline), as client-go's leader election
+	// with kube-controller-manager's client, whose timeout is RenewDeadline.
+	RequestTimeout time.Duration
 
 	// ReleaseOnCancel makes the leader release the Lease (empty holder,
 	// leaseDurationSeconds 1, as client-go does) when Run's ctx is
@@ -159,6 +168,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.RetryPeriod < 1 {
 		errs = append(errs, errors.New("retryPeriod must be greater than zero"))
+	}
+	if cfg.RequestTimeout < 0 {
+		errs = append(errs, errors.New("requestTimeout must not be negative"))
 	}
 	if cfg.LeaseDuration <= cfg.RenewDeadline {
 		errs = append(errs, errors.New("leaseDuration must be greater than renewDeadline"))

@@ -33,6 +33,7 @@ func TestNewValidates(t *testing.T) {
 		{"negative lease", func(c *Config) { c.LeaseDuration = -time.Second }, "leaseDuration must be greater than zero"},
 		{"negative renew", func(c *Config) { c.RenewDeadline = -time.Second }, "renewDeadline must be greater than zero"},
 		{"negative retry", func(c *Config) { c.RetryPeriod = -time.Second }, "retryPeriod must be greater than zero"},
+		{"negative request timeout", func(c *Config) { c.RequestTimeout = -time.Second }, "requestTimeout must not be negative"},
 		{"fractional lease", func(c *Config) { c.LeaseDuration = 15500 * time.Millisecond }, "whole number of seconds"},
 	}
 	for _, tt := range tests {

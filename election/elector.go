@@ -214,7 +214,7 @@ func (e *Elector) campaign(ctx context.Context) (Term, time.Time, error) {
 
 // acquire creates or takes over the Lease observed as obs.
 func (e *Elector) acquire(ctx context.Context, obs observation, act action) (Term, time.Time, error) {
-	rctx, cancel := e.contextFor(ctx, e.cfg.RenewDeadline)
+	rctx, cancel := e.requestContext(ctx, e.cfg.RenewDeadline)
 	defer cancel()
 	sent := e.clock.Now()
 	var (
@@ -397,7 +397,7 @@ func (e *Elector) lead(ctx context.Context, term Term, sent time.Time) error {
 
 // renew sends one renewal of base, giving up at validUntil.
 func (e *Elector) renew(ctx context.Context, base *coordinationv1.Lease, sent, validUntil time.Time) renewResult {
-	rctx, cancel := e.contextFor(ctx, validUntil.Sub(sent))
+	rctx, cancel := e.requestContext(ctx, validUntil.Sub(sent))
 	defer cancel()
 	got, err := e.leases.Update(rctx, renewRecord(base, e.cfg.Identity, e.durationSeconds, sent), metav1.UpdateOptions{})
 	if err == nil {
@@ -446,7 +446,7 @@ func (e *Elector) release(ctx context.Context) {
 // naming a contender that is gone would keep the others waiting for a whole
 // leaseDurationSeconds. No term began, so nothing is guarded by it.
 func (e *Elector) releaseUnanswered(ctx context.Context) {
-	rctx, cancel := e.contextFor(ctx, e.cfg.RenewDeadline)
+	rctx, cancel := e.requestContext(ctx, e.cfg.RenewDeadline)
 	got, err := e.leases.Get(rctx, e.cfg.Name, metav1.GetOptions{})
 	cancel()
 	if err != nil || holderOf(got) != e.cfg.Identity {
@@ -454,6 +454,15 @@ func (e *Elector) releaseUnanswered(ctx context.Context) {
 	}
 	e.setObserved(got, got.ResourceVersion)
 	e.release(ctx)
+}
+
+// requestContext is contextFor for one request, bounded by RequestTimeout
+// too when it is set.
+func (e *Elector) requestContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if t := e.cfg.RequestTimeout; t > 0 && t < d {
+		d = t
+	}
+	return e.contextFor(ctx, d)
 }
 
 // contextFor returns a child of ctx cancelled after d on e's clock.

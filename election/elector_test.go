@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -167,6 +169,68 @@ func TestRenewFailsUntilDeadline(t *testing.T) {
 		}
 		b.stop()
 	})
+}
+
+// TestRequestTimeoutKeepsTheTerm: a renewal that gets no answer (a server
+// frozen with its connection open) ends at RequestTimeout, and the next one,
+// which a client failing over sends to another server, keeps the term.
+// Without RequestTimeout the renewal waits out the RenewDeadline and the
+// term ends.
+func TestRequestTimeoutKeepsTheTerm(t *testing.T) {
+	for _, timeout := range []time.Duration{0, 2 * time.Second} {
+		t.Run(fmt.Sprint("RequestTimeout=", timeout), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api, clk := newFakeAPI(), clocktesting.NewFakeClock(t0)
+				var unanswered atomic.Int32
+				a := newContender(t, api, clk, "a", func(c *Config) {
+					c.RequestTimeout = timeout
+					c.Client = unansweredLeases{c.Client, &unanswered}
+				}).start()
+				a.mustStart()
+				unanswered.Store(1)                                // the renewal sent at t0+2s
+				advance(clk, 12*time.Second, 100*time.Millisecond) // past its RenewDeadline
+				if timeout == 0 {
+					a.mustEnd()
+					return
+				}
+				a.mustNotEnd()
+				l, err := a.conn.CoordinationV1().Leases(testNamespace).Get(t.Context(), testLease, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := l.Spec.RenewTime.Time, t0.Add(10*time.Second); got.Before(want) {
+					t.Errorf("renewTime %v, want %v or later", got, want)
+				}
+				if err := a.stop(); err != nil {
+					t.Errorf("Run = %v", err)
+				}
+			})
+		})
+	}
+}
+
+// unansweredLeases leaves the next n updates unanswered until their context
+// ends, as a server that froze with its connection open.
+type unansweredLeases struct {
+	coordinationv1client.LeasesGetter
+	n *atomic.Int32
+}
+
+func (u unansweredLeases) Leases(namespace string) coordinationv1client.LeaseInterface {
+	return unansweredLease{u.LeasesGetter.Leases(namespace), u.n}
+}
+
+type unansweredLease struct {
+	coordinationv1client.LeaseInterface
+	n *atomic.Int32
+}
+
+func (u unansweredLease) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if u.n.Add(-1) >= 0 {
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}
+	return u.LeaseInterface.Update(ctx, l, opts)
 }
 
 func TestRenewDeadlineCountsFromSendTime(t *testing.T) {

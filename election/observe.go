@@ -64,7 +64,7 @@ func (e *Elector) watchLoop(ctx context.Context) {
 // from ("" when the Lease does not exist: the watch then starts at the
 // newest state and reports any Lease as added).
 func (e *Elector) read(ctx context.Context) (string, error) {
-	rctx, cancel := e.contextFor(ctx, e.cfg.RenewDeadline)
+	rctx, cancel := e.requestContext(ctx, e.cfg.RenewDeadline)
 	defer cancel()
 	l, err := e.leases.Get(rctx, e.cfg.Name, metav1.GetOptions{})
 	switch {

@@ -51,7 +51,7 @@ func runElect(ctx context.Context, args []string) error {
 	fs.StringVar(&f.identity, "identity", "", "this contender's identity (default hostname_uuid)")
 	fs.DurationVar(&f.leaseDuration, "lease-duration", election.DefaultLeaseDuration, "how long standbys wait after the last renewal they saw")
 	fs.DurationVar(&f.renewDeadline, "renew-deadline", election.DefaultRenewDeadline, "how long the leader keeps leading without a successful renewal")
-	fs.DurationVar(&f.retryPeriod, "retry-period", election.DefaultRetryPeriod, "interval between renewals and retries")
+	fs.DurationVar(&f.retryPeriod, "retry-period", election.DefaultRetryPeriod, "interval between renewals and retries; with several --server, each request's timeout too")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop")
 	fs.BoolVar(&f.retry, "retry", false, "after losing leadership, campaign again instead of exiting")
 	fs.BoolVar(&f.observe, "observe", false, "print every change of leader until interrupted, without campaigning")
@@ -110,6 +110,12 @@ func runElect(ctx context.Context, args []string) error {
 		Client: client.CoordinationV1(), Namespace: f.namespace, Name: f.lease, Identity: f.identity,
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
 		ReleaseOnCancel: true, Logger: log, Coordinated: f.coordinated,
+	}
+	if len(configs) > 1 {
+		// A server that froze with its connections open is left once a
+		// request to it ends: at the retry period, the leader renews
+		// through the next well before its renew deadline.
+		cfg.RequestTimeout = f.retryPeriod
 	}
 	if f.coordinated {
 		cand, err := election.NewCandidate(election.CandidateConfig{

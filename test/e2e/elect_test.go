@@ -543,3 +543,64 @@ func TestElectErrors(t *testing.T) {
 		t.Logf("exit status %d: %s", code, strings.TrimSpace(stderr))
 	})
 }
+
+// TestElectThroughAFrozenServer: leasehold elect given two servers keeps its
+// term when the one it talks to freezes with its connections open
+// (SIGSTOP). A renewal sent to the frozen server ends at the retry period,
+// and the next goes to the other server, within the renew deadline: the
+// work file shows one term throughout, and the Lease is still renewed.
+func TestElectThroughAFrozenServer(t *testing.T) {
+	t.Parallel()
+	needKubectl(t)
+	dir := t.TempDir()
+	etcdURL := startEtcdMember(t, dir)
+	dataDir := filepath.Join(dir, "data")
+	a := serveFor(t, dataDir, "", dir, "--etcd-servers", etcdURL)
+	b := serveFor(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL)
+	ns := testNamespace(t, a)
+	script := filepath.Join(dir, "work.sh")
+	if err := os.WriteFile(script, []byte(workScript), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "work.log")
+	t.Cleanup(func() {
+		for _, l := range starts(readWork(t, work)) {
+			_ = syscall.Kill(-l.pgid, syscall.SIGKILL)
+		}
+	})
+	const renewDeadline = 5 * time.Second
+	p := startElect(t, a, "frozen", []string{"WORK_FILE=" + work},
+		"--server", a.url(), "--server", b.url(),
+		"--namespace", ns, "--lease", "frozen", "--identity", "frozen",
+		"--lease-duration", "8s", "--renew-deadline", renewDeadline.String(), "--retry-period", "1s",
+		"--log-level", "info", "--", "/bin/sh", script)
+	waitStarts(t, work, 1, time.Minute)
+
+	if err := a.signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.signal(syscall.SIGCONT) })
+	stopped := time.Now()
+	// The fault itself, for more than twice the renew deadline; nothing is
+	// timed.
+	time.Sleep(time.Until(stopped.Add(2*renewDeadline + 2*time.Second)))
+	lines := readWork(t, work)
+	if st := starts(lines); len(st) != 1 || hasEnd(lines, st[0].term()) || !p.running() {
+		t.Fatalf("the term did not outlast a frozen server (elect running: %v):\n%s\nelect's log:\n%s",
+			p.running(), readFile(t, work), tail(p.stderr.String(), 3000))
+	}
+	// The kubeconfig both servers share names the first.
+	renewed := b.kubectl(t, "--server", b.url(), "get", "lease", "frozen", "-n", ns, "-o", "jsonpath={.spec.holderIdentity} {.spec.renewTime}")
+	holder, at, _ := strings.Cut(renewed, " ")
+	renewTime, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil || holder != "frozen" || !renewTime.After(stopped.Add(renewDeadline)) {
+		t.Errorf("the Lease through the other server: %q (%v); want held by frozen and renewed after %v",
+			renewed, err, stopped.Add(renewDeadline).Format(time.RFC3339Nano))
+	}
+	if log := p.stderr.String(); strings.Contains(log, "leadership may be lost") {
+		t.Errorf("elect lost its term:\n%s", tail(log, 3000))
+	}
+	if err := a.signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
