@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -126,5 +127,33 @@ func TestServeWaitsForEtcd(t *testing.T) {
 	}
 	if !strings.Contains(p.out.String(), "stopped before serving") {
 		t.Errorf("the log of a server stopped while waiting for etcd:\n%s", p.out.String())
+	}
+}
+
+// TestServeGivesUpOnEtcd: a server whose external etcd has not answered a
+// minute after the start exits 1 with a one-line error that names the
+// endpoints and the wait, having said every 5 s meanwhile that it waits.
+func TestServeGivesUpOnEtcd(t *testing.T) {
+	t.Parallel()
+	addr := freeAddrs(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	began := time.Now()
+	out, err := exec.CommandContext(ctx, leaseholdBin, "serve", "--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--listen", "127.0.0.1:0", "--etcd-servers", "http://"+addr).CombinedOutput()
+	took := time.Since(began).Round(time.Second)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("leasehold serve with no etcd: %v after %v; want exit status 1\n%s", err, took, out)
+	}
+	t.Logf("exit status 1 after %v", took)
+	if want := "leasehold serve: etcd at http://" + addr + " did not answer within 1m0s"; !strings.Contains(string(out), want) {
+		t.Errorf("no %q in its output:\n%s", want, out)
+	}
+	if n := strings.Count(string(out), "waiting for etcd to answer"); n < 10 {
+		t.Errorf("%d lines say that it waits for etcd, want one every 5 s:\n%s", n, out)
+	}
+	if strings.Contains(string(out), "goroutine ") || strings.Contains(string(out), "panic:") {
+		t.Errorf("a stack trace:\n%s", out)
 	}
 }
