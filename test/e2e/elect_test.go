@@ -604,3 +604,73 @@ func TestElectThroughAFrozenServer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestElectAcrossReplicas: contenders that talk to different replicas of
+// one etcd elect one leader at a time. A standby on one replica sees a
+// release made through the other at once, through that replica's watch of
+// etcd, and takes over well before the Lease would expire; after a crash
+// it takes over once the Lease expires. The work file shows terms one
+// after another, with increasing tokens.
+func TestElectAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	needKubectl(t)
+	dir := t.TempDir()
+	etcdURL := startEtcdMember(t, dir)
+	dataDir := filepath.Join(dir, "data")
+	replicas := map[string]*server{
+		"x": serveFor(t, dataDir, "", dir, "--etcd-servers", etcdURL),
+		"y": serveFor(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL),
+		"z": serveFor(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL),
+	}
+	ns := testNamespace(t, replicas["x"])
+	script := filepath.Join(dir, "work.sh")
+	if err := os.WriteFile(script, []byte(workScript), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "work.log")
+	t.Cleanup(func() {
+		for _, l := range starts(readWork(t, work)) {
+			_ = syscall.Kill(-l.pgid, syscall.SIGKILL)
+		}
+	})
+	procs := map[string]*electProc{}
+	for id, s := range replicas {
+		procs[id] = startElect(t, s, id, []string{"WORK_FILE=" + work},
+			"--server", s.url(), "--namespace", ns, "--lease", "across", "--identity", id,
+			"--lease-duration", electLeaseDuration.String(),
+			"--renew-deadline", electRenewDeadline.String(),
+			"--retry-period", electRetryPeriod.String(),
+			"--grace", "5s", "--", "/bin/sh", script)
+	}
+	st, _ := waitStarts(t, work, 1, time.Minute)
+	first := st[0]
+
+	// A graceful stop through the first's replica.
+	t0 := time.Now()
+	_ = procs[first.id].cmd.Process.Signal(syscall.SIGTERM)
+	st, seen := waitStarts(t, work, 2, time.Minute)
+	second := st[1]
+	took := seen.Sub(t0)
+	t.Logf("after SIGTERM of %s, %s took over through another replica in %v", first.id, second.id, took.Round(time.Millisecond))
+	if took >= electLeaseDuration {
+		t.Errorf("takeover after a release took %v, no faster than expiry (%v): the standby did not see the release", took, electLeaseDuration)
+	}
+	procs[first.id].waitExit(t, 30*time.Second)
+
+	// A crash of the second and of its command.
+	t0 = time.Now()
+	_ = procs[second.id].cmd.Process.Kill()
+	_ = syscall.Kill(-second.pgid, syscall.SIGKILL)
+	st, seen = waitStarts(t, work, 3, time.Minute)
+	third := st[2]
+	t.Logf("after SIGKILL of %s, %s took over in %v (LeaseDuration %v)", second.id, third.id, seen.Sub(t0).Round(time.Millisecond), electLeaseDuration)
+	if third.id == first.id || third.id == second.id {
+		t.Errorf("%s led again after it stopped", third.id)
+	}
+	_ = procs[third.id].cmd.Process.Signal(syscall.SIGTERM)
+	procs[third.id].waitExit(t, 30*time.Second)
+	terms := checkWork(t, readWork(t, work))
+	if len(terms) != 3 {
+		t.Errorf("%d terms in the work file, want 3", len(terms))
+	}
+}
