@@ -1172,3 +1172,40 @@ func TestGarbageCollectCascade(t *testing.T) {
 		t.Logf("dangling dependent collected %v after it was created", time.Since(start).Round(time.Millisecond))
 	})
 }
+
+// TestReplicaDiesBehindALoadBalancer: an agent given one server, a TCP load
+// balancer that hands connections to two replicas in turn and checks no
+// health, keeps its node Ready when the replica its connection went to is
+// killed, the one that runs the controllers. Its next connections reach the
+// other replica (one the balancer gives the dead replica fails, and the
+// agent tries again), which takes the controllers.
+func TestReplicaDiesBehindALoadBalancer(t *testing.T) {
+	t.Parallel()
+	const node = "behind-balancer-node"
+	dir := t.TempDir()
+	etcdURL := startEtcdMember(t, dir)
+	dataDir := filepath.Join(dir, "data")
+	a := newNodeServer(t, dataDir, "", dir, "--etcd-servers", etcdURL)
+	b := newNodeServer(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL)
+	leader, other := controllersReplica(t, a, b)
+	lb := newRoundRobin(t, leader.listen, other.listen)
+	ag := startAgent(t, a.kubeconfig, dir, node, "--server", "https://"+lb.ln.Addr().String())
+	toItself(t, other)
+	waitNodeStatus(t, other, node, "Ready", 30*time.Second)
+	if n := lb.connsTo(leader.listen); n == 0 {
+		t.Fatal("the agent's first connection did not go to the first replica")
+	}
+	before := lb.connsTo(other.listen)
+
+	leader.kill()
+	killed := time.Now()
+	takesControllers(t, other, node, "kill", killed)
+	readyThrough(t, other, []string{node}, "lost the other replica behind a load balancer", time.Now())
+	if lb.connsTo(other.listen) == before {
+		t.Error("the agent made no new connection through the load balancer to the replica left")
+	}
+	t.Logf("connections through the balancer: %d to the killed replica, %d to the other", lb.connsTo(leader.listen), lb.connsTo(other.listen))
+
+	ag.kill9(t)
+	waitNodeStatus(t, other, node, "NotReady", nodeGrace+nodePeriod+agentLease+pollMargin)
+}
