@@ -127,57 +127,84 @@ func TestReplaceLostEtcdMember(t *testing.T) {
 // TestRestoreEtcdCluster: a cluster of `leasehold etcd` members whose
 // every disk is lost comes back from a `leasehold etcd snapshot` file:
 // each member restored from it with `leasehold etcd restore` and its own
-// flags, and started as before. The server on it serves what the snapshot
-// held, not what came after, and its clients' old revisions are gone.
+// flags, and started as before. The server on it, whether stopped for the
+// restore or left running through it, serves what the snapshot held, not
+// what came after, and its clients' old revisions are gone.
 func TestRestoreEtcdCluster(t *testing.T) {
 	t.Parallel()
-	needKubectl(t)
-	dir := t.TempDir()
-	members := startEtcdCluster(t, dir, "a", "b", "c")
-	s := serveFor(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members))
-	ns := testNamespace(t, s)
-	s.kubectlStdin(t, leaseManifest("kept", ns, "before"), "create", "-f", "-")
-	file := filepath.Join(dir, "backup.db")
-	if out := leasehold(t, "etcd", "snapshot", "--etcd-servers", endpoints(members), file); !strings.Contains(out, "Snapshot saved at "+file) {
-		t.Errorf("etcd snapshot printed %q", out)
-	}
-	s.kubectlStdin(t, leaseManifest("later", ns, "after"), "create", "-f", "-")
-	seen := getLease(t, s, ns, "later").ResourceVersion
-	if err := s.stop(); err != nil {
-		t.Fatal(err)
-	}
+	for _, running := range []bool{false, true} {
+		t.Run(map[bool]string{false: "server stopped", true: "server running"}[running], func(t *testing.T) {
+			t.Parallel()
+			needKubectl(t)
+			dir := t.TempDir()
+			members := startEtcdCluster(t, dir, "a", "b", "c")
+			s := serveFor(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members))
+			ns := testNamespace(t, s)
+			s.kubectlStdin(t, leaseManifest("kept", ns, "before"), "create", "-f", "-")
+			file := filepath.Join(dir, "backup.db")
+			if out := leasehold(t, "etcd", "snapshot", "--etcd-servers", endpoints(members), file); !strings.Contains(out, "Snapshot saved at "+file) {
+				t.Errorf("etcd snapshot printed %q", out)
+			}
+			s.kubectlStdin(t, leaseManifest("later", ns, "after"), "create", "-f", "-")
+			seen := getLease(t, s, ns, "later").ResourceVersion
+			if !running {
+				if err := s.stop(); err != nil {
+					t.Fatal(err)
+				}
+			}
 
-	// Every member is stopped before any restored one starts: the old
-	// cluster's members would lead the restored ones, whose log is shorter.
-	for _, m := range members {
-		m.stop(t)
-	}
-	var restarted []*etcdMember
-	for _, m := range members {
-		data := m.flag("--data-dir")
-		if err := os.RemoveAll(data); err != nil {
-			t.Fatal(err)
-		}
-		out := leasehold(t, "etcd", "restore", "--data-dir", data, "--name", m.flag("--name"), "--initial-cluster", m.flag("--initial-cluster"), file)
-		if !strings.Contains(out, "as member "+m.flag("--name")) {
-			t.Errorf("etcd restore printed %q", out)
-		}
-		restarted = append(restarted, runEtcdMember(t, m.logFile+".restored", m.url, m.args...))
-	}
-	for _, m := range restarted {
-		m.waitHealthy(t)
-	}
-	s = s.restart(t)
-	if got := holder(getLease(t, s, ns, "kept")); got != "before" {
-		t.Errorf("the restored lease's holder %q, want before", got)
-	}
-	if out, stderr, err := s.runKubectl(t, "get", "lease", "later", "-n", ns); err == nil || !strings.Contains(stderr, "NotFound") {
-		t.Errorf("the lease created after the snapshot: %v, %s%s", err, out, stderr)
-	}
-	watchGone(t, s.clientset(t).CoordinationV1().Leases(ns), seen)
-	list := leasehold(t, "etcd", "member", "list", "--etcd-servers="+members[0].url)
-	if n := strings.Count(list, " started "); n != 3 {
-		t.Errorf("member list after the restore, want 3 started:\n%s", list)
+			// Every member is stopped before any restored one starts: the old
+			// cluster's members would lead the restored ones, whose log is shorter.
+			for _, m := range members {
+				m.stop(t)
+			}
+			var restarted []*etcdMember
+			for _, m := range members {
+				data := m.flag("--data-dir")
+				if err := os.RemoveAll(data); err != nil {
+					t.Fatal(err)
+				}
+				out := leasehold(t, "etcd", "restore", "--data-dir", data, "--name", m.flag("--name"), "--initial-cluster", m.flag("--initial-cluster"), file)
+				if !strings.Contains(out, "as member "+m.flag("--name")) {
+					t.Errorf("etcd restore printed %q", out)
+				}
+				restarted = append(restarted, runEtcdMember(t, m.logFile+".restored", m.url, m.args...))
+			}
+			for _, m := range restarted {
+				m.waitHealthy(t)
+			}
+			if !running {
+				s = s.restart(t)
+			}
+			// A running server's watch caches find their revisions compacted by
+			// the restore's bump, and list again. A list is served from the
+			// cache, once it has caught up with etcd.
+			back := time.Now()
+			eventually(t, time.Minute, func() error {
+				out, stderr, err := s.runKubectl(t, "get", "leases", "-n", ns, "-o", "name")
+				if err != nil || strings.TrimSpace(out) != "lease.coordination.k8s.io/kept" {
+					return fmt.Errorf("the leases after the restore: %v, %q %s; want kept alone", err, out, stderr)
+				}
+				return nil
+			})
+			if out, stderr, err := s.runKubectl(t, "get", "lease", "later", "-n", ns); err == nil || !strings.Contains(stderr, "NotFound") {
+				t.Errorf("the lease created after the snapshot: %v, %s%s", err, out, stderr)
+			}
+			t.Logf("the server served the snapshot's state %v after etcd was back", time.Since(back).Round(time.Millisecond))
+			if got := holder(getLease(t, s, ns, "kept")); got != "before" {
+				t.Errorf("the restored lease's holder %q, want before", got)
+			}
+			watchGone(t, s.clientset(t).CoordinationV1().Leases(ns), seen)
+			list := leasehold(t, "etcd", "member", "list", "--etcd-servers="+members[0].url)
+			if n := strings.Count(list, " started "); n != 3 {
+				t.Errorf("member list after the restore, want 3 started:\n%s", list)
+			}
+			// The server stops before the restored members' cleanups stop
+			// them; after, it would wait for them to delete its identity.
+			if err := s.stop(); err != nil {
+				t.Errorf("leasehold serve did not stop cleanly: %v", err)
+			}
+		})
 	}
 }
 
