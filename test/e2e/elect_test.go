@@ -129,6 +129,25 @@ type workLine struct {
 
 func (l workLine) term() string { return fmt.Sprintf("%s/%d", l.id, l.token) }
 
+// electWork writes workScript into dir and returns its path and that of
+// the work file it is to append to. When the test ends, the commands that
+// still run in their own process groups (a leader whose leasehold elect
+// was killed, or is killed by the test's cleanup) are killed.
+func electWork(t *testing.T, dir string) (script, work string) {
+	t.Helper()
+	script = filepath.Join(dir, "work.sh")
+	if err := os.WriteFile(script, []byte(workScript), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	work = filepath.Join(dir, "work.log")
+	t.Cleanup(func() {
+		for _, l := range starts(readWork(t, work)) {
+			_ = syscall.Kill(-l.pgid, syscall.SIGKILL)
+		}
+	})
+	return script, work
+}
+
 func readWork(t *testing.T, path string) []workLine {
 	t.Helper()
 	f, err := os.Open(path)
@@ -245,21 +264,8 @@ func TestElect(t *testing.T) {
 	s := shared(t)
 	ns := testNamespace(t, s)
 	dir := t.TempDir()
-	script := filepath.Join(dir, "work.sh")
-	if err := os.WriteFile(script, []byte(workScript), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	work := filepath.Join(dir, "work.log")
+	script, work := electWork(t, dir)
 	env := []string{"WORK_FILE=" + work}
-	t.Cleanup(func() {
-		// A failed test may leave commands whose leasehold elect was killed
-		// running in their own process groups: end them.
-		if t.Failed() {
-			for _, l := range starts(readWork(t, work)) {
-				_ = syscall.Kill(-l.pgid, syscall.SIGKILL)
-			}
-		}
-	})
 	contend := func(id string) *electProc {
 		return startElect(t, s, id, env,
 			"--namespace", ns, "--lease", "job", "--identity", id,
@@ -558,16 +564,7 @@ func TestElectThroughAFrozenServer(t *testing.T) {
 	a := serveFor(t, dataDir, "", dir, "--etcd-servers", etcdURL)
 	b := serveFor(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL)
 	ns := testNamespace(t, a)
-	script := filepath.Join(dir, "work.sh")
-	if err := os.WriteFile(script, []byte(workScript), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	work := filepath.Join(dir, "work.log")
-	t.Cleanup(func() {
-		for _, l := range starts(readWork(t, work)) {
-			_ = syscall.Kill(-l.pgid, syscall.SIGKILL)
-		}
-	})
+	script, work := electWork(t, dir)
 	const renewDeadline = 5 * time.Second
 	p := startElect(t, a, "frozen", []string{"WORK_FILE=" + work},
 		"--server", a.url(), "--server", b.url(),
@@ -623,16 +620,7 @@ func TestElectAcrossReplicas(t *testing.T) {
 		"z": serveFor(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL),
 	}
 	ns := testNamespace(t, replicas["x"])
-	script := filepath.Join(dir, "work.sh")
-	if err := os.WriteFile(script, []byte(workScript), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	work := filepath.Join(dir, "work.log")
-	t.Cleanup(func() {
-		for _, l := range starts(readWork(t, work)) {
-			_ = syscall.Kill(-l.pgid, syscall.SIGKILL)
-		}
-	})
+	script, work := electWork(t, dir)
 	procs := map[string]*electProc{}
 	for id, s := range replicas {
 		procs[id] = startElect(t, s, id, []string{"WORK_FILE=" + work},
