@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -37,11 +38,13 @@ func TestCacheBacksOffWhileEtcdRefusesWatches(t *testing.T) {
 	if err := s.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitLog := func(what string) {
+	// until polls cond, with a minute's deadline, while the cache runs on
+	// its own goroutine.
+	until := func(cond func() bool, what func() string) {
 		t.Helper()
-		for deadline := time.Now().Add(time.Minute); !strings.Contains(logs.String(), what); {
+		for deadline := time.Now().Add(time.Minute); !cond(); {
 			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the log:\n%s", what, logs.String())
+				t.Fatal(what())
 			}
 			select {
 			case <-ctx.Done():
@@ -50,6 +53,11 @@ func TestCacheBacksOffWhileEtcdRefusesWatches(t *testing.T) {
 			}
 		}
 	}
+	waitLog := func(what string) {
+		t.Helper()
+		until(func() bool { return strings.Contains(logs.String(), what) },
+			func() string { return fmt.Sprintf("no %q in the log:\n%s", what, logs.String()) })
+	}
 	// outage ends the open watch and has etcd refuse the next ones: each
 	// of want is a wait after a failure, the first after the watch's end.
 	outage := func(want ...time.Duration) {
@@ -57,16 +65,7 @@ func TestCacheBacksOffWhileEtcdRefusesWatches(t *testing.T) {
 		failures := len(want)
 		cut := clk.Now()
 		// A watch must be open for its end to be the first failure.
-		for deadline := time.Now().Add(time.Minute); !refuse.open(); {
-			if time.Now().After(deadline) {
-				t.Fatal("no watch open before the outage")
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatal(ctx.Err())
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
+		until(refuse.open, func() string { return "no watch open before the outage" })
 		refuse.refuse(failures - 1)
 		var total time.Duration
 		for i, base := range want {

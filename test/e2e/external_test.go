@@ -31,6 +31,26 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// sharedReplicas starts an etcd member in dir and n servers on it that,
+// unlike replicas', share one data directory (its CA, certificates and
+// admin kubeconfig), so that one client reaches them all; flags follow
+// --etcd-servers. The first logs to dir, the others each to a directory of
+// its own.
+func sharedReplicas(t *testing.T, dir string, n int, flags ...string) []*server {
+	t.Helper()
+	etcdURL := startEtcdMember(t, dir)
+	dataDir := filepath.Join(dir, "data")
+	out := make([]*server, n)
+	for i := range out {
+		logDir := dir
+		if i > 0 {
+			logDir = t.TempDir()
+		}
+		out[i] = serveFor(t, dataDir, "", logDir, append([]string{"--etcd-servers", etcdURL}, flags...)...)
+	}
+	return out
+}
+
 // startEtcdMember runs `leasehold etcd`, a one-member cluster, in dir until
 // the test ends, and returns its client URL once it answers /health.
 func startEtcdMember(t *testing.T, dir string) string {
@@ -663,20 +683,11 @@ func TestGoawaySpreadsConnections(t *testing.T) {
 	t.Parallel()
 	needKubectl(t)
 	dir := t.TempDir()
-	etcdURL := startEtcdMember(t, dir)
-	data := filepath.Join(dir, "data")
-	var servers [2]*server
-	for i := range servers {
-		d := filepath.Join(dir, fmt.Sprintf("server-%d", i))
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		servers[i] = serveFor(t, data, "", d, "--etcd-servers", etcdURL, "--goaway-chance", "0.02")
-	}
+	servers := sharedReplicas(t, dir, 2, "--goaway-chance", "0.02")
 	a, b := servers[0].listen, servers[1].listen
 	lb := newRoundRobin(t, a)
 	token := mustConfig(t, servers[0]).BearerToken
-	roots := certPool(t, filepath.Join(data, "ca.crt"))
+	roots := certPool(t, filepath.Join(dir, "data", "ca.crt"))
 	clients := make([]*http.Client, 10)
 	for i := range clients {
 		clients[i] = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{

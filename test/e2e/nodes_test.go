@@ -660,11 +660,10 @@ func TestAgentStartedBeforeServer(t *testing.T) {
 // one admin token), and an agent for node given both, a first.
 func nodeReplicas(t *testing.T, node string, extra ...string) (a, b *server, ag *agentProc) {
 	t.Helper()
+	needKubectl(t)
 	dir := t.TempDir()
-	etcdURL := startEtcdMember(t, dir)
-	dataDir := filepath.Join(dir, "data")
-	a = newNodeServer(t, dataDir, "", dir, append([]string{"--etcd-servers", etcdURL}, extra...)...)
-	b = newNodeServer(t, dataDir, "", t.TempDir(), append([]string{"--etcd-servers", etcdURL}, extra...)...)
+	rs := sharedReplicas(t, dir, 2, append(slices.Clone(nodeServeFlags), extra...)...)
+	a, b = rs[0], rs[1]
 	ag = startAgent(t, a.kubeconfig, dir, node, "--server", a.url(), "--server", b.url())
 	return a, b, ag
 }
@@ -1182,12 +1181,11 @@ func TestGarbageCollectCascade(t *testing.T) {
 func TestReplicaDiesBehindALoadBalancer(t *testing.T) {
 	t.Parallel()
 	const node = "behind-balancer-node"
+	needKubectl(t)
 	dir := t.TempDir()
-	etcdURL := startEtcdMember(t, dir)
-	dataDir := filepath.Join(dir, "data")
-	a := newNodeServer(t, dataDir, "", dir, "--etcd-servers", etcdURL)
-	b := newNodeServer(t, dataDir, "", t.TempDir(), "--etcd-servers", etcdURL)
-	leader, other := controllersReplica(t, a, b)
+	rs := sharedReplicas(t, dir, 2, nodeServeFlags...)
+	a := rs[0]
+	leader, other := controllersReplica(t, a, rs[1])
 	lb := newRoundRobin(t, leader.listen, other.listen)
 	ag := startAgent(t, a.kubeconfig, dir, node, "--server", "https://"+lb.ln.Addr().String())
 	toItself(t, other)
