@@ -625,6 +625,15 @@ func TestElectAcrossReplicas(t *testing.T) {
 	}
 	st, _ := waitStarts(t, work, 1, time.Minute)
 	first := st[0]
+	// The standbys must have seen it lead to see it release.
+	eventually(t, 30*time.Second, func() error {
+		for id, p := range procs {
+			if id != first.id && !strings.Contains(p.stderr.String(), "holder="+first.id) {
+				return fmt.Errorf("%s has not yet seen %s lead", id, first.id)
+			}
+		}
+		return nil
+	})
 
 	// A graceful stop through the first's replica.
 	t0 := time.Now()
