@@ -775,8 +775,8 @@ func fleetConfig(cfg *rest.Config) *rest.Config {
 // the API. The garbage collector's reads, and the resource quota
 // controller's of what it counts, hold back the changes they have no use
 // for, renewals among them. leasesCutOff tells the node lifecycle
-// controller when the Leases' watch cache lost etcd, so that it judges no
-// node meanwhile. The node lifecycle controller and the garbage collector
+// controller when the Leases' watch cache lost etcd, or its watch stalled,
+// so that it judges no node meanwhile. The node lifecycle controller and the garbage collector
 // export their metrics through metrics while they run.
 func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string, ...apiserver.ReadOption) (cache.ListerWatcher, error), leasesCutOff func() time.Time,
 	snapshot func(context.Context) (io.ReadCloser, error), metrics *leaderMetrics) []manager.Controller {

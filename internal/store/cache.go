@@ -50,6 +50,12 @@ type cache struct {
 	// failed in a row failed, in Unix nanoseconds; 0 once etcd has
 	// answered since (Kind.CutOff).
 	cutOff atomic.Int64
+	// acked is the highest revision of a write of the kind that etcd
+	// acknowledged to this server (Kind.wrote). stalled is when the cache
+	// was first found not to have reached such a revision, in Unix
+	// nanoseconds, once it has gone watchStall without (watchStalls); 0
+	// otherwise (Kind.CutOff).
+	acked, stalled atomic.Int64
 
 	mu          sync.RWMutex
 	items       map[string]runtime.Object
@@ -175,6 +181,12 @@ const fillPage = 10000
 var resumeBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 10, Cap: 2 * time.Second}
 
 func (c *cache) run(ctx context.Context, bookmarkInterval time.Duration) {
+	watchdog := make(chan struct{})
+	go func() {
+		defer close(watchdog)
+		c.watchStalls(ctx)
+	}()
+	defer func() { <-watchdog }()
 	bookmarks := c.clock.NewTicker(bookmarkInterval)
 	defer bookmarks.Stop()
 	reload, first := true, true
@@ -227,6 +239,65 @@ func (c *cache) run(ctx context.Context, bookmarkInterval time.Duration) {
 		c.closeWatcherLocked(w)
 	}
 	c.mu.Unlock()
+}
+
+// watchStall is how long the cache may go without a change that etcd
+// acknowledged to this server, a write of the kind at a revision above
+// the cache's, before the cache counts as cut off from etcd (Kind.CutOff).
+// A watch can hang rather than fail: a member that stops answering but
+// keeps its connection open (a stopped process, a stalled machine) holds
+// the watches sent to it until etcd's client gives it up (15 s), while
+// writes go through the other members. Nothing on the watch tells that
+// apart from a quiet kind, and etcd answers no progress request while
+// nothing has been written since a watch began; the server's own writes
+// do tell it, and a replica that runs the controllers writes their Lease
+// every retry period (2 s). It is kube-apiserver's 3 s wait for a fresh
+// watch cache, less a margin for the writes' own spacing.
+const watchStall = 2 * time.Second
+
+// stallCheck is how often watchStalls compares the cache's revision with
+// the writes acknowledged.
+const stallCheck = watchStall / 8
+
+// watchStalls notices when the cache stops reaching the revisions of the
+// writes etcd acknowledged to this server, and when it reaches them again:
+// a hung watch, or a cache too slow to apply what etcd sends. Each check
+// keeps one acknowledged revision the cache had not reached (probe) and
+// when it was found; the cache counts as stalled once it has not reached
+// it for watchStall. Until ctx ends.
+func (c *cache) watchStalls(ctx context.Context) {
+	t := c.clock.NewTicker(stallCheck)
+	defer t.Stop()
+	var probe int64
+	var since time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		c.mu.RLock()
+		rv := c.rv
+		c.mu.RUnlock()
+		now := c.clock.Now()
+		if probe != 0 && rv >= probe {
+			probe = 0
+			if c.stalled.Swap(0) != 0 {
+				c.log.Info("watch cache: etcd's watch delivers again", "revision", rv, "after", now.Sub(since).Round(time.Millisecond))
+			}
+		}
+		if probe == 0 {
+			if acked := c.acked.Load(); acked > rv {
+				probe, since = acked, now
+			}
+			continue
+		}
+		if now.Sub(since) >= watchStall && c.stalled.Load() == 0 {
+			c.stalled.Store(since.UnixNano())
+			c.log.Warn("watch cache: etcd's watch has not delivered a write etcd acknowledged; the cache does not follow etcd until it does",
+				"revision", probe, "cacheRevision", rv, "for", now.Sub(since).Round(time.Millisecond))
+		}
+	}
 }
 
 // reload replaces the state with a fresh list from etcd.

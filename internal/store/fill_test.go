@@ -113,11 +113,7 @@ func TestConsistentListWhileCacheLags(t *testing.T) {
 	}
 	// Written after the fill: the cache does not apply them.
 	for _, name := range []string{"a", "b", "c"} {
-		l := sampleLease()
-		l.Name, l.ManagedFields = name, nil
-		if _, err := k.Create(ctx, k.Key(l.Namespace, l.Name), l, false); err != nil {
-			t.Fatal(err)
-		}
+		createLease(t, ctx, k, name)
 	}
 	ns := sampleLease().Namespace
 	for _, limit := range []int64{0, 2} {

@@ -269,17 +269,40 @@ func (k *Kind) WatchCacheEnabled() bool { return k.cache != nil }
 
 // CutOff tells since when the kind's watch cache has not followed etcd:
 // a list or watch of etcd failed then, and none has been made since, as
-// while etcd has no leader. Zero while the cache follows etcd, and for a
-// kind without one. A watch whose members cannot be reached at all does
-// not fail: etcd's client waits for one to answer, and CutOff stays zero.
+// while etcd has no leader; or its watch has not delivered, for
+// watchStall, a write of the kind that etcd acknowledged to this server,
+// as while the member holding the watch is frozen. The earlier of the two
+// when both hold. Zero while the cache follows etcd, and for a kind
+// without one. A watch whose members cannot be reached at all does not
+// fail, and no write is acknowledged meanwhile: CutOff stays zero.
 func (k *Kind) CutOff() time.Time {
 	if k.cache == nil {
 		return time.Time{}
 	}
-	if ns := k.cache.cutOff.Load(); ns != 0 {
-		return time.Unix(0, ns)
+	var since int64
+	for _, ns := range []int64{k.cache.cutOff.Load(), k.cache.stalled.Load()} {
+		if ns != 0 && (since == 0 || ns < since) {
+			since = ns
+		}
 	}
-	return time.Time{}
+	if since == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, since)
+}
+
+// wrote notes that etcd acknowledged a write of the kind at rev, which
+// the kind's watch cache must then see (watchStalls).
+func (k *Kind) wrote(rev int64) {
+	if k.cache == nil {
+		return
+	}
+	for {
+		acked := k.cache.acked.Load()
+		if rev <= acked || k.cache.acked.CompareAndSwap(acked, rev) {
+			return
+		}
+	}
 }
 
 // DisableWatchCache serves the kind from etcd alone, as kube-apiserver
@@ -322,6 +345,7 @@ func (k *Kind) Create(ctx context.Context, key string, obj runtime.Object, dryRu
 	if !res.succeeded {
 		return nil, ErrExists
 	}
+	k.wrote(res.rev)
 	setResourceVersion(obj, res.rev)
 	return obj, nil
 }
@@ -426,6 +450,7 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 			return nil, mapEtcdError(res.err)
 		}
 		if res.succeeded {
+			k.wrote(res.rev)
 			setResourceVersion(updated, res.rev)
 			return updated, nil
 		}
@@ -472,6 +497,7 @@ func (k *Kind) Delete(ctx context.Context, key string, dryRun bool, check Delete
 			return nil, mapEtcdError(res.err)
 		}
 		if res.succeeded {
+			k.wrote(res.rev)
 			return current, nil
 		}
 		// Changed or deleted since: check again what is there now.

@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -27,18 +29,27 @@ func connectionsMetric(t *testing.T, cs kubernetes.Interface, name string) int {
 	if err != nil {
 		t.Fatalf("reading /metrics: %v", err)
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	v, err := metricIn(raw, name)
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	return int(v)
+}
+
+// metricIn reads the series name, one without labels, from a /metrics
+// page.
+func metricIn(page []byte, name string) (float64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(page))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				t.Fatalf("/metrics: %s: %v", sc.Text(), err)
+				return 0, fmt.Errorf("%s: %w", sc.Text(), err)
 			}
-			return int(f)
+			return f, nil
 		}
 	}
-	t.Fatalf("/metrics has no %s", name)
-	return 0
+	return 0, fmt.Errorf("no %s", name)
 }
 
 // A fleet with more machines than the server may have open files must not

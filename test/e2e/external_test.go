@@ -181,6 +181,14 @@ func runEtcdMember(t *testing.T, logFile, url string, args ...string) *etcdMembe
 	return m
 }
 
+// healthClient asks the member's /health and /metrics.
+func (m *etcdMember) healthClient() *http.Client {
+	if m.health != nil {
+		return m.health
+	}
+	return http.DefaultClient
+}
+
 // waitHealthy waits until the member answers /health, and fails the test
 // if it exits first.
 func (m *etcdMember) waitHealthy(t *testing.T) {
@@ -193,11 +201,7 @@ func (m *etcdMember) waitHealthy(t *testing.T) {
 			t.Fatalf("leasehold etcd exited: %v\n%s", err, data)
 		default:
 		}
-		c := m.health
-		if c == nil {
-			c = http.DefaultClient
-		}
-		resp, err := c.Get(m.url + "/health")
+		resp, err := m.healthClient().Get(m.url + "/health")
 		if err != nil {
 			return err
 		}
@@ -430,6 +434,141 @@ func TestServeThroughAStoppedEtcdMember(t *testing.T) {
 	})
 	if err := stopped.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFrozenEtcdMemberHoldingTheWatch: the etcd member that holds the
+// server's watches stops answering but keeps its connections open
+// (SIGSTOP), while the other two go on, one of them leading. The agents'
+// renewals are stored through the other two, but the server's watch cache
+// of Leases sees none of them until etcd's client gives the frozen member
+// up, after 15 s. The grace period here, 9 s, is shorter than that: the
+// node lifecycle controller, which sees renewals through that cache, would
+// judge a silence it could not see. The cache counts as cut off from etcd
+// once a write etcd acknowledged has gone unseen for 2 s; the controller
+// then judges no node, and gives every node a fresh grace period once the
+// cache follows etcd again. A node whose agent dies after that is still
+// marked.
+func TestFrozenEtcdMemberHoldingTheWatch(t *testing.T) {
+	t.Parallel()
+	// Longer than nodeGrace, to leave the stall's detection more room on
+	// a busy machine: a mark would come 8 s after the stop, at the
+	// earliest, and the stall is noticed within 4 s.
+	const grace = 9 * time.Second
+	dir := t.TempDir()
+	members := startEtcdCluster(t, dir, "a", "b", "c")
+	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members), "--node-monitor-grace-period", grace.String())
+	nodes := []string{"frozen-watch-a", "frozen-watch-b"}
+	agents := map[string]*agentProc{}
+	for _, n := range nodes {
+		agents[n] = startAgent(t, s.kubeconfig, dir, n)
+	}
+	for _, n := range nodes {
+		waitNodeStatus(t, s, n, "Ready", 30*time.Second)
+	}
+
+	holder := etcdWatchHolder(t, members)
+	if leader := etcdLeader(t, members); leader == holder {
+		// Frozen, the leader would stop every write until the others
+		// elect another: the silence would be real.
+		moveEtcdLeader(t, members, leader, (leader+1)%len(members))
+	}
+	t.Logf("stopping member %d of 3, which holds the server's watches", holder+1)
+	frozen, stop := members[holder].proc, time.Now()
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = frozen.Signal(syscall.SIGCONT) })
+
+	// The fault lasts past etcd's client giving the member up (its
+	// keepalive: a ping after 10 s of silence, 5 s for the answer), when
+	// the caches' watches move to another member; nothing is timed.
+	time.Sleep(time.Until(stop.Add(20 * time.Second)))
+	stalled := regexp.MustCompile(`level=WARN msg="watch cache: etcd's watch has not delivered a write etcd acknowledged.*resource=leases.coordination.k8s.io `)
+	delivers := regexp.MustCompile(`msg="watch cache: etcd's watch delivers again".*resource=leases.coordination.k8s.io `)
+	eventually(t, time.Minute, func() error {
+		if log, _ := os.ReadFile(s.logPath); !delivers.Match(log) && !strings.Contains(string(log), "marked Unknown") {
+			return errors.New("the Leases' cache does not follow etcd again yet")
+		}
+		return nil
+	})
+	back := time.Now()
+	log, _ := os.ReadFile(s.logPath)
+	t.Logf("stopped at %s; the server's log of it:\n%s", stop.Format(time.RFC3339Nano), grepLines(string(log), "etcd's"))
+	if !stalled.Match(log) {
+		t.Errorf("the Leases' cache did not warn that its watch stalled:\n%s", grepLines(string(log), "watch cache"))
+	}
+	if !strings.Contains(string(log), `msg="the server does not follow etcd's leases: no node is judged until it does"`) {
+		t.Errorf("the node lifecycle controller did not stop judging:\n%s", grepLines(string(log), "etcd's leases"))
+	}
+	readyThrough(t, s, nodes, "followed etcd's Leases again", back)
+	if log, _ := os.ReadFile(s.logPath); !strings.Contains(string(log), `msg="the server follows etcd's leases again after more than half a grace period: every node gets a fresh grace period"`) {
+		t.Errorf("the node lifecycle controller gave no fresh grace period:\n%s", grepLines(string(log), "etcd's"))
+	}
+
+	if err := frozen.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	agents[nodes[0]].kill9(t)
+	waitNodeStatus(t, s, nodes[0], "NotReady", grace+nodePeriod+agentLease+pollMargin)
+}
+
+// etcdWatchHolder returns the index of the member that holds the server's
+// watch caches' watches, by the members' /metrics. The caches' watches
+// share one stream, so one member, and outnumber the server's other
+// watches (of its tokens, say), whose stream may be on another member.
+func etcdWatchHolder(t *testing.T, members []*etcdMember) int {
+	t.Helper()
+	holder := -1
+	eventually(t, startTimeout, func() error {
+		holder = -1
+		most := 1.0
+		for i, m := range members {
+			resp, err := m.healthClient().Get(m.url + "/metrics")
+			if err != nil {
+				return err
+			}
+			page, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return err
+			}
+			n, err := metricIn(page, "etcd_debugging_mvcc_watcher_total")
+			if err != nil {
+				return fmt.Errorf("member %d: %w", i+1, err)
+			}
+			if n > most {
+				holder, most = i, n
+			}
+		}
+		if holder < 0 {
+			return errors.New("no member holds the watch caches' watches")
+		}
+		return nil
+	})
+	return holder
+}
+
+// moveEtcdLeader hands etcd's leadership from members[from], the leader,
+// to members[to].
+func moveEtcdLeader(t *testing.T, members []*etcdMember, from, to int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{members[from].url}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx, members[to].url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.MoveLeader(ctx, st.Header.MemberId); err != nil {
+		t.Fatalf("moving etcd's leadership to member %d: %v", to+1, err)
+	}
+	if got := etcdLeader(t, members); got != to {
+		t.Fatalf("member %d leads etcd after the move, want %d", got+1, to+1)
 	}
 }
 
