@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -54,8 +56,9 @@ type cache struct {
 	// acknowledged to this server (Kind.wrote). stalled is when the cache
 	// was first found not to have reached such a revision, in Unix
 	// nanoseconds, once it has gone watchStall without (watchStalls); 0
-	// otherwise (Kind.CutOff).
-	acked, stalled atomic.Int64
+	// otherwise (Kind.CutOff). stream is the watch stream of the cache's
+	// latest watch of etcd (Store.watchStream).
+	acked, stalled, stream atomic.Int64
 
 	mu          sync.RWMutex
 	items       map[string]runtime.Object
@@ -167,6 +170,10 @@ func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache 
 
 var errCompactedWatch = errors.New("watch compacted")
 
+// errWatchMoved ends a watch of the cache's when the caches' watches move
+// to another stream (Store.moveWatches).
+var errWatchMoved = errors.New("watch moved to another stream")
+
 // progressRetry is how long a read waiting for the cache to catch up waits
 // for a progress notification before asking for another.
 const progressRetry = 100 * time.Millisecond
@@ -230,6 +237,10 @@ func (c *cache) run(ctx context.Context, bookmarkInterval time.Duration) {
 		}
 		err := c.follow(ctx, bookmarks.C(), answered)
 		reload = errors.Is(err, errCompactedWatch)
+		if errors.Is(err, errWatchMoved) {
+			// Not a failure: the watch resumes at once, where it was.
+			continue
+		}
 		if err != nil && ctx.Err() == nil {
 			failed("watch cache: etcd watch ended; resuming", "err", err, "relist", reload)
 		}
@@ -265,11 +276,19 @@ const stallCheck = watchStall / 8
 // keeps one acknowledged revision the cache had not reached (probe) and
 // when it was found; the cache counts as stalled once it has not reached
 // it for watchStall. Until ctx ends.
+//
+// A stalled cache moves every cache's watch to a new stream, and again
+// after each further watchStall without the probe: a new stream goes to a
+// member the client's balancer picks then, which leaves out the members
+// that stopped answering its probes (leasehold serve's followAnswering)
+// well before its keepalive gives them up, while the old stream stays on
+// the member it was opened on until then. Each watch resumes where it
+// was, so a cache that was only slow loses nothing.
 func (c *cache) watchStalls(ctx context.Context) {
 	t := c.clock.NewTicker(stallCheck)
 	defer t.Stop()
 	var probe int64
-	var since time.Time
+	var since, moved time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -292,10 +311,20 @@ func (c *cache) watchStalls(ctx context.Context) {
 			}
 			continue
 		}
-		if now.Sub(since) >= watchStall && c.stalled.Load() == 0 {
+		if now.Sub(since) < watchStall {
+			continue
+		}
+		if c.stalled.Load() == 0 {
 			c.stalled.Store(since.UnixNano())
+			moved = time.Time{}
 			c.log.Warn("watch cache: etcd's watch has not delivered a write etcd acknowledged; the cache does not follow etcd until it does",
 				"revision", probe, "cacheRevision", rv, "for", now.Sub(since).Round(time.Millisecond))
+		}
+		if moved.IsZero() || now.Sub(moved) >= watchStall {
+			moved = now
+			if stream := c.stream.Load(); c.k.s.moveWatches(stream) {
+				c.log.Info("watch cache: moving the caches' etcd watches to a new stream", "stream", stream+1)
+			}
 		}
 	}
 }
@@ -397,7 +426,9 @@ func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time, created 
 	c.mu.RLock()
 	from := c.rv + 1
 	c.mu.RUnlock()
-	wctx, cancel := context.WithCancel(watchContext(ctx))
+	stream, moved := c.k.s.watchStream()
+	c.stream.Store(stream)
+	wctx, cancel := context.WithCancel(watchContext(ctx, stream))
 	defer cancel()
 	// No WithPrevKV: the object before each change is in c.items already,
 	// and asking for it would make etcd read every previous revision back
@@ -414,6 +445,8 @@ func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time, created 
 			return nil
 		case <-bookmarks:
 			c.sendBookmarks()
+		case <-moved:
+			return errWatchMoved
 		case resp, ok := <-wch:
 			if !ok {
 				return errors.New("etcd watch channel closed")
@@ -779,6 +812,15 @@ func (c *cache) page(snap *listSnapshot, from int, opts ListOptions, rv int64) *
 	return res
 }
 
-// watchContext is the context of the caches' etcd watches. They share one
-// gRPC watch stream, which RequestProgress finds by the same metadata.
-func watchContext(ctx context.Context) context.Context { return clientv3.WithRequireLeader(ctx) }
+// watchContext is the context of the caches' etcd watches on stream.
+// etcd's client sends the watches of equal metadata on one gRPC stream,
+// which RequestProgress finds by the same metadata; a stream of another
+// number is another gRPC stream, which the client opens on the member its
+// balancer picks then.
+func watchContext(ctx context.Context, stream int64) context.Context {
+	ctx = clientv3.WithRequireLeader(ctx)
+	if stream > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, "leasehold-watch-stream", strconv.FormatInt(stream, 10))
+	}
+	return ctx
+}

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leasehold/leasehold/internal/syncbuf"
@@ -79,6 +82,72 @@ func TestStalledWatchCountsAsCutOff(t *testing.T) {
 	}
 }
 
+// TestStalledWatchMoves: a cache whose etcd watch hangs, as one on a
+// frozen member does, moves the caches' watches to a new stream once it
+// counts as stalled, and follows etcd again through it: it sees the write
+// it was missing, and CutOff turns zero.
+func TestStalledWatchMoves(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	hang := &hangingWatcher{}
+	var logs syncbuf.Buffer
+	s, k, ctx := runLeaseStore(t, "movedleases", Config{Clock: clk}, func(k *Kind) {
+		hang.Watcher = k.s.client.Watcher
+		k.s.client.Watcher = hang
+		k.cache.log = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	createLease(t, ctx, k, "missed")
+	start := clk.Now()
+	for {
+		if elapsed := clk.Since(start); elapsed > 10*watchStall {
+			t.Fatalf("the cache did not catch up %v after the write:\n%s", elapsed, logs.String())
+		}
+		clk.Step(stallCheck)
+		if poll(ctx, func() bool { return hang.moved() && k.CutOff().IsZero() }) {
+			break
+		}
+	}
+	waitCaughtUp(t, ctx, k)
+	got, err := k.Get(ctx, k.Key(sampleLease().Namespace, "missed"))
+	if err != nil || got == nil {
+		t.Fatalf("the moved cache does not hold the write it missed: %v", err)
+	}
+	for _, line := range []string{
+		`level=WARN msg="watch cache: etcd's watch has not delivered a write etcd acknowledged`,
+		`msg="watch cache: moving the caches' etcd watches to a new stream" stream=1`,
+		`msg="watch cache: etcd's watch delivers again"`,
+	} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("no %q in the log:\n%s", line, logs.String())
+		}
+	}
+}
+
+// hangingWatcher is an etcd Watcher whose watches on the caches' first
+// stream deliver nothing until they end, as on a frozen member; on a later
+// stream (watchContext) they are etcd's.
+type hangingWatcher struct {
+	clientv3.Watcher
+	later atomic.Int64 // watches made on a later stream
+}
+
+func (w *hangingWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	if md, _ := metadata.FromOutgoingContext(ctx); len(md.Get("leasehold-watch-stream")) > 0 {
+		w.later.Add(1)
+		return w.Watcher.Watch(ctx, key, opts...)
+	}
+	ch := make(chan clientv3.WatchResponse)
+	go func() {
+		<-ctx.Done()
+		close(ch)
+	}()
+	return ch
+}
+
+func (w *hangingWatcher) moved() bool { return w.later.Load() > 0 }
+
 // createLease stores a lease named name through k.
 func createLease(t *testing.T, ctx context.Context, k *Kind, name string) {
 	t.Helper()
@@ -110,21 +179,31 @@ func waitCaughtUp(t *testing.T, ctx context.Context, k *Kind) {
 	}
 }
 
-// pollCutOff reads k.CutOff() for up to 50 ms of real time, while the
-// cache's goroutines take a tick of the fake clock, until done says so,
-// and returns the last value read.
+// pollCutOff reads k.CutOff() until done says so (poll), and returns the
+// last value read.
 func pollCutOff(ctx context.Context, k *Kind, done func(time.Time) bool) time.Time {
+	var cut time.Time
+	poll(ctx, func() bool {
+		cut = k.CutOff()
+		return done(cut)
+	})
+	return cut
+}
+
+// poll calls cond for up to 50 ms of real time, while the cache's
+// goroutines take a tick of the fake clock, until it is true, and
+// returns its last result.
+func poll(ctx context.Context, cond func() bool) bool {
 	deadline := time.After(50 * time.Millisecond)
 	for {
-		cut := k.CutOff()
-		if done(cut) {
-			return cut
+		if cond() {
+			return true
 		}
 		select {
 		case <-ctx.Done():
 			panic(fmt.Sprint("context ended: ", ctx.Err()))
 		case <-deadline:
-			return cut
+			return false
 		case <-time.After(2 * time.Millisecond):
 		}
 	}

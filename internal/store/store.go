@@ -24,6 +24,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -154,6 +155,11 @@ type Store struct {
 	batch  *batcher
 
 	progressInFlight atomic.Bool
+	// stream is the caches' etcd watch stream (watchContext); moved is
+	// closed when they move to another (moveWatches).
+	streamMu sync.Mutex
+	stream   int64
+	moved    chan struct{}
 	// compactStepped, when set (by tests), is called once compactLoop is
 	// waiting for its timers, and after each wake with what made it turn
 	// ("" when it did not).
@@ -202,7 +208,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Store{cfg: cfg, client: cfg.Client, proto: protobuf.NewSerializer(cfg.Scheme, cfg.Scheme)}
+	s := &Store{cfg: cfg, client: cfg.Client, proto: protobuf.NewSerializer(cfg.Scheme, cfg.Scheme), moved: make(chan struct{})}
 	kv := cfg.KV
 	if kv == nil {
 		if cfg.Client.ActiveConnection() == nil {
@@ -362,12 +368,35 @@ func (s *Store) requestProgress() {
 	}
 	go func() {
 		defer s.progressInFlight.Store(false)
-		ctx, cancel := context.WithTimeout(watchContext(context.Background()), 5*time.Second)
+		stream, _ := s.watchStream()
+		ctx, cancel := context.WithTimeout(watchContext(context.Background(), stream), 5*time.Second)
 		defer cancel()
 		if err := s.client.RequestProgress(ctx); err != nil {
 			s.cfg.Logger.Debug("requesting watch progress", "err", err)
 		}
 	}()
+}
+
+// watchStream returns the caches' etcd watch stream, and a channel closed
+// when they move to another.
+func (s *Store) watchStream() (stream int64, moved <-chan struct{}) {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	return s.stream, s.moved
+}
+
+// moveWatches moves every cache's etcd watch to a new stream, unless they
+// have moved from stream already, and reports whether it moved them.
+func (s *Store) moveWatches(stream int64) bool {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	if s.stream != stream {
+		return false
+	}
+	s.stream++
+	close(s.moved)
+	s.moved = make(chan struct{})
+	return true
 }
 
 // CurrentRevision reads etcd's current revision with a linearizable read.
