@@ -208,13 +208,7 @@ func TestDashboard(t *testing.T) {
 	b := startBrowser(t)
 	dir := t.TempDir()
 	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
-	agents := map[string]*agentProc{}
-	for _, n := range []string{"web-1", "web-2"} {
-		agents[n] = startAgent(t, s.kubeconfig, dir, n)
-	}
-	for n := range agents {
-		waitNodeStatus(t, s, n, "Ready", 30*time.Second+pollMargin)
-	}
+	agents := readyAgents(t, s, dir, "web-1", "web-2")
 	const viewer = "viewer"
 	token := strings.TrimSpace(leasehold(t, "token", "create", "--data-dir", s.dataDir, "--user", viewer))
 

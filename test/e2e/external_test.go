@@ -461,13 +461,7 @@ func TestFrozenEtcdMemberHoldingTheWatch(t *testing.T) {
 	members := startEtcdCluster(t, dir, "a", "b", "c")
 	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members), "--node-monitor-grace-period", grace.String())
 	nodes := []string{"frozen-watch-a", "frozen-watch-b"}
-	agents := map[string]*agentProc{}
-	for _, n := range nodes {
-		agents[n] = startAgent(t, s.kubeconfig, dir, n)
-	}
-	for _, n := range nodes {
-		waitNodeStatus(t, s, n, "Ready", 30*time.Second)
-	}
+	agents := readyAgents(t, s, dir, nodes...)
 
 	holder := etcdWatchHolder(t, members)
 	if leader := etcdLeader(t, members); leader == holder {
@@ -587,13 +581,7 @@ func TestEtcdQuorumLostAndRegained(t *testing.T) {
 	members := startEtcdCluster(t, dir, "a", "b", "c")
 	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members))
 	nodes := []string{"quorum-node-a", "quorum-node-b"}
-	agents := map[string]*agentProc{}
-	for _, n := range nodes {
-		agents[n] = startAgent(t, s.kubeconfig, dir, n)
-	}
-	for _, n := range nodes {
-		waitNodeStatus(t, s, n, "Ready", 30*time.Second)
-	}
+	agents := readyAgents(t, s, dir, nodes...)
 
 	lost := time.Now()
 	for _, m := range members[1:] {

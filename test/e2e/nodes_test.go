@@ -721,6 +721,20 @@ func TestAgentLeavesAFrozenServer(t *testing.T) {
 	}
 }
 
+// readyAgents starts an agent (startAgent, no extra flags) for each of
+// nodes against s, logging to dir, and waits until every node is Ready.
+func readyAgents(t *testing.T, s *server, dir string, nodes ...string) map[string]*agentProc {
+	t.Helper()
+	agents := map[string]*agentProc{}
+	for _, n := range nodes {
+		agents[n] = startAgent(t, s.kubeconfig, dir, n)
+	}
+	for _, n := range nodes {
+		waitNodeStatus(t, s, n, "Ready", 30*time.Second+pollMargin)
+	}
+	return agents
+}
+
 // TestServerAwayBlamesNoNode takes the only server away from its running
 // agents for longer than the grace period, twice: stopped (SIGSTOP, as a
 // stalled machine would be), then killed (SIGKILL) and started again only
@@ -732,13 +746,7 @@ func TestServerAwayBlamesNoNode(t *testing.T) {
 	dir := t.TempDir()
 	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir)
 	nodes := []string{"server-away-a", "server-away-b", "server-away-c"}
-	agents := map[string]*agentProc{}
-	for _, n := range nodes {
-		agents[n] = startAgent(t, s.kubeconfig, dir, n)
-	}
-	for _, n := range nodes {
-		waitNodeStatus(t, s, n, "Ready", 30*time.Second)
-	}
+	agents := readyAgents(t, s, dir, nodes...)
 	// Longer than the grace period, shorter than the controllers' term
 	// lasts without a renewal (RenewDeadline, 10 s): the elector does not
 	// end the term when the server runs again, so nothing but the node
