@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,10 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/internal/pki/pkitest"
 )
 
@@ -448,5 +452,82 @@ func TestMonitoringCertificate(t *testing.T) {
 	}
 	if code, body := get("/api/v1/namespaces"); code != http.StatusForbidden {
 		t.Errorf("listing namespaces with the monitoring certificate: %d %s, want 403", code, body)
+	}
+}
+
+// TestClientCertificateExpiresOnAnOpenConnection: a client certificate is
+// checked at every request, not only when its connection is made. A
+// client whose certificate expires while its HTTP/2 connection stays open
+// gets 401, a Status of reason Unauthorized, on that same connection; so
+// does kubectl on a new one; and a certificate issued again for the same
+// user works at once, without a restart of the server.
+func TestClientCertificateExpiresOnAnOpenConnection(t *testing.T) {
+	t.Parallel()
+	needKubectl(t)
+	dir := t.TempDir()
+	s := serveFor(t, filepath.Join(dir, "data"), "", dir)
+	kc := filepath.Join(dir, "dave.kubeconfig")
+	leasehold(t, "cert", "issue", "--data-dir", s.dataDir, "--user", "dave", "--validity", "8s", "--kubeconfig-out", kc)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := pki.ParseCertPEM(cfg.CertData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// whoami asks who the client is, and tells whether the request went on
+	// a connection made before.
+	whoami := func() (status int, st metav1.Status, reused bool) {
+		t.Helper()
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
+		body := `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url()+"/apis/authentication.k8s.io/v1/selfsubjectreviews", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("asking who dave is: %v", err)
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode >= 300 {
+			if err := json.Unmarshal(data, &st); err != nil {
+				t.Fatalf("%d answer %q: %v", resp.StatusCode, data, err)
+			}
+		} else if !strings.Contains(string(data), `"username":"dave"`) {
+			t.Errorf("whoami with dave's certificate: %s", data)
+		}
+		return resp.StatusCode, st, reused
+	}
+	if code, st, _ := whoami(); code != http.StatusCreated {
+		t.Fatalf("with a valid certificate: %d %+v; want 201", code, st)
+	}
+
+	// The fault: the certificate's end; nothing is timed.
+	time.Sleep(time.Until(cert.NotAfter.Add(time.Second)))
+	code, st, reused := whoami()
+	if !reused {
+		t.Error("the request after the expiry went on a new connection; want the one open before")
+	}
+	if code != http.StatusUnauthorized || st.Kind != "Status" || st.Reason != metav1.StatusReasonUnauthorized || st.Code != http.StatusUnauthorized {
+		t.Errorf("with the certificate expired, on its open connection: %d %+v; want a 401 Status of reason Unauthorized", code, st)
+	}
+	if out, errOut, err := s.withKubeconfig(t, kc, "", "auth", "whoami"); err == nil || !strings.Contains(errOut, "Unauthorized") {
+		t.Errorf("kubectl with the certificate expired: %v\n%s%s; want Unauthorized", err, out, errOut)
+	}
+
+	leasehold(t, "cert", "issue", "--data-dir", s.dataDir, "--user", "dave", "--kubeconfig-out", kc)
+	if out, errOut, err := s.withKubeconfig(t, kc, "", "auth", "whoami"); err != nil || !strings.Contains(out, "dave") {
+		t.Errorf("kubectl with a certificate issued again: %v\n%s%s", err, out, errOut)
 	}
 }
