@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -32,8 +33,13 @@ const (
 // for a linearizable read, which a member answers only with a leader and
 // once it has applied what the leader had committed; the members that do
 // not answer within memberProbeTimeout get no calls until they do. If none
-// answers, all of them get calls, since there is nothing better.
-func followAnswering(ctx context.Context, c *clientv3.Client, cfg clientv3.Config, clk clock.WithTicker, log *slog.Logger) {
+// answers, all of them get calls, since there is nothing better, and
+// unanswered holds when the first round found none answering, in Unix
+// nanoseconds, until one answers again (0 meanwhile). A server cannot tell
+// that from its watches: a member frozen with its connections open holds
+// them without an error, and nothing written comes back to show that they
+// are stuck, since nothing can be written.
+func followAnswering(ctx context.Context, c *clientv3.Client, cfg clientv3.Config, clk clock.WithTicker, log *slog.Logger, unanswered *atomic.Int64) {
 	all := slices.Clone(cfg.Endpoints)
 	probes := make([]*clientv3.Client, len(all))
 	for i, ep := range all {
@@ -64,6 +70,13 @@ func followAnswering(ctx context.Context, c *clientv3.Client, cfg clientv3.Confi
 			})
 		}
 		wg.Wait()
+		switch none := !slices.Contains(answers, true); {
+		case none && unanswered.Load() == 0 && ctx.Err() == nil:
+			unanswered.Store(clk.Now().UnixNano())
+			log.Warn("no etcd member answers", "endpoints", all)
+		case !none && unanswered.Swap(0) != 0:
+			log.Info("an etcd member answers again")
+		}
 		answering := callable(all, answers)
 		if slices.Equal(answering, current) || ctx.Err() != nil {
 			return

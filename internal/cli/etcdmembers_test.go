@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,9 +92,10 @@ func (f *freezer) pipe(src, dst net.Conn) {
 
 // TestFollowAnswering: a member that stops answering with its connections
 // open gets no calls from the server's etcd client once a probe round has
-// found it silent, and gets them again once it answers. (The three
-// endpoints here reach one member through three proxies, one of which
-// freezes.)
+// found it silent, and gets them again once it answers. When none
+// answers, all get calls, and unanswered tells since when, until one
+// answers again. (The three endpoints here reach one member through three
+// proxies, which freeze.)
 func TestFollowAnswering(t *testing.T) {
 	e, err := embedded.Start(embedded.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -114,7 +116,11 @@ func TestFollowAnswering(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { followAnswering(ctx, c, cfg, clk, slog.New(slog.NewTextHandler(io.Discard, nil))); close(done) }()
+	var unanswered atomic.Int64
+	go func() {
+		followAnswering(ctx, c, cfg, clk, slog.New(slog.NewTextHandler(io.Discard, nil)), &unanswered)
+		close(done)
+	}()
 	defer func() { cancel(); <-done }()
 	// The member's shutdown waits for the calls that frozen proxies hold.
 	defer func() {
@@ -144,6 +150,34 @@ func TestFollowAnswering(t *testing.T) {
 	}
 	proxies[1].set(false)
 	endpoints(all...)
+	if got := unanswered.Load(); got != 0 {
+		t.Errorf("unanswered = %d with every member answering, want 0", got)
+	}
+
+	// untilUnanswered runs probe rounds until unanswered is (or is not) 0.
+	untilUnanswered := func(zero bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for (unanswered.Load() == 0) != zero {
+			if time.Now().After(deadline) {
+				t.Fatalf("unanswered = %d after 30 s, want zero: %v", unanswered.Load(), zero)
+			}
+			if clk.HasWaiters() {
+				clk.Step(memberProbeInterval)
+			}
+			runtime.Gosched()
+		}
+	}
+	for _, p := range proxies {
+		p.set(true)
+	}
+	untilUnanswered(false)
+	if !slices.Equal(c.Endpoints(), all) {
+		t.Errorf("endpoints %v with none answering, want all %v", c.Endpoints(), all)
+	}
+	proxies[2].set(false)
+	untilUnanswered(true)
+	endpoints(all[2])
 }
 
 // TestCallable: the members that answered get calls, and all of them when

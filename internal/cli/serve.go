@@ -424,7 +424,14 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	var snapshot func(context.Context) (io.ReadCloser, error)
 	takeSnapshot := func(ctx context.Context) (io.ReadCloser, error) { return snapshot(ctx) }
 	leaderMetrics := newLeaderMetrics()
-	leasesCutOff := func() time.Time { return api.CutOff(coordinationv1.SchemeGroupVersion.WithResource("leases")) }
+	leasesCutOff := func() time.Time {
+		// The earlier of the two, when both are set.
+		cut, none := api.CutOff(coordinationv1.SchemeGroupVersion.WithResource("leases")), etcd.unansweredSince()
+		if cut.IsZero() || (!none.IsZero() && none.Before(cut)) {
+			return none
+		}
+		return cut
+	}
 	controllers := builtinControllers(f, reads, leasesCutOff, takeSnapshot, leaderMetrics)
 	loopback, err := newLoopback(tokens, controllers)
 	if err != nil {
@@ -776,7 +783,8 @@ func fleetConfig(cfg *rest.Config) *rest.Config {
 // controller's of what it counts, hold back the changes they have no use
 // for, renewals among them. leasesCutOff tells the node lifecycle
 // controller when the Leases' watch cache lost etcd, or its watch stalled,
-// so that it judges no node meanwhile. The node lifecycle controller and the garbage collector
+// or no member of an external etcd answers, so that it judges no node
+// meanwhile. The node lifecycle controller and the garbage collector
 // export their metrics through metrics while they run.
 func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, string, ...apiserver.ReadOption) (cache.ListerWatcher, error), leasesCutOff func() time.Time,
 	snapshot func(context.Context) (io.ReadCloser, error), metrics *leaderMetrics) []manager.Controller {
@@ -1362,15 +1370,31 @@ type etcdStart struct {
 	member  *embedded.Etcd // nil for an external cluster
 	closeFn func()
 	err     error
+	// unanswered is followAnswering's, for an external cluster.
+	unanswered *atomic.Int64
 }
 
 func startEtcd(f serveFlags, log *slog.Logger) *etcdStart {
 	s := &etcdStart{done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		s.client, s.member, s.closeFn, s.err = openEtcd(f, log)
+		s.client, s.member, s.unanswered, s.closeFn, s.err = openEtcd(f, log)
 	}()
 	return s
+}
+
+// unansweredSince tells since when no member of an external cluster has
+// answered the server's probes (followAnswering); zero while one does, and
+// for the embedded member. It waits for etcd to open.
+func (s *etcdStart) unansweredSince() time.Time {
+	<-s.done
+	if s.unanswered == nil {
+		return time.Time{}
+	}
+	if ns := s.unanswered.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // wait returns the client, and the embedded member (nil for an external
@@ -1416,32 +1440,33 @@ const etcdCommitTimeout = 5 * time.Second
 // etcdDirName is the embedded member's directory in the data directory.
 const etcdDirName = "etcd"
 
-// openEtcd connects to the external etcd or starts the embedded one.
-func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, *embedded.Etcd, func(), error) {
+// openEtcd connects to the external etcd, which it probes
+// (followAnswering, whose unanswered it returns), or starts the embedded
+// one.
+func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, *embedded.Etcd, *atomic.Int64, func(), error) {
 	if f.etcdServers == "" {
 		start := time.Now()
 		e, err := embedded.Start(embedded.Config{Dir: filepath.Join(f.dataDir, etcdDirName), QuotaBackendBytes: f.etcdQuota, Logger: log})
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		log.Info("embedded etcd ready", "took", time.Since(start).Round(time.Millisecond))
-		return e.Client(), e, func() { e.Close() }, nil
+		return e.Client(), e, nil, func() { e.Close() }, nil
 	}
 	cfg, err := etcdClientConfig(strings.Split(f.etcdServers, ","), f.etcdCA, f.etcdCert, f.etcdKey, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	c, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("connecting to etcd: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("connecting to etcd: %w", err)
 	}
-	if len(cfg.Endpoints) == 1 {
-		return c, nil, func() { c.Close() }, nil
-	}
+	// With one member too: nothing else tells that it stopped answering.
 	ctx, cancel := context.WithCancel(context.Background())
 	followed := make(chan struct{})
-	go func() { followAnswering(ctx, c, cfg, clock.RealClock{}, log); close(followed) }()
-	return c, nil, func() { cancel(); <-followed; c.Close() }, nil
+	unanswered := new(atomic.Int64)
+	go func() { followAnswering(ctx, c, cfg, clock.RealClock{}, log, unanswered); close(followed) }()
+	return c, nil, unanswered, func() { cancel(); <-followed; c.Close() }, nil
 }
 
 // etcdClientConfig is the configuration of a client of an external etcd

@@ -506,6 +506,49 @@ func TestFrozenEtcdMemberHoldingTheWatch(t *testing.T) {
 	waitNodeStatus(t, s, nodes[0], "NotReady", grace+nodePeriod+agentLease+pollMargin)
 }
 
+// TestEveryEtcdMemberFrozen: all three etcd members stop answering with
+// their connections open (SIGSTOP), as when the machines that run them
+// stall, for longer than the grace period and the controllers'
+// RenewDeadline. No renewal can be stored, and no write of the server's
+// comes back on its watch to tell it that the watch is stuck; its probes
+// of the members go unanswered, and the node lifecycle controller judges
+// no node from then on. A write to mark a node, sent to a frozen member,
+// would wait in its connection and could be made when the member ran
+// again, long after the server gave up on it. Once the members run again,
+// the agents' nodes are still Ready, with no NodeNotReady event.
+func TestEveryEtcdMemberFrozen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	members := startEtcdCluster(t, dir, "a", "b", "c")
+	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members))
+	nodes := []string{"all-frozen-a", "all-frozen-b"}
+	readyAgents(t, s, dir, nodes...)
+
+	for _, m := range members {
+		if err := m.proc.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.proc.Signal(syscall.SIGCONT) })
+	}
+	// The fault itself; nothing is timed.
+	time.Sleep(12 * time.Second)
+	for _, m := range members {
+		if err := m.proc.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range members {
+		m.waitHealthy(t)
+	}
+	readyThrough(t, s, nodes, "had etcd answer again", time.Now())
+	log, _ := os.ReadFile(s.logPath)
+	for _, line := range []string{`level=WARN msg="no etcd member answers"`, `msg="an etcd member answers again"`} {
+		if !strings.Contains(string(log), line) {
+			t.Errorf("no %q in the server's log:\n%s", line, grepLines(string(log), "etcd member"))
+		}
+	}
+}
+
 // etcdWatchHolder returns the index of the member that holds the server's
 // watch caches' watches, by the members' /metrics. The caches' watches
 // share one stream, so one member, and outnumber the server's other
