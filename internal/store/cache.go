@@ -79,6 +79,7 @@ type cache struct {
 
 	share  *sharer            // used by run's goroutine alone
 	events prometheus.Counter // the kind's series of cacheEvents
+	stalls prometheus.Counter // the kind's series of cacheStalls
 	// objects is the kind's series of storageObjects, kept current by
 	// each change (set by Store.Run, for a kind that keeps its cache).
 	objects prometheus.Gauge
@@ -162,6 +163,7 @@ func newCache(k *Kind, size int, clk clock.WithTicker, log *slog.Logger) *cache 
 		ring:      make([]*Event, minRing),
 		share:     newSharer(),
 		events:    cacheEvents.WithLabelValues(k.resource.Group, k.resource.Resource),
+		stalls:    cacheStalls.WithLabelValues(k.resource.Group, k.resource.Resource),
 		watchers:  map[*watcher]struct{}{},
 		rvChanged: make(chan struct{}),
 		snapshots: newListState[snapshotKey, *listSnapshot](clk),
@@ -316,6 +318,7 @@ func (c *cache) watchStalls(ctx context.Context) {
 		}
 		if c.stalled.Load() == 0 {
 			c.stalled.Store(since.UnixNano())
+			c.stalls.Inc()
 			moved = time.Time{}
 			c.log.Warn("watch cache: etcd's watch has not delivered a write etcd acknowledged; the cache does not follow etcd until it does",
 				"revision", probe, "cacheRevision", rv, "for", now.Sub(since).Round(time.Millisecond))

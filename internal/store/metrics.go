@@ -33,6 +33,10 @@ var (
 	// As kube-apiserver's apiserver_watch_cache_initializations_total: 0
 	// while a cache has its first fill to do, so a watcher of a start can
 	// tell when the caches are filled.
+	cacheStalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leasehold_watch_cache_stalls_total",
+		Help: "Times the watch cache went 2 s without a write of its resource that etcd had acknowledged to the server (its etcd watch hung, or the cache fell behind), by resource.",
+	}, []string{"group", "resource"})
 	cacheInitializations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasehold_watch_cache_initializations_total",
 		Help: "Fills of the watch cache from an etcd list, the first and every one after a compaction, by resource.",
@@ -56,7 +60,7 @@ var (
 
 // Collectors are the store's Prometheus metrics, for the server to register.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestDuration, watchers, cacheEvents, cacheCapacity, watchersTerminated, cacheInitializations, batchSize, compactions, storageObjects}
+	return []prometheus.Collector{requestDuration, watchers, cacheEvents, cacheCapacity, watchersTerminated, cacheStalls, cacheInitializations, batchSize, compactions, storageObjects}
 }
 
 // op is one of the operations requestDuration is labelled with.

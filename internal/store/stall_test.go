@@ -34,6 +34,8 @@ func TestStalledWatchCountsAsCutOff(t *testing.T) {
 	if err := s.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
+	stalls := cacheStalls.WithLabelValues("coordination.k8s.io", "stalledleases")
+	stallsBefore := counterValue(t, stalls)
 	createLease(t, ctx, k, "held")
 
 	// Step the clock a check at a time, giving the watchdog a moment to
@@ -55,6 +57,9 @@ func TestStalledWatchCountsAsCutOff(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `level=WARN msg="watch cache: etcd's watch has not delivered a write etcd acknowledged`) {
 		t.Errorf("no warning of the stall in the log:\n%s", logs.String())
+	}
+	if got := counterValue(t, stalls); got != stallsBefore+1 {
+		t.Errorf("leasehold_watch_cache_stalls_total = %v, want one more than %v", got, stallsBefore)
 	}
 
 	close(gate) // the cache applies what it held

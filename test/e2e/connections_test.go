@@ -36,8 +36,8 @@ func connectionsMetric(t *testing.T, cs kubernetes.Interface, name string) int {
 	return int(v)
 }
 
-// metricIn reads the series name, one without labels, from a /metrics
-// page.
+// metricIn reads the series name from a /metrics page; a series with
+// labels is named with them, as the page writes it.
 func metricIn(page []byte, name string) (float64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(page))
 	for sc.Scan() {

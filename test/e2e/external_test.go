@@ -497,6 +497,10 @@ func TestFrozenEtcdMemberHoldingTheWatch(t *testing.T) {
 	if !regexp.MustCompile(`msg="watch cache: moving the caches' etcd watches to a new stream".*resource=leases.coordination.k8s.io `).Match(log) {
 		t.Errorf("the Leases' cache did not move the watches:\n%s", grepLines(string(log), "watch cache"))
 	}
+	const series = `leasehold_watch_cache_stalls_total{group="coordination.k8s.io",resource="leases"}`
+	if n, err := metricIn([]byte(s.kubectl(t, "get", "--raw", "/metrics")), series); err != nil || n < 1 {
+		t.Errorf("/metrics: %s %v, %v; want 1 or more", series, n, err)
+	}
 	readyThrough(t, s, nodes, "followed etcd's Leases again", back)
 
 	if err := frozen.Signal(syscall.SIGCONT); err != nil {
