@@ -457,11 +457,8 @@ func TestFrozenEtcdMemberHoldingTheWatch(t *testing.T) {
 	// a busy machine: a mark would come 8 s after the stop, at the
 	// earliest, and the stall is noticed within 4 s.
 	const grace = 9 * time.Second
-	dir := t.TempDir()
-	members := startEtcdCluster(t, dir, "a", "b", "c")
-	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members), "--node-monitor-grace-period", grace.String())
 	nodes := []string{"frozen-watch-a", "frozen-watch-b"}
-	agents := readyAgents(t, s, dir, nodes...)
+	members, s, agents := clusterNodes(t, nodes, "--node-monitor-grace-period", grace.String())
 
 	// Frozen, the leader would stop every write until the others elect
 	// another, and the silence would be real: move the leadership off the
@@ -525,11 +522,8 @@ func TestFrozenEtcdMemberHoldingTheWatch(t *testing.T) {
 // the agents' nodes are still Ready, with no NodeNotReady event.
 func TestEveryEtcdMemberFrozen(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	members := startEtcdCluster(t, dir, "a", "b", "c")
-	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members))
 	nodes := []string{"all-frozen-a", "all-frozen-b"}
-	readyAgents(t, s, dir, nodes...)
+	members, s, _ := clusterNodes(t, nodes)
 
 	for _, m := range members {
 		if err := m.proc.Signal(syscall.SIGSTOP); err != nil {
@@ -554,6 +548,17 @@ func TestEveryEtcdMemberFrozen(t *testing.T) {
 			t.Errorf("no %q in the server's log:\n%s", line, grepLines(string(log), "etcd member"))
 		}
 	}
+}
+
+// clusterNodes starts three etcd members, a server on them with
+// nodeServeFlags and extra, and an agent for each of nodes, and waits
+// until every node is Ready.
+func clusterNodes(t *testing.T, nodes []string, extra ...string) ([]*etcdMember, *server, map[string]*agentProc) {
+	t.Helper()
+	dir := t.TempDir()
+	members := startEtcdCluster(t, dir, "a", "b", "c")
+	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, append([]string{"--etcd-servers", endpoints(members)}, extra...)...)
+	return members, s, readyAgents(t, s, dir, nodes...)
 }
 
 // etcdWatchHolder returns the index of the member that holds the server's
@@ -627,11 +632,8 @@ func moveEtcdLeader(t *testing.T, members []*etcdMember, from, to int) {
 // after that is still marked.
 func TestEtcdQuorumLostAndRegained(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	members := startEtcdCluster(t, dir, "a", "b", "c")
-	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members))
 	nodes := []string{"quorum-node-a", "quorum-node-b"}
-	agents := readyAgents(t, s, dir, nodes...)
+	members, s, agents := clusterNodes(t, nodes)
 
 	lost := time.Now()
 	for _, m := range members[1:] {
