@@ -397,9 +397,7 @@ func TestServeOnExternalEtcd(t *testing.T) {
 func TestServeThroughAStoppedEtcdMember(t *testing.T) {
 	t.Parallel()
 	needKubectl(t)
-	dir := t.TempDir()
-	members := startEtcdCluster(t, dir, "a", "b", "c")
-	s := serveFor(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members))
+	_, members, s := clusterServer(t)
 	ns := testNamespace(t, s)
 	s.kubectlStdin(t, leaseManifest("through-a-stop", ns, "a", "  leaseTransitions: 0"), "create", "-f", "-")
 	leases := s.clientset(t).CoordinationV1().Leases(ns)
@@ -550,14 +548,22 @@ func TestEveryEtcdMemberFrozen(t *testing.T) {
 	}
 }
 
-// clusterNodes starts three etcd members, a server on them with
-// nodeServeFlags and extra, and an agent for each of nodes, and waits
-// until every node is Ready.
+// clusterServer starts three etcd members and a server on them with the
+// extra serve flags, in a directory of the test's, which it returns.
+func clusterServer(t *testing.T, extra ...string) (dir string, members []*etcdMember, s *server) {
+	t.Helper()
+	dir = t.TempDir()
+	members = startEtcdCluster(t, dir, "a", "b", "c")
+	s = serveFor(t, filepath.Join(dir, "data"), "", dir, append([]string{"--etcd-servers", endpoints(members)}, extra...)...)
+	return dir, members, s
+}
+
+// clusterNodes is clusterServer with nodeServeFlags and extra, and an
+// agent for each of nodes; it waits until every node is Ready.
 func clusterNodes(t *testing.T, nodes []string, extra ...string) ([]*etcdMember, *server, map[string]*agentProc) {
 	t.Helper()
-	dir := t.TempDir()
-	members := startEtcdCluster(t, dir, "a", "b", "c")
-	s := newNodeServer(t, filepath.Join(dir, "data"), "", dir, append([]string{"--etcd-servers", endpoints(members)}, extra...)...)
+	needKubectl(t)
+	dir, members, s := clusterServer(t, append(slices.Clone(nodeServeFlags), extra...)...)
 	return members, s, readyAgents(t, s, dir, nodes...)
 }
 
@@ -921,9 +927,7 @@ func TestAcknowledgedWritesThroughEtcdMemberKills(t *testing.T) {
 		perWriter = 5
 		ns        = "default"
 	)
-	dir := t.TempDir()
-	members := startEtcdCluster(t, dir, "a", "b", "c")
-	s := serveFor(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members))
+	_, members, s := clusterServer(t)
 	leases := s.clientset(t).CoordinationV1().Leases(ns)
 	ctx := context.Background()
 

@@ -136,9 +136,7 @@ func TestRestoreEtcdCluster(t *testing.T) {
 		t.Run(map[bool]string{false: "server stopped", true: "server running"}[running], func(t *testing.T) {
 			t.Parallel()
 			needKubectl(t)
-			dir := t.TempDir()
-			members := startEtcdCluster(t, dir, "a", "b", "c")
-			s := serveFor(t, filepath.Join(dir, "data"), "", dir, "--etcd-servers", endpoints(members))
+			dir, members, s := clusterServer(t)
 			ns := testNamespace(t, s)
 			s.kubectlStdin(t, leaseManifest("kept", ns, "before"), "create", "-f", "-")
 			file := filepath.Join(dir, "backup.db")
