@@ -186,28 +186,36 @@ func (a *agentProc) logTail() string {
 // node's row by name.
 func nodesTable(t *testing.T, s *server) map[string][]string {
 	t.Helper()
-	out, errOut, err := s.runKubectl(t, "get", "nodes")
-	if err != nil {
-		t.Fatalf("%s: %v", describeRun([]string{"get", "nodes"}, out, errOut), err)
-	}
-	if out == "" && strings.TrimSpace(errOut) == "No resources found" {
-		return map[string][]string{}
-	}
-	if out == "" {
-		t.Fatalf("kubectl get nodes printed no table; its stderr:\n%s", errOut)
-	}
-	header, rows := tableRows(t, out)
-	if want := []string{"NAME", "STATUS", "ROLES", "AGE", "VERSION"}; !slices.Equal(header, want) {
-		t.Fatalf("kubectl get nodes columns %q, want %q\n%s", header, want, out)
+	header, rows := kubectlRows(t, s, "get", "nodes")
+	if want := []string{"NAME", "STATUS", "ROLES", "AGE", "VERSION"}; header != nil && !slices.Equal(header, want) {
+		t.Fatalf("kubectl get nodes columns %q, want %q", header, want)
 	}
 	byName := map[string][]string{}
 	for _, r := range rows {
 		if len(r) != 5 {
-			t.Fatalf("kubectl get nodes row %q has %d fields, want 5\n%s", r, len(r), out)
+			t.Fatalf("kubectl get nodes row %q has %d fields, want 5", r, len(r))
 		}
 		byName[r[0]] = r
 	}
 	return byName
+}
+
+// kubectlRows runs a `kubectl get` of a list that spans namespaces (or
+// of cluster-scoped objects) and returns its table's header and rows,
+// none when kubectl says it found nothing.
+func kubectlRows(t *testing.T, s *server, args ...string) (header []string, rows [][]string) {
+	t.Helper()
+	out, errOut, err := s.runKubectl(t, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", describeRun(args, out, errOut), err)
+	}
+	if out == "" && strings.TrimSpace(errOut) == "No resources found" {
+		return nil, nil
+	}
+	if out == "" {
+		t.Fatalf("kubectl %s printed no table; its stderr:\n%s", strings.Join(args, " "), errOut)
+	}
+	return tableRows(t, out)
 }
 
 // nodeStatus is a node's STATUS column, "" when kubectl does not list it.
@@ -291,8 +299,9 @@ func describeField(out, field string) []string {
 // reason about node.
 func hasNodeEvent(t *testing.T, s *server, node, reason string) bool {
 	t.Helper()
-	out := s.kubectl(t, "get", "events", "-A")
-	_, rows := tableRows(t, out)
+	// Events are written in the background, and dropped when the server
+	// rejects them, as in Kubernetes: there may be none yet.
+	_, rows := kubectlRows(t, s, "get", "events", "-A")
 	for _, r := range rows {
 		// NAMESPACE LAST-SEEN TYPE REASON OBJECT MESSAGE…
 		if len(r) >= 5 && r[3] == reason && r[4] == "node/"+node {
