@@ -367,12 +367,12 @@ func TestElect(t *testing.T) {
 		t.Errorf("a patch testing the stale token %d failed with %q, want 422 Invalid (a failed test operation)", third.token, errOut)
 	}
 
-	// Everyone stops; each exits with the command's status, or 0 when it
-	// was not leading.
+	// Everyone stops, the standby first: stopped together, the standby
+	// could take the Lease the leader releases before its own SIGTERM
+	// came. Each exits with the command's status, or 0 when it was not
+	// leading.
 	for _, id := range []string{third.id, "d"} {
 		_ = procs[id].cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, id := range []string{third.id, "d"} {
 		if code := procs[id].waitExit(t, 30*time.Second); code != 0 {
 			t.Errorf("leasehold elect %s exited with %d after SIGTERM, want 0", id, code)
 		}
