@@ -108,7 +108,9 @@ type Config struct {
 	// ReleaseOnCancel makes the leader release the Lease (empty holder,
 	// leaseDurationSeconds 1, as client-go does) when Run's ctx is
 	// cancelled, once OnStartedLeading has returned, so that a standby takes
-	// over at once instead of after LeaseDuration.
+	// over at once instead of after LeaseDuration. A take of the Lease in
+	// flight as ctx is cancelled is answered first (within its request's
+	// timeout), and given back if it succeeded; no term begins.
 	ReleaseOnCancel bool
 
 	// Coordinated makes the Elector a participant in coordinated leader

@@ -165,8 +165,18 @@ func (e *Elector) campaign(ctx context.Context) (Term, time.Time, error) {
 		}
 		if d.act != actWait {
 			e.log.Debug("taking lease", "action", d.act, "why", d.why)
-			term, sent, err := e.acquire(ctx, obs, d.act)
+			// A take in flight is not abandoned when ctx ends: the server
+			// could still write it after a read had found the Lease free,
+			// leaving it to name a contender that is gone. Its answer says
+			// whether there is a Lease to give back.
+			term, sent, err := e.acquire(context.WithoutCancel(ctx), obs, d.act)
 			switch {
+			case err == nil && ctx.Err() != nil:
+				// Taken as ctx ended: no term begins.
+				if e.cfg.ReleaseOnCancel {
+					e.release(context.WithoutCancel(ctx))
+				}
+				return Term{}, time.Time{}, ctx.Err()
 			case err == nil && e.clock.Since(sent) < e.cfg.RenewDeadline:
 				return term, sent, nil
 			case err == nil:
@@ -175,6 +185,7 @@ func (e *Elector) campaign(ctx context.Context) (Term, time.Time, error) {
 				e.log.Warn("lease acquired after renewDeadline, not leading")
 				notBefore = e.clock.Now().Add(e.cfg.RetryPeriod)
 			case ctx.Err() != nil:
+				// Unanswered within its timeout, say: it may yet be written.
 				if e.cfg.ReleaseOnCancel {
 					e.releaseUnanswered(context.WithoutCancel(ctx))
 				}
@@ -441,8 +452,9 @@ func (e *Elector) release(ctx context.Context) {
 	}
 }
 
-// releaseUnanswered gives the Lease up after a take whose answer was lost
-// when ctx ended: the server may have written it all the same, and a Lease
+// releaseUnanswered gives the Lease up after a take left unanswered (its
+// timeout, a broken connection) as ctx ended: the server may have written
+// it all the same, and a Lease
 // naming a contender that is gone would keep the others waiting for a whole
 // leaseDurationSeconds. No term began, so nothing is guarded by it.
 func (e *Elector) releaseUnanswered(ctx context.Context) {

@@ -360,6 +360,39 @@ func TestReleaseOnCancelUnansweredTake(t *testing.T) {
 	}
 }
 
+// TestTakeInFlightAsCtxEnds: ctx ends while a take is in flight, and the
+// server answers it. The take's request is not cancelled with ctx (the
+// server could write it after a read had found the Lease free, with no one
+// to give it back), no term begins, and with ReleaseOnCancel the Lease is
+// given back at once; without it, it is left to expire.
+func TestTakeInFlightAsCtxEnds(t *testing.T) {
+	for _, release := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ReleaseOnCancel=%v", release), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api, clk := newFakeAPI(), clocktesting.NewFakeClock(t0)
+				a := newContender(t, api, clk, "a", func(c *Config) { c.ReleaseOnCancel = release })
+				a.conn.PrependReactor("create", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+					a.cancel() // SIGTERM, say, as the take is on its way
+					l, err := api.create(action.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease))
+					return true, l, err
+				})
+				a.start()
+				if err := a.waitResult(); err != nil {
+					t.Errorf("a: Run = %v, want nil", err)
+				}
+				a.mustNotStart()
+				want := "a"
+				if release {
+					want = ""
+				}
+				if h := holderOf(api.get(t, testLease)); h != want {
+					t.Errorf("holder = %q, want %q", h, want)
+				}
+			})
+		})
+	}
+}
+
 func TestWindDownKeepsRenewing(t *testing.T) {
 	// Cancelling Run cancels the work's ctx, but the Lease stays held and
 	// renewed until OnStartedLeading returns, and only then is released.
