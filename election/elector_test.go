@@ -325,71 +325,52 @@ func TestCancelWithoutRelease(t *testing.T) {
 	})
 }
 
-// TestReleaseOnCancelUnansweredTake covers a take written by the server
-// whose answer is lost because ctx ended while it was in flight, as when a
-// process is stopped right after it started campaigning. With
-// ReleaseOnCancel the Lease is given back at once; without it, it is left
-// to expire.
-func TestReleaseOnCancelUnansweredTake(t *testing.T) {
-	for _, release := range []bool{true, false} {
-		t.Run(fmt.Sprintf("ReleaseOnCancel=%v", release), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				api, clk := newFakeAPI(), clocktesting.NewFakeClock(t0)
-				a := newContender(t, api, clk, "a", func(c *Config) { c.ReleaseOnCancel = release })
-				a.conn.PrependReactor("create", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
-					if _, err := api.create(action.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease)); err != nil {
-						return true, nil, err
-					}
-					a.cancel() // the answer never arrives
-					return true, nil, context.Canceled
-				})
-				a.start()
-				if err := a.waitResult(); err != nil {
-					t.Errorf("a: Run = %v, want nil", err)
-				}
-				a.mustNotStart()
-				want := "a"
-				if release {
-					want = ""
-				}
-				if h := holderOf(api.get(t, testLease)); h != want {
-					t.Errorf("holder = %q, want %q", h, want)
-				}
-			})
-		})
-	}
-}
-
-// TestTakeInFlightAsCtxEnds: ctx ends while a take is in flight, and the
-// server answers it. The take's request is not cancelled with ctx (the
+// TestTakeInFlightAsCtxEnds: ctx ends (SIGTERM, say) while a take is in
+// flight, as when a standby is stopped as the Lease comes free; no term
+// begins. Either the server writes the take but its answer is lost, or it
+// answers the take: the take's request is not cancelled with ctx, since the
 // server could write it after a read had found the Lease free, with no one
-// to give it back), no term begins, and with ReleaseOnCancel the Lease is
-// given back at once; without it, it is left to expire.
+// to give it back. With ReleaseOnCancel the Lease is given back at once;
+// without it, it is left to expire.
 func TestTakeInFlightAsCtxEnds(t *testing.T) {
-	for _, release := range []bool{true, false} {
-		t.Run(fmt.Sprintf("ReleaseOnCancel=%v", release), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				api, clk := newFakeAPI(), clocktesting.NewFakeClock(t0)
-				a := newContender(t, api, clk, "a", func(c *Config) { c.ReleaseOnCancel = release })
-				a.conn.PrependReactor("create", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
-					a.cancel() // SIGTERM, say, as the take is on its way
-					l, err := api.create(action.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease))
-					return true, l, err
+	takes := map[string]func(a *contender, api *fakeAPI, l *coordinationv1.Lease) (*coordinationv1.Lease, error){
+		"answer lost": func(a *contender, api *fakeAPI, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+			if _, err := api.create(l); err != nil {
+				return nil, err
+			}
+			a.cancel()
+			return nil, context.Canceled
+		},
+		"answered": func(a *contender, api *fakeAPI, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+			a.cancel()
+			return api.create(l)
+		},
+	}
+	for name, take := range takes {
+		for _, release := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/ReleaseOnCancel=%v", name, release), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					api, clk := newFakeAPI(), clocktesting.NewFakeClock(t0)
+					a := newContender(t, api, clk, "a", func(c *Config) { c.ReleaseOnCancel = release })
+					a.conn.PrependReactor("create", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+						l, err := take(a, api, action.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease))
+						return true, l, err
+					})
+					a.start()
+					if err := a.waitResult(); err != nil {
+						t.Errorf("a: Run = %v, want nil", err)
+					}
+					a.mustNotStart()
+					want := "a"
+					if release {
+						want = ""
+					}
+					if h := holderOf(api.get(t, testLease)); h != want {
+						t.Errorf("holder = %q, want %q", h, want)
+					}
 				})
-				a.start()
-				if err := a.waitResult(); err != nil {
-					t.Errorf("a: Run = %v, want nil", err)
-				}
-				a.mustNotStart()
-				want := "a"
-				if release {
-					want = ""
-				}
-				if h := holderOf(api.get(t, testLease)); h != want {
-					t.Errorf("holder = %q, want %q", h, want)
-				}
 			})
-		})
+		}
 	}
 }
 
