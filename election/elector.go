@@ -454,9 +454,9 @@ func (e *Elector) release(ctx context.Context) {
 
 // releaseUnanswered gives the Lease up after a take left unanswered (its
 // timeout, a broken connection) as ctx ended: the server may have written
-// it all the same, and a Lease
-// naming a contender that is gone would keep the others waiting for a whole
-// leaseDurationSeconds. No term began, so nothing is guarded by it.
+// it all the same, and a Lease naming a contender that is gone would keep
+// the others waiting for a whole leaseDurationSeconds. No term began, so
+// nothing is guarded by it.
 func (e *Elector) releaseUnanswered(ctx context.Context) {
 	rctx, cancel := e.requestContext(ctx, e.cfg.RenewDeadline)
 	got, err := e.leases.Get(rctx, e.cfg.Name, metav1.GetOptions{})

@@ -299,8 +299,9 @@ func describeField(out, field string) []string {
 // reason about node.
 func hasNodeEvent(t *testing.T, s *server, node, reason string) bool {
 	t.Helper()
-	// Events are written in the background, and dropped when the server
-	// rejects them, as in Kubernetes: there may be none yet.
+	// Events are written in the background, and those not yet written
+	// when the controllers' term ends are dropped, as in Kubernetes: there
+	// may be none.
 	_, rows := kubectlRows(t, s, "get", "events", "-A")
 	for _, r := range rows {
 		// NAMESPACE LAST-SEEN TYPE REASON OBJECT MESSAGE…
