@@ -61,28 +61,33 @@ func newBoundedSink(inner events.EventSink, size int, drops *eventDrops) *bounde
 // Create writes ev if a slot is free. A dropped event is reported as
 // written: the broadcaster would otherwise retry it, or log it as an error.
 func (s *boundedSink) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
-	if !s.acquire(ev) {
-		return ev, nil
-	}
-	defer s.release()
-	return s.EventSink.Create(ctx, ev)
+	return s.write(ctx, ev, func() (*eventsv1.Event, error) { return s.EventSink.Create(ctx, ev) })
 }
 
 // Update and Patch record repeats of an event (a series); bounded alike.
 func (s *boundedSink) Update(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
-	if !s.acquire(ev) {
-		return ev, nil
-	}
-	defer s.release()
-	return s.EventSink.Update(ctx, ev)
+	return s.write(ctx, ev, func() (*eventsv1.Event, error) { return s.EventSink.Update(ctx, ev) })
 }
 
 func (s *boundedSink) Patch(ctx context.Context, ev *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+	return s.write(ctx, ev, func() (*eventsv1.Event, error) { return s.EventSink.Patch(ctx, ev, data) })
+}
+
+// write runs f, the write of ev, in a slot, or drops ev when none is free.
+// A write that fails once ctx, the broadcaster's (the controllers' term),
+// has ended is dropped too: nothing retries it then, though the broadcaster
+// would log it as an error it "may retry".
+func (s *boundedSink) write(ctx context.Context, ev *eventsv1.Event, f func() (*eventsv1.Event, error)) (*eventsv1.Event, error) {
 	if !s.acquire(ev) {
 		return ev, nil
 	}
 	defer s.release()
-	return s.EventSink.Patch(ctx, ev, data)
+	got, err := f()
+	if err != nil && ctx.Err() != nil {
+		s.drops.drop("the controllers' term ended before they were written", ev.Reason, ev.Regarding.Name)
+		return ev, nil
+	}
+	return got, err
 }
 
 func (s *boundedSink) acquire(ev *eventsv1.Event) bool {

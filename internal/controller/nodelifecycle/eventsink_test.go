@@ -2,6 +2,7 @@ package nodelifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -115,4 +116,60 @@ func TestEventLimit(t *testing.T) {
 	clk.Step(time.Second)
 	record(2 * eventQPS)
 	check("a second later", eventBurst+eventQPS, 500+eventQPS)
+}
+
+// failingSink fails every write with err, or with its ctx's error once
+// that has ended.
+type failingSink struct{ err error }
+
+func (s failingSink) fail(ctx context.Context) (*eventsv1.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, s.err
+}
+
+func (s failingSink) Create(ctx context.Context, _ *eventsv1.Event) (*eventsv1.Event, error) {
+	return s.fail(ctx)
+}
+
+func (s failingSink) Update(ctx context.Context, _ *eventsv1.Event) (*eventsv1.Event, error) {
+	return s.fail(ctx)
+}
+
+func (s failingSink) Patch(ctx context.Context, _ *eventsv1.Event, _ []byte) (*eventsv1.Event, error) {
+	return s.fail(ctx)
+}
+
+// TestBoundedSinkDropsWhatTheTermEnds: a write that fails while the term
+// (the broadcaster's ctx) goes on is an error, for the broadcaster to retry;
+// once the term has ended, it is dropped, counted and reported as written,
+// so that the broadcaster logs no error about a retry that will not come.
+func TestBoundedSinkDropsWhatTheTermEnds(t *testing.T) {
+	var dropped atomic.Uint64
+	clk := testingclock.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	unavailable := errors.New("etcd does not answer")
+	s := newBoundedSink(failingSink{unavailable}, 2, &eventDrops{n: &dropped, log: slog.New(slog.DiscardHandler), clock: clk})
+	ev := &eventsv1.Event{Reason: "RegisteredNode"}
+
+	term, end := context.WithCancel(context.Background())
+	if _, err := s.Create(term, ev); !errors.Is(err, unavailable) {
+		t.Errorf("Create in the term = %v, want %v", err, unavailable)
+	}
+	if got := dropped.Load(); got != 0 {
+		t.Errorf("dropped in the term = %d, want 0", got)
+	}
+	end()
+	if got, err := s.Create(term, ev); got != ev || err != nil {
+		t.Errorf("Create after the term = %v, %v; want the event, nil", got, err)
+	}
+	if _, err := s.Update(term, ev); err != nil {
+		t.Errorf("Update after the term = %v, want nil", err)
+	}
+	if _, err := s.Patch(term, ev, nil); err != nil {
+		t.Errorf("Patch after the term = %v, want nil", err)
+	}
+	if got := dropped.Load(); got != 3 {
+		t.Errorf("dropped after the term = %d, want 3", got)
+	}
 }

@@ -125,7 +125,7 @@ func (m metrics) resetZones() {
 func (c *Controller) Collectors() []prometheus.Collector {
 	dropped := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: "leasehold", Subsystem: "node_lifecycle", Name: "events_dropped_total",
-		Help: fmt.Sprintf("Events not written because they came faster than the controller writes them (more than %d at once or %d a second), or too many were waiting to be written already.", eventBurst, eventQPS),
+		Help: fmt.Sprintf("Events not written because they came faster than the controller writes them (more than %d at once or %d a second), or too many were waiting to be written already, or the controllers' term ended before they were written.", eventBurst, eventQPS),
 	}, func() float64 { return float64(c.droppedEvents.Load()) })
 	m := c.metrics
 	return []prometheus.Collector{m.nodes, m.transitions, m.writeErrors, m.zoneNodes, m.zoneUnhealthy, m.zoneStates, m.zoneWaitingNodes, m.noExecuteTaints, dropped}
