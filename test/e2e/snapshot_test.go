@@ -117,10 +117,12 @@ func TestScheduledSnapshots(t *testing.T) {
 	s.kubectlStdin(t, leaseManifest("scheduled", ns, "kept"), "create", "-f", "-")
 	created := time.Now()
 	dir := filepath.Join(s.dataDir, "snapshots")
-	var files []string
+	// The server goes on taking a snapshot a second and removing the
+	// oldest, so the newest is copied away as soon as it is seen.
+	kept := filepath.Join(t.TempDir(), "newest.db")
 	eventually(t, time.Minute, func() error {
-		var err error
-		if files, err = filepath.Glob(filepath.Join(dir, "leasehold-snapshot-*.db")); err != nil {
+		files, err := filepath.Glob(filepath.Join(dir, "leasehold-snapshot-*.db"))
+		if err != nil {
 			return err
 		}
 		log, _ := os.ReadFile(s.logPath)
@@ -134,14 +136,18 @@ func TestScheduledSnapshots(t *testing.T) {
 			newest < filepath.Join(dir, "leasehold-snapshot-"+created.Add(time.Second).UTC().Format("20060102T150405Z")+".db") {
 			return fmt.Errorf("snapshots %q", files)
 		}
-		return nil
+		b, err := os.ReadFile(newest)
+		if err != nil {
+			return err // removed beyond the retention since the glob
+		}
+		return os.WriteFile(kept, b, 0o600)
 	})
 	if out := s.kubectl(t, "get", "--raw", "/metrics"); !regexp.MustCompile(`(?m)^leasehold_etcd_snapshot_last_success_timestamp_seconds [1-9]`).MatchString(out) {
 		t.Errorf("/metrics has no time of the last snapshot:\n%s", grepLines(out, "snapshot"))
 	}
 
 	restored := filepath.Join(t.TempDir(), "data")
-	leasehold(t, "snapshot", "restore", "--data-dir", restored, files[1])
+	leasehold(t, "snapshot", "restore", "--data-dir", restored, kept)
 	r := serveFor(t, restored, "", filepath.Dir(restored))
 	if got := holder(getLease(t, r, ns, "scheduled")); got != "kept" {
 		t.Errorf("the restored lease's holder %q, want kept", got)
