@@ -383,6 +383,13 @@ func testNodeHeartbeats(t *testing.T, serveFlags ...string) {
 		}
 	}
 
+	// Each agent creates its lease after it registers its node Ready.
+	eventually(t, 10*time.Second, func() error {
+		if _, rows := kubectlRows(t, s, "get", "lease", "-n", "kube-node-lease"); len(rows) < len(names) {
+			return fmt.Errorf("%d node leases, want %d", len(rows), len(names))
+		}
+		return nil
+	})
 	out := s.kubectl(t, "get", "lease", "-n", "kube-node-lease")
 	header, leaseRows := tableRows(t, out)
 	if want := []string{"NAME", "HOLDER", "AGE"}; !slices.Equal(header, want) {
@@ -552,8 +559,9 @@ func TestNodeDeleteReregisters(t *testing.T) {
 	}
 	deleted := time.Now()
 	// The agent may create the new lease at once, so "gone" means no lease
-	// with the old uid.
-	eventually(t, 2*time.Second, func() error {
+	// with the old uid. The garbage collector takes well under a second
+	// (logged below); the bound leaves room for slow kubectl runs.
+	eventually(t, 15*time.Second, func() error {
 		if l := leaseOrNil(t, s, "kube-node-lease", node); l != nil && l.UID == oldLease {
 			return fmt.Errorf("lease %s (uid %s) of the deleted node still exists, owned by %+v", node, oldLease, l.OwnerReferences)
 		}
@@ -774,10 +782,21 @@ func TestServerAwayBlamesNoNode(t *testing.T) {
 		t.Errorf("the server's log does not say it noticed it had not run")
 	}
 
+	// The killed process still holds the controllers' Lease, so the new
+	// one runs them only once it has seen the Lease unrenewed for its
+	// duration (15 s); its node lifecycle controller starts with a fresh
+	// grace period for every node, as Kubernetes' does.
+	killed := controllersIdentity(s)
 	s.kill()
 	time.Sleep(away)
 	s = s.restart(t)
-	readyThrough(t, s, nodes, "was started again", time.Now())
+	eventually(t, time.Minute, func() error {
+		if controllersIdentity(s) == killed {
+			return errors.New("the restarted server does not run the controllers yet")
+		}
+		return nil
+	})
+	readyThrough(t, s, nodes, "was started again and took the controllers' Lease", time.Now())
 
 	// A node that dies after that is still marked.
 	agents[nodes[0]].kill9(t)
@@ -856,12 +875,13 @@ func TestControllersMoveToAnotherReplica(t *testing.T) {
 	waitNodeStatus(t, other, node, "NotReady", nodeGrace+nodePeriod+agentLease+pollMargin)
 }
 
-// controllersIdentity is the identity with which the server s took the
-// controllers' Lease, as its log says; "" if it has not.
+// controllersIdentity is the identity with which the server s last took
+// the controllers' Lease, as its log (kept across restarts) says; "" if it
+// has not.
 func controllersIdentity(s *server) string {
 	log, _ := os.ReadFile(s.logPath)
-	if m := leadingLine.FindSubmatch(log); m != nil {
-		return string(m[1])
+	if m := leadingLine.FindAllSubmatch(log, -1); m != nil {
+		return string(m[len(m)-1][1])
 	}
 	return ""
 }
