@@ -311,9 +311,6 @@ func auditEvents(t *testing.T, s *server) []auditEvent {
 	return out
 }
 
-// TestTokenTTL: `leasehold token create --ttl` makes a token that
-// authenticates until it expires and gets 401 after, and `token list`
-// says when each token expires.
 // TestTokenReview: a service that its callers reach with leasehold tokens
 // asks the server who holds one, as services on Kubernetes do, with the
 // permission of system:auth-delegator; kubectl create -f sends reviews.
@@ -373,9 +370,12 @@ func TestTokenReview(t *testing.T) {
 	})
 }
 
+// TestTokenTTL: `leasehold token create --ttl` makes a token that
+// authenticates until it expires and gets 401 after, and `token list`
+// says when each token expires.
 func TestTokenTTL(t *testing.T) {
 	s := shared(t)
-	token := strings.TrimSpace(leasehold(t, "token", "create", "--data-dir", s.dataDir, "--user", "brief", "--ttl", "4s", "--description", "ttl test"))
+	token := strings.TrimSpace(leasehold(t, "token", "create", "--data-dir", s.dataDir, "--user", "brief", "--ttl", "10s", "--description", "ttl test"))
 	created := time.Now()
 	whoami := func() (string, error) {
 		out, stderr, err := s.asToken(t, token, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
@@ -385,7 +385,7 @@ func TestTokenTTL(t *testing.T) {
 		return out, nil
 	}
 	if got, err := whoami(); err != nil || got != "brief" {
-		// Only a slow start could take the token past its 4 s.
+		// Only a very slow start could take the token past its 10 s.
 		t.Fatalf("brief at once: %q, %v (%v after its creation)", got, err, time.Since(created))
 	}
 	list := leasehold(t, "token", "list", "--data-dir", s.dataDir)
