@@ -72,9 +72,11 @@ class Reflector {
           this.state = 'listing';
           rv = await this.list(signal);
           this.error = null;
+          this.state = 'watching';
           changed(this);
         }
-        this.state = 'watching';
+        // After an error the state stays 'retrying', and the error shown,
+        // until the watch is answered (watch()).
         rv = await this.watch(rv, signal, changed);
         backoff = 1000;
       } catch (err) {
@@ -121,8 +123,9 @@ class Reflector {
   async watch(rv, signal, changed) {
     const timeout = 240 + Math.floor(Math.random() * 120);
     const res = await api(this.query({ watch: '1', resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: timeout }), { signal });
-    if (this.error) {
+    if (this.error || this.state !== 'watching') {
       this.error = null;
+      this.state = 'watching';
       changed(this);
     }
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
