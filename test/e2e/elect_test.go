@@ -316,11 +316,13 @@ func TestElect(t *testing.T) {
 	third := st[2]
 	took := seen.Sub(t0)
 	t.Logf("after SIGTERM of %s, %s took over in %v", second.id, third.id, took.Round(time.Millisecond))
-	if took >= electLeaseDuration {
-		t.Errorf("takeover after a graceful stop took %v, no faster than expiry (%v): was the Lease released?", took, electLeaseDuration)
-	}
 	if code := procs[second.id].waitExit(t, 30*time.Second); code != 0 {
 		t.Errorf("leasehold elect %s exited with %d after SIGTERM, want the command's status 0", second.id, code)
+	}
+	// Whether the Lease was released is in the log, not in how fast the
+	// standby took it: on a busy machine that may come near the expiry.
+	if !strings.Contains(procs[second.id].stderr.String(), `msg="released lease"`) {
+		t.Errorf("leasehold elect %s did not release the Lease on SIGTERM (took over in %v, the Lease's duration %v)", second.id, took, electLeaseDuration)
 	}
 	if !hasEnd(readWork(t, work), second.term()) {
 		t.Errorf("term %s did not write its end line: the command was not stopped gracefully", second.term())
