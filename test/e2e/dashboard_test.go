@@ -296,6 +296,8 @@ func TestDashboard(t *testing.T) {
 	if err := s.stop(); err != nil {
 		t.Fatalf("leasehold serve did not stop cleanly: %v", err)
 	}
+	b.waitText(t, "#connection", "Reconnecting", 10*time.Second)
+	b.waitText(t, "#nodes-error", "Cannot reach the server", 10*time.Second)
 	s = s.restart(t)
 	b.waitText(t, "#connection", "Live", 30*time.Second)
 	s.kubectlStdin(t, leaseManifest("after-restart", ns, "worker-c", "  leaseDurationSeconds: 15"), "apply", "-f", "-")
