@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
+	"github.com/leasehold/leasehold/internal/apiserver"
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
 	"github.com/leasehold/leasehold/internal/registry"
 	"github.com/leasehold/leasehold/internal/syncbuf"
@@ -81,20 +82,26 @@ func TestResponseCompression(t *testing.T) {
 		path, accept   string
 		acceptEncoding string
 		gzipped        bool
-		items          int // of a list; -1 for one object
+		items          int  // of a list; -1 for one object
+		everyCore      bool // a list of parallelGzipItems items or more
 	}{
-		{"a list over 128 KiB", s, list, "", "gzip", true, 2},
-		{"a list over 128 KiB in protobuf", s, list, protobuf, "gzip", true, 2},
-		{"among other encodings", s, list, "", "deflate, gzip , br", true, 2},
-		{"not asked for", s, list, "", "", false, 2},
-		{"only with a weight", s, list, "", "gzip;q=1.0", false, 2},
-		{"a list under it", s, "/apis/coordination.k8s.io/v1/namespaces/kube-public/leases", "", "gzip", false, 0},
-		{"one object under it", s, one, "", "gzip", false, -1},
-		{"one object over it", s, bigOne, "", "gzip", true, -1},
-		{"the server's compression off", plain, list, "", "gzip", false, 2},
+		{"a list over 128 KiB", s, list, "", "gzip", true, 2, false},
+		{"a list over 128 KiB in protobuf", s, list, protobuf, "gzip", true, 2, false},
+		{"among other encodings", s, list, "", "deflate, gzip , br", true, 2, false},
+		{"not asked for", s, list, "", "", false, 2, false},
+		{"only with a weight", s, list, "", "gzip;q=1.0", false, 2, false},
+		{"a list under it", s, "/apis/coordination.k8s.io/v1/namespaces/kube-public/leases", "", "gzip", false, 0, false},
+		{"one object under it", s, one, "", "gzip", false, -1, false},
+		{"one object over it", s, bigOne, "", "gzip", true, -1, false},
+		{"the server's compression off", plain, list, "", "gzip", false, 2, false},
+		{"a list gzipped on every core", s, list, "", "gzip", true, 2, true},
+		{"a list gzipped on every core, in protobuf", s, list, protobuf, "gzip", true, 2, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.everyCore {
+				defer apiserver.SetParallelGzipItems(2)()
+			}
 			resp, body := get(tt.srv, tt.path, tt.accept, tt.acceptEncoding)
 			encoding := resp.Header.Get("Content-Encoding")
 			if tt.gzipped != (encoding == "gzip") {
@@ -135,6 +142,12 @@ func TestResponseCompression(t *testing.T) {
 	l, err := s.Client(t, protobuf).CoordinationV1().Leases("default").List(testContext(t), metav1.ListOptions{})
 	if err != nil || len(l.Items) != 2 {
 		t.Errorf("client-go's list: %v items, %v", len(l.Items), err)
+	}
+	restore := apiserver.SetParallelGzipItems(2)
+	l, err = s.Client(t, protobuf).CoordinationV1().Leases("default").List(testContext(t), metav1.ListOptions{})
+	restore()
+	if err != nil || len(l.Items) != 2 {
+		t.Errorf("client-go's list, gzipped on every core: %v items, %v", len(l.Items), err)
 	}
 
 	s.Stop()

@@ -306,7 +306,9 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e
 		if s.acceptsGzip(r) {
 			// A buffer larger than the threshold: its first write tells
 			// gz whether the list passes it.
-			gz = newGzipResponse(w, code)
+			l, ok := obj.(*itemList)
+			gz = newGzipResponse(w, code, ok && len(l.Items) >= parallelGzipItems)
+			defer gz.release()
 			out, pool, size = gz, &streamWriters[1], gzipThreshold+1
 		} else {
 			w.WriteHeader(code)
@@ -341,10 +343,11 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e
 	}
 	w.Header().Set("Content-Type", e.mediaType)
 	if buf.Len() > gzipThreshold && s.acceptsGzip(r) {
-		gz := newGzipResponse(w, code)
+		gz := newGzipResponse(w, code, false)
 		if _, err := gz.Write(buf.Bytes()); err == nil {
 			gz.Close()
 		}
+		gz.release()
 		return
 	}
 	w.WriteHeader(code)
