@@ -306,8 +306,7 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e
 		if s.acceptsGzip(r) {
 			// A buffer larger than the threshold: its first write tells
 			// gz whether the list passes it.
-			l, ok := obj.(*itemList)
-			gz = newGzipResponse(w, code, ok && len(l.Items) >= parallelGzipItems)
+			gz = newGzipResponse(w, code, listItems(obj) >= parallelGzipItems)
 			defer gz.release()
 			out, pool, size = gz, &streamWriters[1], gzipThreshold+1
 		} else {
@@ -352,6 +351,18 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e
 	}
 	w.WriteHeader(code)
 	w.Write(buf.Bytes())
+}
+
+// listItems is how many items a list to be written holds: a Table's rows,
+// a list's items.
+func listItems(obj runtime.Object) int {
+	switch l := obj.(type) {
+	case *tableStream:
+		return l.n
+	case *itemList:
+		return len(l.Items)
+	}
+	return meta.LenList(obj)
 }
 
 // responseBuffers hold an object's encoding from the encoder to the
