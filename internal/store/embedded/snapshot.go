@@ -100,7 +100,8 @@ func VerifySnapshot(path string) (int64, error) {
 
 // SnapshotRevision returns the revision of etcd's keyspace that the
 // snapshot file at path holds: the main revision of the last key in its
-// key bucket, as `etcdutl snapshot status` reports it. It reads only the
+// key bucket, as `etcdutl snapshot status` reports it (0 for a member
+// that was never written to, as it does too). It reads only the
 // pages on the way to that key. etcdutl's status reads every page to
 // hash them: a second at 222 MB, and, since bbolt maps the file, as much
 // resident memory as the file is large while it runs.
@@ -122,10 +123,13 @@ func SnapshotRevision(path string) (int64, error) {
 			return errors.New("it has no key bucket")
 		}
 		k, _ := b.Cursor().Last()
-		if len(k) < 8 {
-			return errors.New("its key bucket is empty")
+		switch {
+		case k == nil: // no revision yet
+		case len(k) < 8:
+			return fmt.Errorf("its last key, %x, is not a revision", k)
+		default:
+			rev = int64(binary.BigEndian.Uint64(k[:8]))
 		}
-		rev = int64(binary.BigEndian.Uint64(k[:8]))
 		return nil
 	})
 	if err != nil {
