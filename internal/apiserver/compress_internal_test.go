@@ -10,6 +10,7 @@ import (
 	goruntime "runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/leakcheck"
 )
@@ -65,31 +66,78 @@ func TestParallelGzip(t *testing.T) {
 	}
 }
 
-// TestParallelGzipStopsAtRelease: when the client goes mid-list, release
-// returns only once the writer's goroutines are done, so that none writes
-// to the response after the handler has returned.
+// TestParallelGzipStopsAtRelease: when a list stops part way, because the
+// client went or because an item could not be encoded, release returns
+// only once pgzip's goroutines are done with the response: none may write
+// to it after the handler has returned (net/http's HTTP/2 response then
+// panics, and the process with it).
 func TestParallelGzipStopsAtRelease(t *testing.T) {
 	if goruntime.GOMAXPROCS(0) == 1 {
 		t.Skip("GOMAXPROCS is 1: nothing is gzipped in parallel")
 	}
+	// The client goes: the list ends with the response's error.
 	list := leaseList(agentLeases(20000))
 	w := &failingResponse{failingWriter: failingWriter{n: 200 << 10}, h: http.Header{}}
 	if err := writeGzippedList(w, list, true); !errors.Is(err, errClientGone) {
 		t.Errorf("got %v, want the response's error", err)
 	}
-	w.done.Store(true)
-	if leaked := leakcheck.Leaked(0, "pgzip"); leaked != "" {
+	if leaked := leakcheck.Leaked(5*time.Second, "pgzip"); leaked != "" {
 		t.Fatalf("still gzipping after release:\n%s", leaked)
 	}
-	// Another list through the same pool: a writer the first one left
-	// running would write to w now.
-	g2 := newGzipResponse(&discardResponse{h: http.Header{}}, http.StatusOK, true)
-	g2.Write(make([]byte, gzipThreshold+1))
-	g2.Close()
-	g2.release()
-	if n := w.late.Load(); n > 0 {
-		t.Errorf("%d writes to the response after release", n)
+
+	// The list fails while pgzip's writer is still sending a block (held
+	// in Write here): release waits for it.
+	held := &heldResponse{h: http.Header{}, entered: make(chan struct{}), proceed: make(chan struct{}), left: make(chan struct{})}
+	releasing, released := make(chan struct{}), make(chan struct{})
+	go func() { // the handler
+		g := newGzipResponse(held, http.StatusOK, true)
+		// Three blocks of 1 MiB: the first is sent, the others queue.
+		g.Write(bytes.Repeat([]byte("lease "), 3<<20/6))
+		close(releasing)
+		g.release() // as writeObject's deferred release, the encoding having failed
+		held.released.Store(true)
+		close(released)
+	}()
+	<-held.entered
+	<-releasing
+	for range 1000 {
+		goruntime.Gosched() // a release that did not wait would be done by now
 	}
+	close(held.proceed)
+	<-released
+	<-held.left
+	if n := held.late.Load(); n > 0 {
+		t.Errorf("%d writes to the response were still under way when release returned", n)
+	}
+}
+
+// heldResponse holds its second write (pgzip's first block, after the
+// header) until proceed is closed, and counts the writes that return after
+// released is set; left is closed when the held write returns.
+type heldResponse struct {
+	h                http.Header
+	writes           atomic.Int64
+	entered, proceed chan struct{}
+	left             chan struct{}
+	released         atomic.Bool
+	late             atomic.Int64
+}
+
+func (r *heldResponse) Header() http.Header { return r.h }
+func (r *heldResponse) WriteHeader(int)     {}
+func (r *heldResponse) Write(p []byte) (int, error) {
+	n := r.writes.Add(1)
+	if n == 2 {
+		close(r.entered)
+		<-r.proceed
+	}
+	if r.released.Load() {
+		r.late.Add(1)
+	}
+	if n == 2 {
+		close(r.left)
+	}
+	return len(p), nil
 }
 
 type bufferResponse struct {
@@ -101,20 +149,11 @@ func (r *bufferResponse) Header() http.Header         { return r.h }
 func (r *bufferResponse) WriteHeader(int)             {}
 func (r *bufferResponse) Write(p []byte) (int, error) { return r.b.Write(p) }
 
-// failingResponse is a failingWriter as a response, which counts writes
-// after done.
+// failingResponse is a failingWriter as a response.
 type failingResponse struct {
 	failingWriter
-	h    http.Header
-	done atomic.Bool
-	late atomic.Int64
+	h http.Header
 }
 
 func (r *failingResponse) Header() http.Header { return r.h }
 func (r *failingResponse) WriteHeader(int)     {}
-func (r *failingResponse) Write(p []byte) (int, error) {
-	if r.done.Load() {
-		r.late.Add(1)
-	}
-	return r.failingWriter.Write(p)
-}
