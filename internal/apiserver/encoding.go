@@ -178,6 +178,13 @@ func encodeTo(w io.Writer, e encoding, obj runtime.Object, gv schema.GroupVersio
 		if e.info.MediaType == mediaJSON && !e.pretty {
 			return writeTableJSON(w, ts)
 		}
+		if e.info.MediaType == mediaJSON {
+			iw := &indentWriter{w: w}
+			if err := writeTableJSON(iw, ts); err != nil {
+				return err
+			}
+			return iw.flush()
+		}
 		t, err := ts.table()
 		if err != nil {
 			return err

@@ -235,3 +235,88 @@ func writeTableJSON(w io.Writer, ts *tableStream) error {
 	_, err := w.Write(buf.Bytes())
 	return err
 }
+
+// indentWriter indents the compact JSON written to it as it comes, the way
+// json.Indent does with no prefix and two spaces: json.MarshalIndent's
+// layout, which is the JSON serializer's pretty form (for curl, and for
+// ?pretty=true). writeTableJSON's output goes through it, so that an
+// indented Table is a stream too rather than a whole Table marshalled and
+// then indented in memory (for 100 000 leases, 83 MB compact, and 2 to 4
+// s). Whitespace outside strings is dropped, as the serializer's pretty
+// form ends without the newline its compact form ends with. The input must
+// be valid JSON, as writeTableJSON's is.
+type indentWriter struct {
+	w                             io.Writer
+	buf                           []byte
+	depth                         int
+	inString, escaped, needIndent bool
+}
+
+func (iw *indentWriter) Write(p []byte) (int, error) {
+	for _, c := range p {
+		if iw.inString {
+			iw.buf = append(iw.buf, c)
+			switch {
+			case iw.escaped:
+				iw.escaped = false
+			case c == '\\':
+				iw.escaped = true
+			case c == '"':
+				iw.inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		// An object or array is opened on its line and its first element
+		// goes on the next, unless it is empty: {} and [] stay whole.
+		if iw.needIndent && c != '}' && c != ']' {
+			iw.needIndent = false
+			iw.depth++
+			iw.newline()
+		}
+		switch c {
+		case '"':
+			iw.inString = true
+			iw.buf = append(iw.buf, c)
+		case '{', '[':
+			iw.needIndent = true
+			iw.buf = append(iw.buf, c)
+		case ',':
+			iw.buf = append(iw.buf, c)
+			iw.newline()
+		case ':':
+			iw.buf = append(iw.buf, ':', ' ')
+		case '}', ']':
+			if iw.needIndent {
+				iw.needIndent = false
+			} else {
+				iw.depth--
+				iw.newline()
+			}
+			iw.buf = append(iw.buf, c)
+		default:
+			iw.buf = append(iw.buf, c)
+		}
+	}
+	if len(iw.buf) >= streamBuffer {
+		return len(p), iw.flush()
+	}
+	return len(p), nil
+}
+
+func (iw *indentWriter) newline() {
+	iw.buf = append(iw.buf, '\n')
+	for range iw.depth {
+		iw.buf = append(iw.buf, ' ', ' ')
+	}
+}
+
+// flush writes out what is indented so far.
+func (iw *indentWriter) flush() error {
+	_, err := iw.w.Write(iw.buf)
+	iw.buf = iw.buf[:0]
+	return err
+}

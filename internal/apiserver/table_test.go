@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ import (
 // tableBoth returns tbl as the server writes it in JSON, its rows made as
 // it is written (a tableStream, writeTableJSON), and as the JSON serializer
 // writes the whole Table. It also checks that the server writes it in YAML
-// as the YAML serializer does.
+// as the YAML serializer does, and in indented JSON (curl's, ?pretty=true)
+// as the pretty serializer does.
 func tableBoth(t testing.TB, tbl *metav1.Table) (got, want []byte) {
 	t.Helper()
 	head := *tbl
@@ -42,7 +44,53 @@ func tableBoth(t testing.TB, tbl *metav1.Table) (got, want []byte) {
 		}
 		got, want = server.Bytes(), serializer.Bytes()
 	}
+	info, _ := serializerFor(mediaJSON)
+	var server, serializer bytes.Buffer
+	serverErr := encodeTo(&server, encoding{info: info, mediaType: mediaJSON, pretty: true}, ts, metaV1)
+	serializerErr := info.PrettySerializer.Encode(&typed, &serializer)
+	if serverErr != nil || serializerErr != nil {
+		t.Fatalf("indented: the server's error %v, the serializer's %v", serverErr, serializerErr)
+	}
+	if !bytes.Equal(server.Bytes(), serializer.Bytes()) {
+		t.Errorf("indented: %d bytes differ from the pretty serializer's %d:\n got %.3000s\nwant %.3000s", server.Len(), serializer.Len(), server.Bytes(), serializer.Bytes())
+	}
 	return got, want
+}
+
+// FuzzIndentWriter: any valid JSON, compacted and written in pieces of any
+// size, comes out of indentWriter as json.Indent indents it.
+func FuzzIndentWriter(f *testing.F) {
+	f.Add([]byte(`{"a":[1,{},[],{"b":"c,:{}[]\"\\"}],"d":null}`), uint8(3))
+	f.Add([]byte(`[ ]`), uint8(1))
+	f.Add([]byte(`"x"`), uint8(0))
+	f.Fuzz(func(t *testing.T, in []byte, piece uint8) {
+		if !json.Valid(in) {
+			return
+		}
+		var compact, want bytes.Buffer
+		if err := json.Compact(&compact, in); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Indent(&want, compact.Bytes(), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		iw := &indentWriter{w: &got}
+		src := append(compact.Bytes(), '\n') // as writeTableJSON ends
+		for len(src) > 0 {
+			n := min(len(src), int(piece)+1)
+			if _, err := iw.Write(src[:n]); err != nil {
+				t.Fatal(err)
+			}
+			src = src[n:]
+		}
+		if err := iw.flush(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("%q:\n got %s\nwant %s", in, got.Bytes(), want.Bytes())
+		}
+	})
 }
 
 // sampleTable is a Table of leases and nodes whose strings are s, with rows
