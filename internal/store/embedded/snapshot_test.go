@@ -60,19 +60,7 @@ func TestSnapshotRestore(t *testing.T) {
 	// The member's own stream, which the server serves, is what etcd's
 	// call streams: the database, then its SHA-256.
 	path := filepath.Join(dir, "snap.db")
-	rc, err = e.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(f, rc); err != nil {
-		t.Fatal(err)
-	}
-	rc.Close()
-	f.Close()
+	saveSnapshot(t, e, path)
 	// Written after the snapshot: not in the restored member.
 	if _, err := e.Client().Put(ctx, "/registry/leases/default/later", "x"); err != nil {
 		t.Fatal(err)
@@ -202,20 +190,8 @@ func TestSnapshotOfAnEmptyMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := e.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(dir, "snap.db")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(f, rc); err != nil {
-		t.Fatal(err)
-	}
-	rc.Close()
-	f.Close()
+	saveSnapshot(t, e, path)
 	e.Close()
 	if _, err := VerifySnapshot(path); err != nil {
 		t.Fatalf("VerifySnapshot: %v", err)
@@ -234,5 +210,23 @@ func TestSnapshotOfAnEmptyMember(t *testing.T) {
 	defer e.Close()
 	if _, err := e.Client().Put(ctx, "/registry/leases/default/a", "v"); err != nil {
 		t.Errorf("writing to the restored member: %v", err)
+	}
+}
+
+// saveSnapshot writes e's snapshot stream to path.
+func saveSnapshot(t *testing.T, e *Etcd, path string) {
+	t.Helper()
+	rc, err := e.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, rc); err != nil {
+		t.Fatal(err)
 	}
 }
