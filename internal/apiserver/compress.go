@@ -44,11 +44,10 @@ var gzipWriters = sync.Pool{New: func() any {
 
 // parallelGzipItems is how many items (or a Table's rows) a list needs for
 // its response to be gzipped on every core rather than on the handler's
-// goroutine alone.
-// A list of 100 000 node leases is 50 MB of protobuf, which one core gzips
-// in 150-180 ms; on two, in blocks of 1 MiB, in 90-100 ms, no larger
-// (BenchmarkGzippedProtobufList). A page of 500 is one block or less, and
-// stays on one core. A variable for the tests.
+// goroutine alone. A list of 100 000 node leases is 50 MB of protobuf,
+// which one core gzips in 150-180 ms, and two, in blocks of 1 MiB, in
+// 90-100 ms, no larger (BenchmarkGzippedProtobufList). A page of 500 is
+// one block or less, and stays on one core. A variable for the tests.
 var parallelGzipItems = 4096
 
 // parallelGzipWriters are klauspost/pgzip's, at gzipWriters' level. Each
