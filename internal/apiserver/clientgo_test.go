@@ -815,6 +815,17 @@ func testResourceVersionMatch(t *testing.T, e *cgEnv) {
 	if err != nil || len(fresh.Items) != 1 || *fresh.Items[0].Spec.HolderIdentity != "new" {
 		t.Errorf("NotOlderThan %s: got %v %v, want the new holder", l2.ResourceVersion, fresh, err)
 	}
+	// NotOlderThan a revision, with a limit: in pages, as kube-apiserver
+	// serves it (only at "0" does its cache ignore the limit).
+	if _, err := e.leases.Create(ctx, newLease("rv2", "h"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := e.leases.List(ctx, metav1.ListOptions{ResourceVersion: rv1, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 1})
+	if err != nil || len(page.Items) != 1 || page.Continue == "" {
+		t.Errorf("NotOlderThan %s, limit 1: got %v, want one lease and a continue token", rv1, err)
+	} else if rest, err := e.leases.List(ctx, metav1.ListOptions{Continue: page.Continue}); err != nil || len(rest.Items) != 1 || rest.Items[0].Name == page.Items[0].Name {
+		t.Errorf("the next page: got %v", err)
+	}
 	if _, err := e.leases.List(ctx, metav1.ListOptions{ResourceVersion: "0", ResourceVersionMatch: metav1.ResourceVersionMatchExact}); !apierrors.IsInvalid(err) {
 		t.Errorf("Exact with resourceVersion 0: got %v, want Invalid", err)
 	}

@@ -302,6 +302,8 @@ func TestErrorStatus(t *testing.T) {
 			code: 400, reason: metav1.StatusReasonBadRequest},
 		{name: "continue token of valid base64 but bad content", method: "GET", path: base + "?limit=1&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MH0",
 			code: 400, reason: metav1.StatusReasonBadRequest},
+		{name: "continue with a resourceVersion", method: "GET", path: base + "?limit=1&resourceVersion=5&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MH0",
+			code: 400, reason: metav1.StatusReasonBadRequest, message: "specifying resource version is not allowed when using continue"},
 		{name: "unknown field selector on list", method: "GET", path: base + "?fieldSelector=spec.holderIdentity%3Dx",
 			code: 400, reason: metav1.StatusReasonBadRequest, message: "field label not supported: spec.holderIdentity"},
 		{name: "unknown field selector on watch", method: "GET", path: base + "?watch=true&fieldSelector=spec.holderIdentity%3Dx",

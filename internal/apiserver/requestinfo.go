@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/leasehold/leasehold/internal/registry"
@@ -26,7 +29,9 @@ type requestInfo struct {
 	resource        string
 	namespace       string
 	name            string
-	subresource     string
+	// named: the name is the path's, not a list's field selector's.
+	named       bool
+	subresource string
 	// query is the URL query, parsed once for every use the request makes
 	// of it; nil when the request is not for a resource.
 	query url.Values
@@ -78,17 +83,25 @@ func parseRequest(r *http.Request) requestInfo {
 		}
 	}
 	info.resourceRequest = true
+	info.named = info.name != ""
 	info.query = r.URL.Query()
-	isWatch := watchPath || info.query.Get("watch") == "true" || info.query.Get("watch") == "1"
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		switch {
-		case isWatch:
+		case watchPath:
 			info.verb = "watch"
-		case info.name == "":
-			info.verb = "list"
-		default:
+		case info.name != "":
+			// As kube-apiserver: ?watch on an object's own path is a get.
 			info.verb = "get"
+		default:
+			info.verb = "list"
+			if queryBool(info.query, "watch") {
+				info.verb = "watch"
+			}
+			// A list or watch of one name asks for that object: RBAC's
+			// resourceNames and the audit log see its name, as
+			// kube-apiserver's request info gives it.
+			info.name = selectedName(info.query)
 		}
 	case http.MethodPost:
 		info.verb = "create"
@@ -106,6 +119,31 @@ func parseRequest(r *http.Request) requestInfo {
 		info.verb = strings.ToLower(r.Method)
 	}
 	return info
+}
+
+// queryBool reads a boolean query parameter as apimachinery's parameter
+// codec does: present with any first value but "0" or "false" (of any
+// case) is true.
+func queryBool(q url.Values, key string) bool {
+	v := q[key]
+	var b bool
+	_ = runtime.Convert_Slice_string_To_bool(&v, &b, nil) // it never fails
+	return b
+}
+
+// selectedName returns the name a list's field selector asks for exactly
+// (metadata.name=N), or "" for none, an invalid selector, or a name no
+// path could hold.
+func selectedName(q url.Values) string {
+	sel, err := fields.ParseSelector(q.Get("fieldSelector"))
+	if err != nil {
+		return ""
+	}
+	name, ok := sel.RequiresExactMatch("metadata.name")
+	if !ok || len(path.IsValidPathSegmentName(name)) > 0 {
+		return ""
+	}
+	return name
 }
 
 // lookup finds the registered resource the request is about.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -119,7 +120,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 	}
 	req := &request{w: w, r: r, ctx: r.Context(), info: info, res: res, kind: s.kinds[res], gr: res.GroupResource()}
 	switch {
-	case res.Namespaced && info.namespace == "" && info.verb != "list" && info.verb != "watch" && info.verb != "deletecollection" && !(res.Virtual && info.verb == "create"),
+	case res.Namespaced && info.namespace == "" && (info.named || info.verb != "list" && info.verb != "watch" && info.verb != "deletecollection") && !(res.Virtual && info.verb == "create"),
 		!res.Namespaced && info.namespace != "",
 		info.subresource != "" && !slices.ContainsFunc(subresources(res), func(sr subresource) bool { return sr.name == info.subresource }):
 		s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")
@@ -216,66 +217,34 @@ func (s *Server) get(req *request) error {
 	return s.respond(req, http.StatusOK, obj)
 }
 
-// listOptions decodes and checks list and watch parameters as
-// kube-apiserver does.
+// listOptions decodes, defaults and checks list and watch parameters as
+// kube-apiserver does, with the WatchList feature on (its default since
+// 1.34): a watch from "" or "0" sends its initial events as a watch-list
+// does. A request for one name (a watch on an object's path, or a field
+// selector of metadata.name) selects that name alone.
 func listOptions(req *request) (*metainternalversion.ListOptions, error) {
 	opts := &metainternalversion.ListOptions{}
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.info.query, metav1.SchemeGroupVersion, opts); err != nil {
 		return nil, badRequest("%v", err)
 	}
-	errs := validateListOptions(opts)
-	if len(errs) > 0 {
+	if req.info.verb == "watch" {
+		// The /watch/ path prefix is a watch whatever ?watch says.
+		opts.Watch = true
+	}
+	metainternalversion.SetListOptionsDefaults(opts, true)
+	if errs := metainternalversionvalidation.ValidateListOptions(opts, true); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
+	if name := req.info.name; name != "" {
+		if opts.FieldSelector != nil && !opts.FieldSelector.Empty() {
+			if selected, ok := opts.FieldSelector.RequiresExactMatch("metadata.name"); !ok || selected != name {
+				return nil, badRequest("fieldSelector metadata.name doesn't match requested name")
+			}
+		} else {
+			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name)
+		}
+	}
 	return opts, nil
-}
-
-// validateListOptions applies kube-apiserver's rules, which differ for
-// lists and watches.
-func validateListOptions(opts *metainternalversion.ListOptions) field.ErrorList {
-	var errs field.ErrorList
-	match := opts.ResourceVersionMatch
-	matchPath := field.NewPath("resourceVersionMatch")
-	if opts.Continue != "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-		errs = append(errs, field.Forbidden(field.NewPath("resourceVersion"), "specifying resource version is not allowed when using continue"))
-	}
-	if match != "" && opts.Continue != "" {
-		errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch is forbidden when continue is provided"))
-	}
-	if opts.Watch {
-		if opts.SendInitialEvents != nil {
-			if match != metav1.ResourceVersionMatchNotOlderThan {
-				errs = append(errs, field.Forbidden(matchPath, "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
-			}
-			if *opts.SendInitialEvents && !opts.AllowWatchBookmarks {
-				errs = append(errs, field.Forbidden(field.NewPath("allowWatchBookmarks"), "allowWatchBookmarks must be set to true when sendInitialEvents is true"))
-			}
-		}
-		if match != "" {
-			if opts.SendInitialEvents == nil {
-				errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
-			}
-			if match != metav1.ResourceVersionMatchNotOlderThan {
-				errs = append(errs, field.NotSupported(matchPath, match, []string{string(metav1.ResourceVersionMatchNotOlderThan)}))
-			}
-		}
-		return errs
-	}
-	if match != "" {
-		if opts.ResourceVersion == "" {
-			errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch is forbidden unless resourceVersion is provided"))
-		}
-		if match != metav1.ResourceVersionMatchExact && match != metav1.ResourceVersionMatchNotOlderThan {
-			errs = append(errs, field.NotSupported(matchPath, match, []string{string(metav1.ResourceVersionMatchExact), string(metav1.ResourceVersionMatchNotOlderThan), ""}))
-		}
-		if match == metav1.ResourceVersionMatchExact && opts.ResourceVersion == "0" {
-			errs = append(errs, field.Forbidden(matchPath, "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""))
-		}
-	}
-	if opts.SendInitialEvents != nil {
-		errs = append(errs, field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for list"))
-	}
-	return errs
 }
 
 // filter returns the predicate of a label and field selector, or nil when
@@ -314,6 +283,10 @@ func (s *Server) list(req *request) error {
 	pred, err := filter(req.res, opts.LabelSelector, opts.FieldSelector)
 	if err != nil {
 		return err
+	}
+	if opts.Continue != "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+		// kube-apiserver's storage refuses it, after the options' checks.
+		return badRequest("specifying resource version is not allowed when using continue")
 	}
 	result, err := req.kind.List(req.ctx, store.ListOptions{
 		Namespace: req.info.namespace, ResourceVersion: opts.ResourceVersion, Match: opts.ResourceVersionMatch,

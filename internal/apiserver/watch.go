@@ -131,7 +131,7 @@ func (ew *eventWriter) stream(w *store.Watch, opts *metainternalversion.ListOpti
 			return
 		}
 	}
-	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents && opts.AllowWatchBookmarks {
 		bm := req.res.New()
 		m, _ := meta.Accessor(bm)
 		m.SetResourceVersion(strconv.FormatInt(w.InitialRV, 10))

@@ -132,6 +132,10 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 // filling, from etcd at the latest revision, as kube-apiserver does.
 func (k *Kind) listNotOlderThan(ctx context.Context, opts ListOptions, minRV int64) (*ListResult, error) {
 	if c := k.filledCache(); c != nil {
+		if opts.Limit > 0 && opts.ResourceVersion != "0" {
+			// kube-apiserver's cache ignores a limit only at "0".
+			return c.listPaged(ctx, opts, minRV)
+		}
 		return c.list(ctx, opts, minRV)
 	}
 	res, err := k.listEtcd(ctx, opts, 0, k.Prefix(opts.Namespace))

@@ -112,6 +112,10 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 	c.mu.Lock()
 	out := &Watch{Events: w.ch}
 	var state []entry // the initial state, made into events once unlocked
+	if rv == "0" && !initial {
+		// From any revision, without the objects as they are: from now.
+		minRV = c.rv
+	}
 	switch {
 	case initial:
 		state = slices.Clone(keyRange(c.orderedLocked(), w.prefix))
