@@ -207,6 +207,21 @@ func (s *Server) admit(req *request, obj, cur runtime.Object) error {
 	return nil
 }
 
+// authorizeCreateOnUpdate: a PUT that creates its object is allowed to
+// update it, and must be allowed to create it too, as kube-apiserver asks.
+func (s *Server) authorizeCreateOnUpdate(req *request) error {
+	u := auth.UserFrom(req.ctx)
+	if u == nil {
+		return nil
+	}
+	a := attributesFor(req.info, u, req.r)
+	a.Verb = "create"
+	if ok, reason := s.authorize(req.ctx, a); !ok {
+		return forbiddenAttrs(a, reason)
+	}
+	return nil
+}
+
 // checksEscalation says whether RBAC objects are guarded: only when RBAC
 // decides.
 func (s *Server) checksEscalation() bool {

@@ -160,8 +160,10 @@ func TestErrorStatus(t *testing.T) {
 		// 404.
 		{name: "get missing lease", method: "GET", path: base + "/missing",
 			code: 404, reason: metav1.StatusReasonNotFound, message: `leases.coordination.k8s.io "missing" not found`, details: leaseGR("missing")},
-		{name: "update missing lease", method: "PUT", path: base + "/missing", contentType: "application/json", body: leaseBody("missing", "", ""),
-			code: 404, reason: metav1.StatusReasonNotFound, message: `leases.coordination.k8s.io "missing" not found`, details: leaseGR("missing")},
+		// A PUT of a missing Lease creates it, as in kube-apiserver; not of
+		// a missing Node.
+		{name: "update missing node", method: "PUT", path: "/api/v1/nodes/missing", contentType: "application/json", body: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"missing"}}`,
+			code: 404, reason: metav1.StatusReasonNotFound, message: `nodes "missing" not found`, details: &metav1.StatusDetails{Name: "missing", Kind: "nodes"}},
 		{name: "merge patch of missing lease", method: "PATCH", path: base + "/missing", contentType: "application/merge-patch+json", body: `{}`,
 			code: 404, reason: metav1.StatusReasonNotFound, message: `leases.coordination.k8s.io "missing" not found`, details: leaseGR("missing")},
 		{name: "delete missing lease", method: "DELETE", path: base + "/missing",

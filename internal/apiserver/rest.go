@@ -678,6 +678,9 @@ func (s *Server) update(req *request) error {
 		}
 		if cur == nil {
 			created = true
+			if err := s.authorizeCreateOnUpdate(req); err != nil {
+				return nil, err
+			}
 			if err := s.namespaceAccepts(req); err != nil {
 				return nil, err
 			}

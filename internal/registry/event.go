@@ -45,6 +45,7 @@ var Events = &Resource{
 	ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
 		return ValidateEvent(obj.(*corev1.Event))
 	},
+	AllowCreateOnUpdate:      true,
 	AllowUnconditionalUpdate: true,
 	OwnColumns:               true,
 	Columns:                  eventColumns,
@@ -85,6 +86,7 @@ var EventsV1 = &Resource{
 	ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
 		return ValidateEventV1Update(obj.(*eventsv1.Event), old.(*eventsv1.Event))
 	},
+	AllowCreateOnUpdate:      true,
 	AllowUnconditionalUpdate: true,
 	OwnColumns:               true,
 	Columns:                  eventColumns,

@@ -27,6 +27,7 @@ var Leases = &Resource{
 	NewList:                  func() runtime.Object { return &coordinationv1.LeaseList{} },
 	Validate:                 func(obj runtime.Object) field.ErrorList { return ValidateLease(obj.(*coordinationv1.Lease)) },
 	ValidateUpdate:           func(obj, _ runtime.Object) field.ErrorList { return ValidateLease(obj.(*coordinationv1.Lease)) },
+	AllowCreateOnUpdate:      true,
 	AllowUnconditionalUpdate: true,
 	ChangedFields:            leaseChangedFields,
 	SharedStrings:            leaseSharedStrings,

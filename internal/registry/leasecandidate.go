@@ -36,6 +36,7 @@ var LeaseCandidates = &Resource{
 		errs := validateLeaseCandidate(c)
 		return append(errs, apivalidation.ValidateImmutableField(c.Spec.LeaseName, o.Spec.LeaseName, field.NewPath("spec", "leaseName"))...)
 	},
+	AllowCreateOnUpdate:      true,
 	AllowUnconditionalUpdate: true,
 	Columns: []metav1.TableColumnDefinition{
 		{Name: "LeaseName", Type: "string", Description: coordinationv1beta1.LeaseCandidateSpec{}.SwaggerDoc()["leaseName"]},
