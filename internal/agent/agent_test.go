@@ -631,6 +631,73 @@ func TestReregistersDeletedNode(t *testing.T) {
 	}
 }
 
+// createsOnUpdate makes c create a missing Lease on its update, with a
+// fresh uid, as a server does since a PUT of a missing Lease creates it.
+func createsOnUpdate(c *fake.Clientset) {
+	c.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, k8sruntime.Object, error) {
+		u := action.(k8stesting.UpdateAction)
+		l := u.GetObject().(*coordinationv1.Lease)
+		if _, err := c.Tracker().Get(leasesGVR, u.GetNamespace(), l.Name); !apierrors.IsNotFound(err) {
+			return false, nil, nil
+		}
+		created := l.DeepCopy()
+		created.UID, created.ResourceVersion = types.UID("put-"+string(l.UID)), ""
+		if err := c.Tracker().Create(leasesGVR, created, u.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, created, nil
+	})
+}
+
+func TestDeletedLeaseCreatedByTheRenewal(t *testing.T) {
+	c := newClient()
+	createsOnUpdate(c)
+	h := start(t, c)
+	h.expectWait(10 * time.Second)
+	uid := h.node(c).UID
+	old := h.lease(c).UID
+	if err := c.Tracker().Delete(leasesGVR, corev1.NamespaceNodeLease, nodeName); err != nil {
+		t.Fatal(err)
+	}
+	calls(c)
+	h.resume()
+	h.expectWait(10 * time.Second)
+	// The Node it names is still there: nothing more to do.
+	expectCalls(t, c, "update leases", "get nodes")
+	l := h.lease(c)
+	if l.UID == old {
+		t.Fatalf("the lease kept its uid %s", old)
+	}
+	checkLease(t, l, uid, t0.Add(10*time.Second))
+}
+
+func TestDeletedNodeAndLeaseCreatedByTheRenewal(t *testing.T) {
+	// What the garbage collector does after `kubectl delete node`, against
+	// a server whose PUT creates the missing Lease: the renewal creates it
+	// owned by the deleted Node; the agent registers the Node again and
+	// renews at once, owned by the new one.
+	c := newClient()
+	createsOnUpdate(c)
+	h := start(t, c)
+	h.expectWait(10 * time.Second)
+	oldUID := h.node(c).UID
+	if err := c.Tracker().Delete(nodesGVR, "", nodeName); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Tracker().Delete(leasesGVR, corev1.NamespaceNodeLease, nodeName); err != nil {
+		t.Fatal(err)
+	}
+	calls(c)
+	h.resume()
+	h.expectWait(10 * time.Second)
+	expectCalls(t, c, "update leases", "get nodes", "create nodes", "update leases")
+	n := h.node(c)
+	if n.UID == oldUID {
+		t.Fatalf("got node uid %s, want a new one", n.UID)
+	}
+	checkLease(t, h.lease(c), n.UID, t0.Add(10*time.Second))
+}
+
 func TestReregistersDeletedNodeWithoutGC(t *testing.T) {
 	// With no garbage collector the lease outlives its Node: the agent finds
 	// out when it next posts the node status, registers the Node again and

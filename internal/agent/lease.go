@@ -14,7 +14,9 @@ import (
 
 // renewLease writes the node's Lease with a fresh renewTime, starting from
 // the cached copy. It reads the lease only when it has no copy or the copy
-// is stale (Conflict), and recreates it when it is gone (NotFound).
+// is stale (Conflict), and recreates it when it is gone: a server that
+// answers NotFound, or one that creates a missing Lease on the PUT, as
+// kube-apiserver does.
 func (a *Agent) renewLease(ctx context.Context, c kubernetes.Interface) error {
 	leases := c.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	for attempt := 0; ; attempt++ {
@@ -33,6 +35,22 @@ func (a *Agent) renewLease(ctx context.Context, c kubernetes.Interface) error {
 		a.setLease(l)
 		got, err := leases.Update(ctx, l, metav1.UpdateOptions{})
 		switch {
+		case err == nil && got.UID != l.UID:
+			// The lease was gone, and the renewal created it again. Its
+			// owner is the Node as the agent last saw it; if that Node is
+			// gone too, the agent registers it again and renews at once,
+			// so that the lease names the new one.
+			a.log.Warn("node lease was deleted, the renewal created it again")
+			a.lease = got
+			a.metrics.leaseCreations.Inc()
+			owner := a.node.UID
+			if err := a.confirmNode(ctx, c); err != nil {
+				return err
+			}
+			if a.node.UID == owner {
+				a.metrics.renewals.Inc()
+				return nil
+			}
 		case err == nil:
 			a.lease = got
 			a.metrics.renewals.Inc()
