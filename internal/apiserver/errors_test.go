@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -295,9 +296,13 @@ func TestErrorStatus(t *testing.T) {
 
 		// 410.
 		{name: "watch from a compacted revision", method: "GET", path: base + "?watch=true&resourceVersion=" + compacted, watch: true,
-			code: 410, reason: metav1.StatusReasonExpired},
+			code: 410, reason: metav1.StatusReasonExpired, message: "The resourceVersion for the provided watch is too old."},
+		{name: "continue of a list at a compacted revision", method: "GET",
+			path: base + "?limit=1&continue=" + base64.RawURLEncoding.EncodeToString([]byte(`{"v":"meta.k8s.io/v1","rv":`+compacted+`,"start":"default/existing\u0000"}`)),
+			code: 410, reason: metav1.StatusReasonExpired,
+			message: "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."},
 		{name: "exact list at a compacted revision", method: "GET", path: base + "?resourceVersionMatch=Exact&resourceVersion=" + compacted,
-			code: 410, reason: metav1.StatusReasonExpired},
+			code: 410, reason: metav1.StatusReasonExpired, message: "The resourceVersion for the provided list is too old."},
 
 		// 400: list and watch parameters.
 		{name: "bad continue token", method: "GET", path: base + "?limit=1&continue=not-a-token",

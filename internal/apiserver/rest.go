@@ -293,8 +293,13 @@ func (s *Server) list(req *request) error {
 		Limit: opts.Limit, Continue: opts.Continue, Filter: pred,
 	})
 	if err != nil {
-		if errors.Is(err, store.ErrCompacted) && opts.Continue != "" {
-			return apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+		if errors.Is(err, store.ErrCompacted) {
+			// kube-apiserver's words. It offers a token to go on at the
+			// latest revision only with the longer message that mentions it.
+			if opts.Continue != "" {
+				return apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+			}
+			return apierrors.NewResourceExpired("The resourceVersion for the provided list is too old.")
 		}
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,8 +79,8 @@ func (s *Server) watch(req *request) error {
 	stream := func(stop <-chan struct{}, flush func()) {
 		if werr != nil {
 			// As kube-apiserver: the stream opens and carries one ERROR
-			// event.
-			st := statusFor(werr, req.gr, "")
+			// event, in its words (werr is ErrCompacted).
+			st := &apierrors.NewResourceExpired("The resourceVersion for the provided watch is too old.").ErrStatus
 			st.Kind, st.APIVersion = "Status", "v1"
 			ew.writeRaw(watch.Error, st, coreV1)
 			flush()
