@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"runtime"
 	"testing"
 	"time"
 
@@ -26,10 +25,14 @@ import (
 func TestSnapshotIdle(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	// The fake etcd sends what the test puts in chunks, ends the snapshot
-	// when chunks is closed, and fails when its context ends.
+	// when chunks is closed, and fails when its context ends. The server
+	// sets its idle timer before it asks for the snapshot: called tells
+	// the test that the timer is there.
 	var chunks chan []byte
+	called := make(chan struct{}, 1)
 	s := apiservertest.Start(t, apiservertest.Options{Clock: clk, RequestTimeout: time.Minute,
 		Snapshot: func(ctx context.Context) (io.ReadCloser, error) {
+			called <- struct{}{}
 			pr, pw := io.Pipe()
 			in := chunks
 			go func() {
@@ -53,7 +56,8 @@ func TestSnapshotIdle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// get starts a GET of the snapshot; its func waits for the answer.
+	// get starts a GET of the snapshot and waits until the server has
+	// asked for it; its func waits for the answer.
 	get := func() func() *http.Response {
 		got := make(chan *http.Response, 1)
 		go func() {
@@ -63,6 +67,11 @@ func TestSnapshotIdle(t *testing.T) {
 			}
 			got <- resp
 		}()
+		select {
+		case <-called:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the server did not ask for the snapshot")
+		}
 		return func() *http.Response {
 			select {
 			case resp := <-got:
@@ -73,16 +82,13 @@ func TestSnapshotIdle(t *testing.T) {
 			}
 		}
 	}
-	// step waits for the server's idle timer, then moves the clock.
-	step := func(d time.Duration) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !clk.HasWaiters(); runtime.Gosched() {
-			if time.Now().After(deadline) {
-				t.Fatal("the server set no idle timer")
-			}
-		}
-		clk.Step(d)
-	}
+	// step moves the clock. The server's idle timer is set by then: before
+	// it asked for the snapshot (get), and again before it sent each chunk
+	// the test has read. Waiting for the clock to have waiters would not
+	// do: another of the server's timers waits on it from its start, and a
+	// loaded machine (CI's, running every package at once) stepped the
+	// clock before the snapshot's timer was set, which then never fired.
+	step := clk.Step
 
 	t.Run("never starts", func(t *testing.T) {
 		chunks = make(chan []byte)
