@@ -23,18 +23,22 @@ import (
 // field (so the object to store differs from cur).
 //
 // Usually the manager owns the fields already, and only its timestamp
-// moves. It does not when a field changes hands: an agent's first status
-// post after it created its Node with a status moves the heartbeats from
-// its entry for the main resource to a new one for status, and a lease
-// taken over by a new holder moves renewTime to the new holder's entry.
+// moves. It does not when a field changes hands, or had no owner: an
+// agent's first status post after it created its Node with a status gives
+// the heartbeats, which the creation left to no one (a write of a Node's
+// main resource owns none of its status), to a new entry for status, and a
+// lease taken over by a new holder moves renewTime to the new holder's
+// entry.
 //
 // Conditions, each of which sends the update down the full path:
 //   - the resource can list the fields an update changes (ChangedFields);
 //   - the request is for the main resource or its status, and names its
 //     manager (the field manager calls an unnamed one "unknown");
 //   - the client sent back the managed fields it read, or none;
-//   - every changed field is owned by exactly one entry, an Update entry of
-//     the request's API version;
+//   - every changed field is owned by one entry at most, an Update entry
+//     of the request's API version;
+//   - no changed field is one the write leaves as stored (a Node's status
+//     through the main resource, its spec through status);
 //   - no field went from set to unset (the resource's hook checks that);
 //   - when fields change hands, the result keeps within the field
 //     manager's limit of Update entries (it would merge the oldest).
@@ -49,6 +53,15 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 	paths, ok := req.res.ChangedFields(obj, cur)
 	if !ok {
 		return false, false
+	}
+	if kept := keptField(req.res, req.info.subresource); kept != "" {
+		for _, p := range paths {
+			if len(p) > 0 && p[0] == "f:"+kept {
+				// The write leaves it as stored, and the field manager
+				// gives it to no one.
+				return false, false
+			}
+		}
 	}
 	if len(paths) == 0 {
 		return true, false
@@ -81,7 +94,10 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 	moved := false
 	for _, o := range owners {
 		if o < 0 {
-			return false, false
+			// Owned by no one, as the heartbeats of a Node created with a
+			// status are: the manager gains it.
+			moved = true
+			continue
 		}
 		if o != mine {
 			if e := &nm.ManagedFields[o]; e.Operation != metav1.ManagedFieldsOperationUpdate || e.APIVersion != apiVersion {

@@ -29,7 +29,7 @@ import (
 func testFieldManager(tb testing.TB, res *registry.Resource, sub string) *managedfields.FieldManager {
 	tb.Helper()
 	fm, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(registry.Scheme),
-		registry.Scheme, registry.Scheme, registry.Scheme, res.GroupVersionKind(), res.GroupVersion, sub, nil)
+		registry.Scheme, registry.Scheme, registry.Scheme, res.GroupVersionKind(), res.GroupVersion, sub, resetFields(res, sub))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestHeartbeatManagedFields(t *testing.T) {
 		{"owner changes two owned fields", "agent", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &later; l.Spec.HolderIdentity = ptr.To("m") }, true},
 		{"nothing changes", "agent", func(*coordinationv1.Lease) {}, true},
 		{"renewal by another manager", "other", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &later }, true},
-		{"owner sets a field it does not own yet", "agent", func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To[int32](1) }, false},
+		{"owner sets a field no one owns yet", "agent", func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To[int32](1) }, true},
 		{"owner unsets a field", "agent", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }, false},
 		{"label change", "agent", func(l *coordinationv1.Lease) { l.Labels = map[string]string{"team": "b"} }, false},
 		{"field owned by a manager that owns others", "kubectl", func(l *coordinationv1.Lease) { l.Spec.RenewTime = &later }, true},
@@ -280,7 +280,8 @@ func TestNodeStatusHeartbeat(t *testing.T) {
 	}
 	posted := created.DeepCopy()
 	beat(posted, time.Minute)
-	// The first post moves the heartbeats to the agent's status entry.
+	// The first post gives the heartbeats, which the creation left to no
+	// one, to the agent's status entry.
 	base := status.UpdateNoErrors(created, posted, "agent").(*corev1.Node)
 
 	tests := []struct {
@@ -295,10 +296,10 @@ func TestNodeStatusHeartbeat(t *testing.T) {
 		{"nothing changes", "status", "agent", func(*corev1.Node) {}, true},
 		{"first status post, after creating the node with a status", "status", "agent", func(n *corev1.Node) { beat(n, 6*time.Minute) }, true},
 		{"status post by another manager", "status", "other", func(n *corev1.Node) { beat(n, 6*time.Minute) }, true},
-		// (The server keeps the stored status on such a write; this checks
-		// the bookkeeping only.)
-		{"heartbeat through the main resource, owned there", "", "agent", func(n *corev1.Node) { beat(n, 6*time.Minute) }, true},
-		{"heartbeat through the main resource, owned by the status", "", "agent", func(n *corev1.Node) { beat(n, 7*time.Minute) }, true},
+		// The server keeps the stored status on such a write, and the field
+		// manager gives the status to no one: the full path.
+		{"heartbeat through the main resource, after the creation", "", "agent", func(n *corev1.Node) { beat(n, 6*time.Minute) }, false},
+		{"heartbeat through the main resource, owned by the status", "", "agent", func(n *corev1.Node) { beat(n, 7*time.Minute) }, false},
 		{"Ready changes", "status", "agent", func(n *corev1.Node) {
 			beat(n, 6*time.Minute)
 			n.Status.Conditions[0].Status = corev1.ConditionFalse
@@ -320,7 +321,7 @@ func TestNodeStatusHeartbeat(t *testing.T) {
 			if tt.subresource == "" {
 				fm = main
 			}
-			if strings.HasSuffix(tt.name, "owned there") || strings.HasPrefix(tt.name, "first") {
+			if strings.HasSuffix(tt.name, "after the creation") || strings.HasPrefix(tt.name, "first") {
 				cur = created // the heartbeats are still the creation's
 			}
 			proposed := cur.DeepCopy()

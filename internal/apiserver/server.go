@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/lru"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/auth/audit"
@@ -165,6 +166,36 @@ type fieldManagerKey struct {
 	subresource string
 }
 
+// resetFields are what a write to the resource, or to its subresource
+// sub, leaves as stored, as kube-apiserver's strategies give them to its
+// field manager: a kind with a status subresource keeps its status on a
+// write of the main resource and its spec on a write of status. A manager
+// then owns none of what it could not change, so that an apply of status
+// conflicts with no one's apply of the whole object.
+func resetFields(r *registry.Resource, sub string) map[fieldpath.APIVersion]fieldpath.Filter {
+	kept := keptField(r, sub)
+	if kept == "" {
+		return nil
+	}
+	return map[fieldpath.APIVersion]fieldpath.Filter{
+		fieldpath.APIVersion(r.GroupVersion.String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie(kept))),
+	}
+}
+
+// keptField names the top-level field a write of r's subresource sub
+// leaves as stored ("" for none): status for the main resource of a kind
+// with a status subresource, spec for its status.
+func keptField(r *registry.Resource, sub string) string {
+	switch {
+	case !r.StatusSubresource:
+		return ""
+	case sub == "status":
+		return "spec"
+	default:
+		return "status"
+	}
+}
+
 // New validates cfg and returns a Server.
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil || cfg.Authenticator == nil {
@@ -255,7 +286,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		for _, sub := range subs {
 			fm, err := managedfields.NewDefaultFieldManager(typeConverter, registry.Scheme, registry.Scheme, registry.Scheme,
-				r.GroupVersionKind(), r.GroupVersion, sub, nil)
+				r.GroupVersionKind(), r.GroupVersion, sub, resetFields(r, sub))
 			if err != nil {
 				return nil, fmt.Errorf("field manager for %s: %w", r.Name, err)
 			}
