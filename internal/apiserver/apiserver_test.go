@@ -8,6 +8,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -120,14 +121,15 @@ func TestRenewalWritesUnchangedDoesNot(t *testing.T) {
 	}
 }
 
-// TestUnconditionalUpdatesRetry: updates without a resourceVersion that
-// race for one lease each lose compares in the store and are tried again
-// from the body as sent; every one succeeds with what it sent.
+// TestUnconditionalUpdatesRetry: updates without a resourceVersion (of a
+// kind that takes them, as a ClusterRole) that race for one object each
+// lose compares in the store and are tried again from the body as sent;
+// every one succeeds with what it sent.
 func TestUnconditionalUpdatesRetry(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{})
-	leases := s.Client(t, "application/vnd.kubernetes.protobuf").CoordinationV1().Leases("default")
+	roles := s.Client(t, "application/vnd.kubernetes.protobuf").RbacV1().ClusterRoles()
 	ctx := context.Background()
-	if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "raced"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := roles.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "raced"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const writers, each = 8, 5
@@ -136,10 +138,10 @@ func TestUnconditionalUpdatesRetry(t *testing.T) {
 		go func() {
 			for i := range each {
 				holder := fmt.Sprintf("w%d-%d", w, i)
-				got, err := leases.Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "raced"},
-					Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)}}, metav1.UpdateOptions{})
-				if err == nil && ptr.Deref(got.Spec.HolderIdentity, "") != holder {
-					err = fmt.Errorf("update of %s answered holder %v", holder, got.Spec.HolderIdentity)
+				got, err := roles.Update(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "raced",
+					Labels: map[string]string{"holder": holder}}}, metav1.UpdateOptions{})
+				if err == nil && got.Labels["holder"] != holder {
+					err = fmt.Errorf("update of %s answered holder %v", holder, got.Labels)
 				}
 				errs <- err
 			}

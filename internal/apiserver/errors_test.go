@@ -60,7 +60,7 @@ func TestErrorStatus(t *testing.T) {
 	}
 	stale := existing.ResourceVersion
 	existing.Spec.HolderIdentity = ptr.To("h2")
-	if _, err = leases.Update(ctx, existing, metav1.UpdateOptions{}); err != nil {
+	if existing, err = leases.Update(ctx, existing, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A revision that has left both the watch cache and etcd.
@@ -247,8 +247,15 @@ func TestErrorStatus(t *testing.T) {
 			message: `Lease.coordination.k8s.io "bad" is invalid: spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0`,
 			details: &metav1.StatusDetails{Name: "bad", Group: "coordination.k8s.io", Kind: "Lease", Causes: []metav1.StatusCause{
 				{Type: metav1.CauseTypeFieldValueInvalid, Message: "Invalid value: 0: must be greater than 0", Field: "spec.leaseDurationSeconds"}}}},
+		// As kube-apiserver: a Lease is replaced only at the version named.
+		{name: "update of a lease without a resourceVersion", method: "PUT", path: base + "/existing", contentType: "application/json",
+			body: leaseBody("existing", "", `"holderIdentity":"h3"`), code: 422, reason: metav1.StatusReasonInvalid,
+			message: `leases.coordination.k8s.io "existing" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update`,
+			details: &metav1.StatusDetails{Name: "existing", Group: "coordination.k8s.io", Kind: "leases", Causes: []metav1.StatusCause{
+				{Type: metav1.CauseTypeFieldValueInvalid, Message: "Invalid value: 0: must be specified for an update", Field: "metadata.resourceVersion"}}}},
 		{name: "invalid lease on update", method: "PUT", path: base + "/existing", contentType: "application/json",
-			body: leaseBody("existing", "", `"leaseTransitions":-1,"preferredHolder":"p"`),
+			body: strings.Replace(leaseBody("existing", "", `"leaseTransitions":-1,"preferredHolder":"p"`),
+				`"name":"existing"`, `"name":"existing","resourceVersion":"`+existing.ResourceVersion+`"`, 1),
 			code: 422, reason: metav1.StatusReasonInvalid,
 			message: "Lease.coordination.k8s.io \"existing\" is invalid: [spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0, spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined]",
 			details: &metav1.StatusDetails{Name: "existing", Group: "coordination.k8s.io", Kind: "Lease", Causes: []metav1.StatusCause{

@@ -540,8 +540,10 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 	cm, _ := meta.Accessor(cur)
 	switch rv := nm.GetResourceVersion(); {
 	case rv == "" && !req.res.AllowUnconditionalUpdate:
-		return nil, apierrors.NewInvalid(req.res.GroupVersionKind().GroupKind(), nm.GetName(), field.ErrorList{
-			field.Invalid(field.NewPath("metadata", "resourceVersion"), rv, "must be specified for an update")})
+		// kube-apiserver's storage words it so: the resource for the kind,
+		// the version as the number 0.
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: req.gr.Group, Kind: req.gr.Resource}, nm.GetName(), field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "resourceVersion"), 0, "must be specified for an update")})
 	case rv != "" && rv != cm.GetResourceVersion():
 		return nil, store.ErrConflict
 	}

@@ -18,17 +18,19 @@ import (
 
 // Leases is coordination.k8s.io/v1 Lease.
 var Leases = &Resource{
-	GroupVersion:             coordinationv1.SchemeGroupVersion,
-	Name:                     "leases",
-	SingularName:             "lease",
-	Kind:                     "Lease",
-	Namespaced:               true,
-	New:                      func() runtime.Object { return &coordinationv1.Lease{} },
-	NewList:                  func() runtime.Object { return &coordinationv1.LeaseList{} },
-	Validate:                 func(obj runtime.Object) field.ErrorList { return ValidateLease(obj.(*coordinationv1.Lease)) },
-	ValidateUpdate:           func(obj, _ runtime.Object) field.ErrorList { return ValidateLease(obj.(*coordinationv1.Lease)) },
-	AllowCreateOnUpdate:      true,
-	AllowUnconditionalUpdate: true,
+	GroupVersion:        coordinationv1.SchemeGroupVersion,
+	Name:                "leases",
+	SingularName:        "lease",
+	Kind:                "Lease",
+	Namespaced:          true,
+	New:                 func() runtime.Object { return &coordinationv1.Lease{} },
+	NewList:             func() runtime.Object { return &coordinationv1.LeaseList{} },
+	Validate:            func(obj runtime.Object) field.ErrorList { return ValidateLease(obj.(*coordinationv1.Lease)) },
+	ValidateUpdate:      func(obj, _ runtime.Object) field.ErrorList { return ValidateLease(obj.(*coordinationv1.Lease)) },
+	AllowCreateOnUpdate: true,
+	// As kube-apiserver: a PUT must say which version it replaces. A lease
+	// is a lock; a write that does not is how two holders would both win.
+	AllowUnconditionalUpdate: false,
 	ChangedFields:            leaseChangedFields,
 	SharedStrings:            leaseSharedStrings,
 	Columns: []metav1.TableColumnDefinition{

@@ -36,8 +36,9 @@ var LeaseCandidates = &Resource{
 		errs := validateLeaseCandidate(c)
 		return append(errs, apivalidation.ValidateImmutableField(c.Spec.LeaseName, o.Spec.LeaseName, field.NewPath("spec", "leaseName"))...)
 	},
-	AllowCreateOnUpdate:      true,
-	AllowUnconditionalUpdate: true,
+	AllowCreateOnUpdate: true,
+	// As kube-apiserver: a PUT must say which version it replaces.
+	AllowUnconditionalUpdate: false,
 	Columns: []metav1.TableColumnDefinition{
 		{Name: "LeaseName", Type: "string", Description: coordinationv1beta1.LeaseCandidateSpec{}.SwaggerDoc()["leaseName"]},
 		{Name: "BinaryVersion", Type: "string", Description: coordinationv1beta1.LeaseCandidateSpec{}.SwaggerDoc()["binaryVersion"]},
