@@ -605,9 +605,18 @@ func TestRecreatesDeletedLease(t *testing.T) {
 }
 
 func TestReregistersDeletedNode(t *testing.T) {
-	// What the garbage collector does after `kubectl delete node`: the Node
-	// goes, then its lease.
-	c := newClient()
+	n := reregisters(t, newClient(), "update leases", "get nodes", "create nodes", "create leases")
+	if ready := readyCondition(t, n); ready.Status != corev1.ConditionTrue {
+		t.Errorf("got Ready condition %+v", ready)
+	}
+}
+
+// reregisters does what the garbage collector does after `kubectl delete
+// node` (the Node goes, then its lease) to an agent running against c,
+// and checks that its next renewal makes the calls want and leaves a new
+// Node, owning the lease. It returns that Node.
+func reregisters(t *testing.T, c *fake.Clientset, want ...string) *corev1.Node {
+	t.Helper()
 	h := start(t, c)
 	h.expectWait(10 * time.Second)
 	oldUID := h.node(c).UID
@@ -620,15 +629,13 @@ func TestReregistersDeletedNode(t *testing.T) {
 	calls(c)
 	h.resume()
 	h.expectWait(10 * time.Second)
-	expectCalls(t, c, "update leases", "get nodes", "create nodes", "create leases")
+	expectCalls(t, c, want...)
 	n := h.node(c)
 	if n.UID == oldUID {
 		t.Fatalf("got node uid %s, want a new one", n.UID)
 	}
 	checkLease(t, h.lease(c), n.UID, t0.Add(10*time.Second))
-	if ready := readyCondition(t, n); ready.Status != corev1.ConditionTrue {
-		t.Errorf("got Ready condition %+v", ready)
-	}
+	return n
 }
 
 // createsOnUpdate makes c create a missing Lease on its update, with a
@@ -672,30 +679,12 @@ func TestDeletedLeaseCreatedByTheRenewal(t *testing.T) {
 }
 
 func TestDeletedNodeAndLeaseCreatedByTheRenewal(t *testing.T) {
-	// What the garbage collector does after `kubectl delete node`, against
-	// a server whose PUT creates the missing Lease: the renewal creates it
-	// owned by the deleted Node; the agent registers the Node again and
-	// renews at once, owned by the new one.
+	// Against a server whose PUT creates the missing Lease, the renewal
+	// creates it owned by the deleted Node; the agent registers the Node
+	// again and renews at once, owned by the new one.
 	c := newClient()
 	createsOnUpdate(c)
-	h := start(t, c)
-	h.expectWait(10 * time.Second)
-	oldUID := h.node(c).UID
-	if err := c.Tracker().Delete(nodesGVR, "", nodeName); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Tracker().Delete(leasesGVR, corev1.NamespaceNodeLease, nodeName); err != nil {
-		t.Fatal(err)
-	}
-	calls(c)
-	h.resume()
-	h.expectWait(10 * time.Second)
-	expectCalls(t, c, "update leases", "get nodes", "create nodes", "update leases")
-	n := h.node(c)
-	if n.UID == oldUID {
-		t.Fatalf("got node uid %s, want a new one", n.UID)
-	}
-	checkLease(t, h.lease(c), n.UID, t0.Add(10*time.Second))
+	reregisters(t, c, "update leases", "get nodes", "create nodes", "update leases")
 }
 
 func TestReregistersDeletedNodeWithoutGC(t *testing.T) {

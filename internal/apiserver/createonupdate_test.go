@@ -23,9 +23,7 @@ func TestCreateOnUpdate(t *testing.T) {
 	ctx := context.Background()
 	admin := s.Client(t, "")
 	const ns = "put"
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, admin, ns)
 
 	var code int
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: ns}}
@@ -51,18 +49,9 @@ func TestCreateOnUpdate(t *testing.T) {
 
 	// Who may update leases, and not create them, may not create one by
 	// PUT; once allowed to create, it may.
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "lease-updater"},
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "lease-updater", Namespace: ns},
 		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "update"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}}}}
-	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "alice-updates"},
-		RoleRef:    rbacv1.RoleRef{Kind: "Role", Name: "lease-updater"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "alice"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	grantAlice(t, admin, role)
 	alice := clientFor(t, s, aliceToken).CoordinationV1().Leases(ns)
 	eventuallyAuth(t, "alice reads after the binding", func() error {
 		_, err := alice.Get(ctx, "new", metav1.GetOptions{})

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,28 +26,15 @@ func TestRequestsForOneName(t *testing.T) {
 	ctx := context.Background()
 	admin := s.Client(t, "")
 	const ns = "named"
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, admin, ns)
 	for _, name := range []string{"l1", "l2", "l3"} {
 		if _, err := admin.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "l3-reader"},
+	grantAlice(t, admin, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "l3-reader", Namespace: ns},
 		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"coordination.k8s.io"},
-			Resources: []string{"leases"}, ResourceNames: []string{"l3"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "alice-reads-l3"},
-		RoleRef:    rbacv1.RoleRef{Kind: "Role", Name: "l3-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "alice"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+			Resources: []string{"leases"}, ResourceNames: []string{"l3"}}}})
 	alice := clientFor(t, s, aliceToken)
 	leases := alice.CoordinationV1().Leases(ns)
 	eventuallyAuth(t, "alice reads l3 after the binding", func() error {
@@ -166,5 +152,21 @@ func watchOptionsAsKube(t *testing.T, admin kubernetes.Interface, ns string) {
 		if got := string(ev.Type) + " " + l.GetName(); got != want {
 			t.Fatalf("initial events without bookmarks: %s, want %s", got, want)
 		}
+	}
+}
+
+// grantAlice creates role and binds alice to it in its namespace.
+func grantAlice(t *testing.T, admin kubernetes.Interface, role *rbacv1.Role) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.RbacV1().Roles(role.Namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(role.Namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-" + role.Name},
+		RoleRef:    rbacv1.RoleRef{Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "alice"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
