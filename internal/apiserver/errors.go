@@ -100,6 +100,8 @@ func notAcceptable(accepted string) error {
 	return apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "", schema.GroupResource{}, "", "only the following media types are accepted: "+accepted, 0, false)
 }
 
-func methodNotAllowed(method string) error {
-	return apierrors.NewMethodNotSupported(schema.GroupResource{}, method)
+// methodNotAllowed is kube-apiserver's answer to a method its routes do
+// not serve on a path (a POST to an object, a DELETE of all namespaces).
+func methodNotAllowed() error {
+	return apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false)
 }

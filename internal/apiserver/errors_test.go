@@ -178,7 +178,9 @@ func TestErrorStatus(t *testing.T) {
 
 		// 405.
 		{name: "create on an object path", method: "POST", path: base + "/existing", contentType: "application/json", body: leaseBody("via-post", "", ""),
-			code: 405, reason: metav1.StatusReasonMethodNotAllowed},
+			code: 405, reason: metav1.StatusReasonMethodNotAllowed, message: "the server does not allow this method on the requested resource"},
+		{name: "delete of every namespace", method: "DELETE", path: "/api/v1/namespaces",
+			code: 405, reason: metav1.StatusReasonMethodNotAllowed, message: "the server does not allow this method on the requested resource"},
 
 		// 406: Table and PartialObjectMetadata exist only in JSON and YAML.
 		{name: "table in protobuf", method: "GET", path: base, accept: protobuf + ";as=Table;v=v1;g=meta.k8s.io",

@@ -135,7 +135,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		}
 	}
 	if !slices.Contains(verbs, info.verb) {
-		s.writeError(w, r, methodNotAllowed(r.Method), req.gr, info.name)
+		s.writeError(w, r, methodNotAllowed(), req.gr, info.name)
 		return
 	}
 	var err error
@@ -157,7 +157,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 	case "deletecollection":
 		err = s.deleteCollection(req)
 	default:
-		err = methodNotAllowed(r.Method)
+		err = methodNotAllowed()
 	}
 	if err != nil {
 		s.writeError(w, r, err, req.gr, req.info.name)
@@ -406,7 +406,7 @@ func (s *Server) create(req *request) error {
 		return s.review(req)
 	}
 	if req.info.name != "" {
-		return methodNotAllowed(req.r.Method)
+		return methodNotAllowed()
 	}
 	var opts metav1.CreateOptions
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.info.query, metav1.SchemeGroupVersion, &opts); err != nil {

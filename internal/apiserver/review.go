@@ -21,7 +21,7 @@ import (
 // filled in.
 func (s *Server) review(req *request) error {
 	if req.info.name != "" {
-		return methodNotAllowed(req.r.Method)
+		return methodNotAllowed()
 	}
 	if _, err := s.negotiate(req.r, req.info.query); err != nil {
 		return err
@@ -75,7 +75,7 @@ func (s *Server) review(req *request) error {
 		o.Status = s.tokenReview(req, o.Spec)
 		out = o
 	default:
-		return methodNotAllowed(req.r.Method)
+		return methodNotAllowed()
 	}
 	return s.respond(req, http.StatusCreated, out)
 }
