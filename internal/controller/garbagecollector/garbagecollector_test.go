@@ -149,6 +149,22 @@ func (e *env) lease(ns, name string, finalizers []string, owners ...metav1.Owner
 	return l
 }
 
+// observed waits until the collector's graph holds each of objs. An
+// owner deleted with the Orphan policy before the collector has seen a
+// dependent leaves that dependent to be seen later with its owner gone,
+// and collected, as in Kubernetes.
+func (e *env) observed(objs ...metav1.Object) {
+	e.t.Helper()
+	e.eventually(5*time.Second, "objects in the collector's graph", func() (bool, error) {
+		for _, o := range objs {
+			if v, ok := e.gc.graph.view(o.GetUID()); !ok || v.virtual {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 func (e *env) getLease(ns, name string) (*coordinationv1.Lease, error) {
 	return e.c.CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
 }
@@ -302,9 +318,10 @@ func TestOrphan(t *testing.T) {
 	ctx := context.Background()
 	owner := e.node("or-owner")
 	keeper := e.lease("kube-system", "or-keeper", nil)
-	e.lease("default", "or-a", nil, nodeRef(owner, true))
-	e.lease("kube-system", "or-b", nil, leaseRef(keeper, false), nodeRef(owner, false))
-	e.namespace("or-ns", nodeRef(owner, false))
+	a := e.lease("default", "or-a", nil, nodeRef(owner, true))
+	b := e.lease("kube-system", "or-b", nil, leaseRef(keeper, false), nodeRef(owner, false))
+	ns := e.namespace("or-ns", nodeRef(owner, false))
+	e.observed(a, b, ns)
 
 	if err := e.c.CoreV1().Nodes().Delete(ctx, owner.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)}); err != nil {
 		t.Fatal(err)
@@ -314,11 +331,11 @@ func TestOrphan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := e.getLease("kube-system", "or-b")
+	b, err = e.getLease("kube-system", "or-b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := e.c.CoreV1().Namespaces().Get(ctx, "or-ns", metav1.GetOptions{})
+	ns, err = e.c.CoreV1().Namespaces().Get(ctx, "or-ns", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
