@@ -267,7 +267,20 @@ func (l *itemList) forEncoding(res *registry.Resource) (runtime.Object, error) {
 			return l, nil
 		}
 	}
+	return l.typed(list)
+}
+
+// typed fills list, a kind's typed list, with copies of l's items and its
+// metadata. The copies carry no kind or apiVersion, as the items of
+// kube-apiserver's lists do not (appendItems).
+func (l *itemList) typed(list runtime.Object) (runtime.Object, error) {
 	if err := meta.SetList(list, l.Items); err != nil {
+		return nil, err
+	}
+	if err := meta.EachListItem(list, func(item runtime.Object) error {
+		item.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	lm, err := meta.ListAccessor(list)

@@ -6,6 +6,7 @@ import (
 	"io"
 	goruntime "runtime"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -149,21 +150,76 @@ func (j jsonLayout) encodeBatch(items []runtime.Object, from, to int) (*[]byte, 
 	return buf, err
 }
 
-// appendItems appends items to bb, separated by the separator of items.
+// appendItems appends items to bb, separated by the separator of items,
+// each without the kind and apiVersion it carries. kube-apiserver's items
+// of a built-in kind's list carry neither: its objects are in their
+// internal version, which has no kind, and the conversion of the list to
+// the version asked for gives the list alone its kind. The items from the
+// watch cache do carry theirs, and are shared, so the fields are cut from
+// each item's JSON once it is written.
 func (j jsonLayout) appendItems(bb *bytes.Buffer, items []runtime.Object) error {
 	// An Encoder writes each item into bb, where json.Marshal would return
 	// a copy of each; both escape HTML alike, and indent as
 	// json.MarshalIndent does.
 	enc := json.NewEncoder(bb)
 	enc.SetIndent(j.prefix, j.indent)
+	var typed typeFields
 	for i, item := range items {
 		if i > 0 {
 			bb.WriteString(j.itemSep)
 		}
+		start := bb.Len()
 		if err := enc.Encode(item); err != nil {
 			return err
 		}
 		bb.Truncate(bb.Len() - 1) // the newline Encode ends a value with
+		fields, err := typed.of(j, item)
+		if err != nil {
+			return err
+		}
+		if b := bb.Bytes()[start:]; len(fields) > 0 && bytes.HasPrefix(b[1:], fields) {
+			copy(b[1:], b[1+len(fields):])
+			bb.Truncate(bb.Len() - len(fields))
+		}
 	}
 	return nil
+}
+
+// typeFields is how an item's kind and apiVersion open its JSON, right
+// after its brace, for the last kind and apiVersion asked for: a list's
+// items are all of one kind.
+type typeFields struct {
+	kind, apiVersion string
+	json             []byte
+}
+
+// of returns the JSON of item's kind and apiVersion, each with the comma
+// after it, as the layout j writes them: empty for an item that has none.
+func (t *typeFields) of(j jsonLayout, item runtime.Object) ([]byte, error) {
+	var kind, apiVersion string
+	if tm, ok := item.GetObjectKind().(*metav1.TypeMeta); ok {
+		kind, apiVersion = tm.Kind, tm.APIVersion
+	} else {
+		apiVersion, kind = item.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
+	}
+	if t.json != nil && kind == t.kind && apiVersion == t.apiVersion {
+		return t.json, nil
+	}
+	b := []byte{}
+	for _, f := range [][2]string{{"kind", kind}, {"apiVersion", apiVersion}} {
+		if f[1] == "" {
+			continue
+		}
+		if j.indent != "" {
+			b = append(append(append(b, '\n'), j.prefix...), j.indent...)
+		}
+		v, err := json.Marshal(f[1])
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(append(append(b, '"'), f[0]...), '"'), j.colon...), v...)
+		b = append(b, ',')
+	}
+	t.kind, t.apiVersion, t.json = kind, apiVersion, b
+	return b, nil
 }

@@ -11,7 +11,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -52,6 +51,7 @@ func protobufLeases(n int, big bool) []runtime.Object {
 	items := make([]runtime.Object, n)
 	for i := range items {
 		l := &coordinationv1.Lease{
+			TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%06d", i), Namespace: "kube-node-lease",
 				ResourceVersion: fmt.Sprint(1000 + i), UID: types.UID(fmt.Sprint("u-", i))},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(fmt.Sprintf("node-%06d", i)),
@@ -65,7 +65,7 @@ func protobufLeases(n int, big bool) []runtime.Object {
 	return items
 }
 
-// variedLeases returns protobufLeases(n, big), some carrying their kind,
+// variedLeases returns protobufLeases(n, big), a third carrying their kind,
 // some with labels that JSON escapes, and some with annotations that YAML
 // quotes, folds or writes as blocks.
 func variedLeases(n int, big bool) []runtime.Object {
@@ -77,8 +77,8 @@ func variedLeases(n int, big bool) []runtime.Object {
 	}
 	for i, item := range items {
 		l := item.(*coordinationv1.Lease)
-		if i%3 == 1 {
-			l.APIVersion, l.Kind = "coordination.k8s.io/v1", "Lease"
+		if i%3 != 1 {
+			l.TypeMeta = metav1.TypeMeta{}
 		}
 		if i%5 == 2 {
 			l.Labels = map[string]string{"z": "<a&b>", "a": "\u2028é\"\\"}
@@ -119,16 +119,12 @@ func sampleNodes(n int) []runtime.Object {
 func serializerTypedList(w io.Writer, res *registry.Resource, mt string, pretty bool, items []runtime.Object, rv, cont string) error {
 	info, _ := serializerFor(mt)
 	e := encoding{info: info, mediaType: mt, pretty: pretty}
-	list := res.NewList()
-	if err := meta.SetList(list, items); err != nil {
-		return err
-	}
-	lm, err := meta.ListAccessor(list)
+	l := &itemList{Items: items}
+	l.ResourceVersion, l.Continue = rv, cont
+	list, err := l.typed(res.NewList())
 	if err != nil {
 		return err
 	}
-	lm.SetResourceVersion(rv)
-	lm.SetContinue(cont)
 	return encodeTo(w, e, list, res.GroupVersion)
 }
 
@@ -248,6 +244,9 @@ func FuzzListWriters(f *testing.F) {
 		items := make([]runtime.Object, int(n)%64)
 		for i := range items {
 			items[i] = &coordinationv1.Lease{
+				// Every other item carries a kind and apiVersion, which
+				// the items of a list are written without.
+				TypeMeta: metav1.TypeMeta{Kind: name[:i%2*len(name)], APIVersion: value[:i%2*len(value)]},
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: value, Labels: map[string]string{value: name},
 					Annotations: map[string]string{"a": strings.Repeat(value, i%8*25)}},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &value},
