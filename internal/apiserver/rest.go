@@ -248,7 +248,11 @@ func listOptions(req *request) (*metainternalversion.ListOptions, error) {
 }
 
 // filter returns the predicate of a label and field selector, or nil when
-// both are empty. Field selectors may name only the resource's fields.
+// both are empty. Field selectors may name only the resource's fields. An
+// unknown field is refused in the words of kube-apiserver's conversion of
+// field labels: the core kinds that select more than their metadata
+// (Nodes, Namespaces, Events) have their own, the others apimachinery's
+// default.
 func filter(res *registry.Resource, ls labels.Selector, fs fields.Selector) (func(runtime.Object) bool, error) {
 	emptyLabels := ls == nil || ls.Empty()
 	emptyFields := fs == nil || fs.Empty()
@@ -258,9 +262,14 @@ func filter(res *registry.Resource, ls labels.Selector, fs fields.Selector) (fun
 	if !emptyFields {
 		known := res.Fields("", "", res.New())
 		for _, req := range fs.Requirements() {
-			if !known.Has(req.Field) {
+			if known.Has(req.Field) {
+				continue
+			}
+			if res.SelectableFields != nil {
 				return nil, badRequest("field label not supported: %s", req.Field)
 			}
+			_, _, err := runtime.DefaultMetaV1FieldSelectorConversion(req.Field, req.Value)
+			return nil, apierrors.NewBadRequest(err.Error())
 		}
 	}
 	return func(obj runtime.Object) bool {
