@@ -240,10 +240,14 @@ type itemList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 	Items           []runtime.Object `json:"items" protobuf:"bytes,2,rep,name=items"`
+	// itemKinds: the items are written with the kind and apiVersion they
+	// carry, as a PartialObjectMetadataList's are, and not without, as a
+	// stored kind's are (appendItems).
+	itemKinds bool
 }
 
 func (l *itemList) DeepCopyObject() runtime.Object {
-	c := &itemList{TypeMeta: l.TypeMeta, Items: make([]runtime.Object, len(l.Items))}
+	c := &itemList{TypeMeta: l.TypeMeta, Items: make([]runtime.Object, len(l.Items)), itemKinds: l.itemKinds}
 	l.ListMeta.DeepCopyInto(&c.ListMeta)
 	for i, item := range l.Items {
 		c.Items[i] = item.DeepCopyObject()

@@ -108,10 +108,14 @@ func TestItemListForms(t *testing.T) {
 		}
 		got, want := write(obj), write(typed)
 		if c.as == "PartialObjectMetadataList" {
-			// As the serializer writes the typed list.
+			// As the serializer writes the typed list, whose items
+			// carry their kind, as kube-apiserver's do.
 			pom := &metav1.PartialObjectMetadataList{ListMeta: typed.ListMeta}
 			for _, l := range typed.Items {
-				pom.Items = append(pom.Items, metav1.PartialObjectMetadata{ObjectMeta: l.ObjectMeta})
+				pom.Items = append(pom.Items, metav1.PartialObjectMetadata{
+					TypeMeta:   metav1.TypeMeta{APIVersion: c.meta.String(), Kind: "PartialObjectMetadata"},
+					ObjectMeta: l.ObjectMeta,
+				})
 			}
 			want = encoded(pom)
 			if c.meta == metav1beta1.SchemeGroupVersion {

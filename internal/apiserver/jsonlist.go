@@ -67,7 +67,7 @@ func writeJSONListWith(w io.Writer, l *itemList, layout jsonLayout, workers int)
 		return err
 	}
 	_, err = writeItems(w, len(items), batches, workers, func(from, to int) (*[]byte, error) {
-		return layout.encodeBatch(items, from, to)
+		return layout.encodeBatch(items, l.itemKinds, from, to)
 	})
 	if err != nil {
 		return err
@@ -138,11 +138,12 @@ func (j jsonLayout) appendField(b []byte, key string, value any) ([]byte, error)
 }
 
 // encodeBatch encodes items[from:to] into a buffer from listBuffers, each
-// followed by the separator of items but the list's last.
-func (j jsonLayout) encodeBatch(items []runtime.Object, from, to int) (*[]byte, error) {
+// followed by the separator of items but the list's last, and with its
+// kind when itemKinds is set.
+func (j jsonLayout) encodeBatch(items []runtime.Object, itemKinds bool, from, to int) (*[]byte, error) {
 	buf := listBuffers.Get().(*[]byte)
 	bb := bytes.NewBuffer((*buf)[:0])
-	err := j.appendItems(bb, items[from:to])
+	err := j.appendItems(bb, items[from:to], itemKinds)
 	if err == nil && to < len(items) {
 		bb.WriteString(j.itemSep)
 	}
@@ -151,13 +152,13 @@ func (j jsonLayout) encodeBatch(items []runtime.Object, from, to int) (*[]byte, 
 }
 
 // appendItems appends items to bb, separated by the separator of items,
-// each without the kind and apiVersion it carries. kube-apiserver's items
-// of a built-in kind's list carry neither: its objects are in their
-// internal version, which has no kind, and the conversion of the list to
-// the version asked for gives the list alone its kind. The items from the
-// watch cache do carry theirs, and are shared, so the fields are cut from
-// each item's JSON once it is written.
-func (j jsonLayout) appendItems(bb *bytes.Buffer, items []runtime.Object) error {
+// each without the kind and apiVersion it carries unless itemKinds is set.
+// kube-apiserver's items of a built-in kind's list carry neither: its
+// objects are in their internal version, which has no kind, and the
+// conversion of the list to the version asked for gives the list alone
+// its kind. The items from the watch cache do carry theirs, and are
+// shared, so the fields are cut from each item's JSON once it is written.
+func (j jsonLayout) appendItems(bb *bytes.Buffer, items []runtime.Object, itemKinds bool) error {
 	// An Encoder writes each item into bb, where json.Marshal would return
 	// a copy of each; both escape HTML alike, and indent as
 	// json.MarshalIndent does.
@@ -173,6 +174,9 @@ func (j jsonLayout) appendItems(bb *bytes.Buffer, items []runtime.Object) error 
 			return err
 		}
 		bb.Truncate(bb.Len() - 1) // the newline Encode ends a value with
+		if itemKinds {
+			continue
+		}
 		fields, err := typed.of(j, item)
 		if err != nil {
 			return err

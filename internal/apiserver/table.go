@@ -127,7 +127,8 @@ func tableRow(res *registry.Resource, obj runtime.Object, include metav1.Include
 // partialMetadata converts an object or list into PartialObjectMetadata or
 // PartialObjectMetadataList. Like a Table's rows, they hold copies of the
 // objects' ObjectMeta structs that share their maps and slices: they are
-// only encoded, and encoders leave objects alone.
+// only encoded, and encoders leave objects alone. The items of a list
+// carry their kind, PartialObjectMetadata of gv, as kube-apiserver's do.
 func partialMetadata(obj runtime.Object, as string, gv schema.GroupVersion) (runtime.Object, error) {
 	if !meta.IsListType(obj) {
 		if as != "PartialObjectMetadata" {
@@ -144,11 +145,13 @@ func partialMetadata(obj runtime.Object, as string, gv schema.GroupVersion) (run
 	}
 	lm, _ := meta.ListAccessor(obj)
 	listMeta := metav1.ListMeta{ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue(), RemainingItemCount: lm.GetRemainingItemCount()}
+	partialKind := metav1.TypeMeta{APIVersion: gv.String(), Kind: "PartialObjectMetadata"}
 	if gv == metav1beta1.SchemeGroupVersion {
 		// Its own type, whose protobuf numbers its fields the other way
 		// round; only old clients ask for it, so it is not streamed.
 		out := &metav1beta1.PartialObjectMetadataList{ListMeta: listMeta, Items: make([]metav1.PartialObjectMetadata, len(items))}
 		for i, item := range items {
+			out.Items[i].TypeMeta = partialKind
 			out.Items[i].ObjectMeta = *objectMeta(item)
 		}
 		return out, nil
@@ -157,12 +160,14 @@ func partialMetadata(obj runtime.Object, as string, gv schema.GroupVersion) (run
 	// PartialObjectMetadataList (writeProtobufList, writeJSONList,
 	// writeYAMLList), its items marshalled on every CPU.
 	out := &itemList{
-		TypeMeta: metav1.TypeMeta{APIVersion: gv.String(), Kind: "PartialObjectMetadataList"},
-		ListMeta: listMeta,
-		Items:    make([]runtime.Object, len(items)),
+		TypeMeta:  metav1.TypeMeta{APIVersion: gv.String(), Kind: "PartialObjectMetadataList"},
+		ListMeta:  listMeta,
+		Items:     make([]runtime.Object, len(items)),
+		itemKinds: true,
 	}
 	metas := make([]metav1.PartialObjectMetadata, len(items))
 	for i, item := range items {
+		metas[i].TypeMeta = partialKind
 		metas[i].ObjectMeta = *objectMeta(item)
 		out.Items[i] = &metas[i]
 	}

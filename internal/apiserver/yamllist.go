@@ -66,7 +66,7 @@ func writeYAMLListWith(w io.Writer, l *itemList, workers int) error {
 		return err
 	}
 	_, err = writeItems(w, len(items), batches, workers, func(from, to int) (*[]byte, error) {
-		return yamlBatch(items, from, to)
+		return yamlBatch(items, l.itemKinds, from, to)
 	})
 	if err != nil {
 		return err
@@ -76,12 +76,12 @@ func writeYAMLListWith(w io.Writer, l *itemList, workers int) error {
 }
 
 // yamlBatch writes items[from:to] as the lines of a YAML items sequence
-// into a buffer from listBuffers.
-func yamlBatch(items []runtime.Object, from, to int) (*[]byte, error) {
+// into a buffer from listBuffers, with their kinds when itemKinds is set.
+func yamlBatch(items []runtime.Object, itemKinds bool, from, to int) (*[]byte, error) {
 	buf := listBuffers.Get().(*[]byte)
 	bb := bytes.NewBuffer((*buf)[:0])
 	bb.WriteString(`{"items":[`)
-	err := compactJSON.appendItems(bb, items[from:to])
+	err := compactJSON.appendItems(bb, items[from:to], itemKinds)
 	bb.WriteString("]}")
 	*buf = bb.Bytes()
 	if err != nil {
