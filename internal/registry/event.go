@@ -52,6 +52,12 @@ var Events = &Resource{
 	Cells:                    func(obj runtime.Object, now time.Time) []interface{} { return eventCells(obj.(*corev1.Event), now) },
 	SelectableFields: func(obj runtime.Object) map[string]string {
 		e := obj.(*corev1.Event)
+		// As kube-apiserver selects it: an event posted the events.k8s.io
+		// way has no source, and is selected by its reporting controller.
+		source := e.Source.Component
+		if source == "" {
+			source = e.ReportingController
+		}
 		return map[string]string{
 			"involvedObject.kind":            e.InvolvedObject.Kind,
 			"involvedObject.namespace":       e.InvolvedObject.Namespace,
@@ -62,7 +68,7 @@ var Events = &Resource{
 			"involvedObject.fieldPath":       e.InvolvedObject.FieldPath,
 			"reason":                         e.Reason,
 			"reportingComponent":             e.ReportingController,
-			"source":                         e.Source.Component,
+			"source":                         source,
 			"type":                           e.Type,
 		}
 	},

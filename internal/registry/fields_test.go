@@ -3,6 +3,7 @@ package registry
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 )
 
@@ -39,6 +40,24 @@ func TestFields(t *testing.T) {
 			if _, ok := want[field]; !ok && (f.Has(field) || f.Get(field) != "") {
 				t.Errorf("%s %s: %v %q, want no such field", r.Name, field, f.Has(field), f.Get(field))
 			}
+		}
+	}
+}
+
+// TestEventSource: a core Event is selected by source with its source
+// component, or else, as for an event posted through events.k8s.io, with
+// its reporting controller, as kube-apiserver selects it.
+func TestEventSource(t *testing.T) {
+	for _, c := range []struct {
+		e    corev1.Event
+		want string
+	}{
+		{corev1.Event{Source: corev1.EventSource{Component: "kubelet"}, ReportingController: "ctl"}, "kubelet"},
+		{corev1.Event{ReportingController: "node-controller"}, "node-controller"},
+		{corev1.Event{}, ""},
+	} {
+		if got := Events.SelectableFields(&c.e)["source"]; got != c.want {
+			t.Errorf("%+v: source %q, want %q", c.e, got, c.want)
 		}
 	}
 }
