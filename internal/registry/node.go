@@ -38,6 +38,7 @@ var Nodes = &Resource{
 		// Deprecated with the kubelet's dynamic configuration, and dropped
 		// as kube-apiserver drops them.
 		n.Spec.ConfigSource, n.Status.Config = nil, nil
+		defaultAllocatable(&n.Status)
 	},
 	PrepareForUpdate: func(obj, old runtime.Object) {
 		n, o := obj.(*corev1.Node), old.(*corev1.Node)
@@ -48,7 +49,9 @@ var Nodes = &Resource{
 		}
 	},
 	PrepareForStatusUpdate: func(obj, old runtime.Object) {
-		obj.(*corev1.Node).Spec = old.(*corev1.Node).Spec
+		n := obj.(*corev1.Node)
+		n.Spec = old.(*corev1.Node).Spec
+		defaultAllocatable(&n.Status)
 	},
 	ChangedFields: nodeChangedFields,
 	SharedStrings: nodeSharedStrings,
@@ -98,6 +101,15 @@ var Nodes = &Resource{
 }
 
 func init() { register(Nodes) }
+
+// defaultAllocatable gives a status with a capacity and no allocatable
+// resources the capacity as its allocatable, as Kubernetes' defaults for
+// a Node's status do.
+func defaultAllocatable(s *corev1.NodeStatus) {
+	if s.Allocatable == nil && s.Capacity != nil {
+		s.Allocatable = s.Capacity.DeepCopy()
+	}
+}
 
 // NodeStatus is the STATUS column: Ready, NotReady or Unknown, and
 // SchedulingDisabled when cordoned.

@@ -199,6 +199,37 @@ func TestNodeConfigSourceDropped(t *testing.T) {
 	}
 }
 
+// TestNodeAllocatableDefault: a status with a capacity and no allocatable
+// resources gets the capacity as its allocatable, on create and on a
+// status update, as Kubernetes defaults it; an allocatable given is kept.
+func TestNodeAllocatableDefault(t *testing.T) {
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	given := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1900m")}
+	for _, c := range []struct {
+		name    string
+		prepare func(n *corev1.Node)
+	}{
+		{"create", func(n *corev1.Node) { Nodes.PrepareForCreate(n) }},
+		{"status update", func(n *corev1.Node) { Nodes.PrepareForStatusUpdate(n, &corev1.Node{}) }},
+	} {
+		n := &corev1.Node{Status: corev1.NodeStatus{Capacity: capacity}}
+		c.prepare(n)
+		if !equality.Semantic.DeepEqual(n.Status.Allocatable, capacity) {
+			t.Errorf("%s: allocatable %v, want the capacity %v", c.name, n.Status.Allocatable, capacity)
+		}
+		n = &corev1.Node{Status: corev1.NodeStatus{Capacity: capacity, Allocatable: given}}
+		c.prepare(n)
+		if !equality.Semantic.DeepEqual(n.Status.Allocatable, given) {
+			t.Errorf("%s: allocatable %v, want %v as given", c.name, n.Status.Allocatable, given)
+		}
+		n = &corev1.Node{}
+		c.prepare(n)
+		if n.Status.Allocatable != nil {
+			t.Errorf("%s: allocatable %v without a capacity", c.name, n.Status.Allocatable)
+		}
+	}
+}
+
 // errorStrings gives each error as the Status of a 422 words it.
 func errorStrings(errs field.ErrorList) []string {
 	var out []string
@@ -236,8 +267,9 @@ func TestNodeTaints(t *testing.T) {
 // that part as it was; a write that changes it meets the rule.
 func TestNodeRatcheting(t *testing.T) {
 	old := &corev1.Node{Status: corev1.NodeStatus{
-		Capacity:  corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1.5")},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+		Capacity:    corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1.5")},
+		Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")},
+		Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
 	}}
 	tainted := old.DeepCopy()
 	tainted.Spec.Taints = []corev1.Taint{{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoSchedule}}
