@@ -131,16 +131,11 @@ func (p PrivilegedGroups) Authorize(_ context.Context, a Attributes) (Decision, 
 	return DecisionNoOpinion, "", nil
 }
 
-// RulesFor implements RuleResolver: everything, for members.
-func (p PrivilegedGroups) RulesFor(_ context.Context, u *User, _ string) ([]rbacv1.PolicyRule, bool, error) {
-	for _, g := range p {
-		if u.InGroup(g) {
-			return []rbacv1.PolicyRule{
-				{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}},
-				{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}},
-			}, false, nil
-		}
-	}
+// RulesFor implements RuleResolver: none, and complete. As in
+// kube-apiserver, a member's rules review lists what the other authorizers
+// (RBAC's cluster-admin binding of system:masters) give it, and not
+// everything a second time; the group is allowed everything regardless.
+func (p PrivilegedGroups) RulesFor(context.Context, *User, string) ([]rbacv1.PolicyRule, bool, error) {
 	return nil, false, nil
 }
 
@@ -152,9 +147,12 @@ func (AlwaysAllow) Authorize(context.Context, Attributes) (Decision, string, err
 	return DecisionAllow, "", nil
 }
 
-// RulesFor implements RuleResolver.
+// RulesFor implements RuleResolver: everything.
 func (AlwaysAllow) RulesFor(context.Context, *User, string) ([]rbacv1.PolicyRule, bool, error) {
-	return PrivilegedGroups{GroupAuthenticated}.RulesFor(context.Background(), &User{Groups: []string{GroupAuthenticated}}, "")
+	return []rbacv1.PolicyRule{
+		{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}},
+		{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}},
+	}, false, nil
 }
 
 // AlwaysDeny denies everything (--authorization-mode=AlwaysDeny).
