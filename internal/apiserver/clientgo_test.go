@@ -67,6 +67,7 @@ func TestClientGo(t *testing.T) {
 		{"Invalid", testInvalid},
 		{"DryRun", testDryRun},
 		{"FieldValidation", testFieldValidation},
+		{"DeprecationWarnings", testDeprecationWarnings},
 		{"PatchTypes", testPatchTypes},
 		{"DeletePreconditions", testDeletePreconditions},
 		{"DeleteCollection", testDeleteCollection},
@@ -1376,6 +1377,43 @@ func (w *warningRecorder) get() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.msgs)
+}
+
+// testDeprecationWarnings: a Node that sets spec.externalID is warned of
+// it on create and on update, as kube-apiserver warns; a status write,
+// and a Node without it, are not.
+func testDeprecationWarnings(t *testing.T, e *cgEnv) {
+	ctx := testContext(t)
+	warnings := &warningRecorder{}
+	cfg := rest.CopyConfig(e.s.Config)
+	cfg.WarningHandler = warnings
+	nodes := kubernetes.NewForConfigOrDie(cfg).CoreV1().Nodes()
+	const deprecated = "spec.externalID: this field is deprecated, and is unused by Kubernetes"
+	check := func(what string, want ...string) {
+		t.Helper()
+		if got := warnings.get(); !slices.Equal(got, want) {
+			t.Errorf("%s: warnings %q, want %q", what, got, want)
+		}
+		warnings.reset()
+	}
+	n, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "warned"}, Spec: corev1.NodeSpec{DoNotUseExternalID: "x"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("create", deprecated)
+	n.Labels = map[string]string{"a": "b"}
+	if n, err = nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("update", deprecated)
+	if _, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("status update")
+	if _, err = nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "unwarned"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("create without it")
 }
 
 // TestMetadataWatchBookmarks: client-go's metadata informers (the garbage

@@ -523,6 +523,9 @@ func (s *Server) prepareCreate(req *request, obj runtime.Object, manager string,
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(req.res.GroupVersionKind().GroupKind(), m.GetName(), errs)
 	}
+	if req.res.Warnings != nil {
+		req.warnings = append(req.warnings, req.res.Warnings(obj)...)
+	}
 	if err := s.admit(req, obj, nil); err != nil {
 		return nil, err
 	}
@@ -615,6 +618,9 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(req.res.GroupVersionKind().GroupKind(), nm.GetName(), errs)
+	}
+	if req.res.Warnings != nil && req.info.subresource == "" {
+		req.warnings = append(req.warnings, req.res.Warnings(obj)...)
 	}
 	if err := s.admit(req, obj, cur); err != nil {
 		return nil, err

@@ -71,6 +71,12 @@ var Nodes = &Resource{
 		}
 		return append(errs, validateNodeUpdate(n, o)...)
 	},
+	Warnings: func(obj runtime.Object) []string {
+		if obj.(*corev1.Node).Spec.DoNotUseExternalID != "" {
+			return []string{"spec.externalID: this field is deprecated, and is unused by Kubernetes"}
+		}
+		return nil
+	},
 	AllowCreateOnUpdate: false,
 	// A write without a resourceVersion goes over the stored Node, as
 	// kube-apiserver lets it (kubectl replace, a repeated server-side apply).

@@ -63,6 +63,10 @@ type Resource struct {
 	Validate func(obj runtime.Object) field.ErrorList
 	// ValidateUpdate checks an update against the stored object.
 	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
+	// Warnings are what a valid create or update of the main resource is
+	// warned of (a Warning header each), as kube-apiserver's strategies'
+	// WarningsOnCreate and WarningsOnUpdate give them.
+	Warnings func(obj runtime.Object) []string
 
 	// Columns are the Table columns after the implicit first column NAME
 	// (or all of them when OwnColumns is set).
