@@ -375,9 +375,9 @@ func TestTokenReview(t *testing.T) {
 }
 
 // TestListsOfNone: kubectl describe node and kubectl drain list the node's
-// pods, and kubectl create -f of a review lists the
-// CustomResourceDefinitions to validate it; leasehold answers that there
-// are none, to those who may list them.
+// pods, kubectl describe namespace its limit ranges, and kubectl create -f
+// of a review lists the CustomResourceDefinitions to validate it;
+// leasehold answers that there are none, to those who may list them.
 func TestListsOfNone(t *testing.T) {
 	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers()})
 	ctx := context.Background()
@@ -403,6 +403,9 @@ func TestListsOfNone(t *testing.T) {
 	}
 	if pods, err := s.Client(t, "").CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
 		t.Errorf("admin listing the pods of default: %+v, %v; want an empty PodList", pods, err)
+	}
+	if lrs, err := s.Client(t, "").CoreV1().LimitRanges("default").List(ctx, metav1.ListOptions{}); err != nil || len(lrs.Items) != 0 {
+		t.Errorf("admin listing the limit ranges of default: %+v, %v; want an empty LimitRangeList", lrs, err)
 	}
 	want = `pods is forbidden: User "alice" cannot list resource "pods" in API group "" at the cluster scope`
 	if _, err := clientFor(t, s, aliceToken).CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil || err.Error() != want {

@@ -92,7 +92,9 @@ func (req *request) releaseBody() {
 // and fails without: an empty list, to those allowed to list it (RBAC has
 // decided by now). Pods: kubectl describe node lists a node's pods, and
 // kubectl drain lists them to evict them after it cordons the node, which
-// in leasehold leaves nothing else to do. CustomResourceDefinitions:
+// in leasehold leaves nothing else to do. LimitRanges: kubectl describe
+// namespace lists them, and says so when there are none.
+// CustomResourceDefinitions:
 // kubectl's validation of a kind whose API has no PATCH (the reviews:
 // kubectl create -f review.yaml) lists them to learn whether the kind is
 // a custom one. Neither is otherwise served, nor discovered.
@@ -101,6 +103,8 @@ func noneOf(info requestInfo) (string, bool) {
 	case info.verb != "list":
 	case info.gv == coreV1 && info.resource == "pods":
 		return `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}` + "\n", true
+	case info.gv == coreV1 && info.resource == "limitranges":
+		return `{"kind":"LimitRangeList","apiVersion":"v1","metadata":{},"items":[]}` + "\n", true
 	case info.gv == apiextensionsV1 && info.resource == "customresourcedefinitions" && info.namespace == "":
 		return `{"kind":"CustomResourceDefinitionList","apiVersion":"apiextensions.k8s.io/v1","metadata":{},"items":[]}` + "\n", true
 	}

@@ -716,7 +716,8 @@ func TestNamespaceHeldByFinalizer(t *testing.T) {
 		}
 		return nil
 	})
-	if out := s.kubectl(t, "describe", "namespace", ns); !strings.Contains(out, "Status:       Terminating") || !strings.Contains(out, "SomeFinalizersRemain") {
+	if out := s.kubectl(t, "describe", "namespace", ns); !strings.Contains(out, "Status:       Terminating") || !strings.Contains(out, "SomeFinalizersRemain") ||
+		!strings.Contains(out, "No LimitRange resource.") {
 		t.Errorf("kubectl describe namespace %s:\n%s", ns, out)
 	}
 
