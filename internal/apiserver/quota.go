@@ -28,7 +28,7 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 		return nil
 	}
 	qk := s.kinds[registry.ResourceQuotas]
-	count := registry.CountName(req.res)
+	names := registry.CountNames(req.res)
 	// The quotas as cached: most namespaces have none, and a create pays
 	// little more then (liveQuotas, below, once in a while).
 	list, err := qk.List(req.ctx, store.ListOptions{Namespace: req.info.namespace, ResourceVersion: "0"})
@@ -44,11 +44,14 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 	var limiting []*corev1.ResourceQuota
 	for _, obj := range quotas {
 		q := s.newestQuota(obj.(*corev1.ResourceQuota))
-		if _, ok := q.Spec.Hard[count]; !ok {
+		counts := limitedBy(q, names)
+		if len(counts) == 0 {
 			continue
 		}
-		if err := roomFor(q, count); err != nil {
-			return apierrors.NewForbidden(req.gr, req.info.name, err)
+		for _, count := range counts {
+			if err := roomFor(q, count); err != nil {
+				return apierrors.NewForbidden(req.gr, req.info.name, err)
+			}
 		}
 		limiting = append(limiting, q)
 	}
@@ -72,16 +75,21 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 	for _, q := range limiting {
 		written, err := qk.Update(req.ctx, qk.Key(q.Namespace, q.Name), store.UpdateOptions{Guess: q}, func(cur runtime.Object) (runtime.Object, error) {
 			c := cur.(*corev1.ResourceQuota)
-			if _, ok := c.Spec.Hard[count]; !ok {
+			counts := limitedBy(c, names)
+			if len(counts) == 0 {
 				return c, nil // the limit went meanwhile
 			}
-			if err := roomFor(c, count); err != nil {
-				return nil, err
+			for _, count := range counts {
+				if err := roomFor(c, count); err != nil {
+					return nil, err
+				}
 			}
 			n := c.DeepCopy()
-			used := n.Status.Used[count]
-			used.Add(resource.MustParse("1"))
-			n.Status.Used[count] = used
+			for _, count := range counts {
+				used := n.Status.Used[count]
+				used.Add(resource.MustParse("1"))
+				n.Status.Used[count] = used
+			}
 			return n, nil
 		})
 		var quotaErr quotaError
@@ -168,6 +176,18 @@ func (s *Server) newestQuota(q *corev1.ResourceQuota) *corev1.ResourceQuota {
 type quotaError string
 
 func (e quotaError) Error() string { return string(e) }
+
+// limitedBy returns those of names, the names that count one resource,
+// that q limits.
+func limitedBy(q *corev1.ResourceQuota, names []corev1.ResourceName) []corev1.ResourceName {
+	var limited []corev1.ResourceName
+	for _, name := range names {
+		if _, ok := q.Spec.Hard[name]; ok {
+			limited = append(limited, name)
+		}
+	}
+	return limited
+}
 
 // roomFor reports why q has no room for one more object of count, if it
 // has none: its status does not know the limit yet (the controller has

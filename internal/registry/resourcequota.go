@@ -15,7 +15,8 @@ import (
 )
 
 // ResourceQuotas is v1 ResourceQuota, for object counts: spec.hard names
-// count/<resource>.<group> (count/<resource> in the core group) and the
+// count/<resource>.<group> (count/<resource> in the core group, and
+// resourcequotas as well as count/resourcequotas, see CountNames) and the
 // most objects of that resource the namespace may hold. The API server
 // refuses a create beyond it (apiserver's quota admission), and the
 // resource quota controller keeps status.used counted.
@@ -75,6 +76,18 @@ func CountName(r *Resource) corev1.ResourceName {
 	return corev1.ResourceName("count/" + r.Name)
 }
 
+// CountNames are the quota names that count a resource's objects:
+// CountName's, and for ResourceQuotas also "resourcequotas", the name
+// Kubernetes counted them by before count/ names and still takes (of its
+// other such names, configmaps, secrets, services and the like, leasehold
+// serves none).
+func CountNames(r *Resource) []corev1.ResourceName {
+	if r == ResourceQuotas {
+		return []corev1.ResourceName{CountName(r), corev1.ResourceQuotas}
+	}
+	return []corev1.ResourceName{CountName(r)}
+}
+
 // ValidateResourceQuota checks a quota as Kubernetes does, for what
 // leasehold enforces: object counts, whole and not negative, and no
 // scopes (they select pods, which leasehold does not serve).
@@ -106,8 +119,8 @@ func validateCount(path *field.Path, name corev1.ResourceName, v resource.Quanti
 	var errs field.ErrorList
 	resourceName, ok := strings.CutPrefix(string(name), "count/")
 	switch {
-	case !ok && strict:
-		errs = append(errs, field.Invalid(path, string(name), "leasehold's quotas count objects: the name must be count/<resource>.<group>, such as count/leases.coordination.k8s.io, or count/<resource> in the core group"))
+	case !ok && strict && name != corev1.ResourceQuotas:
+		errs = append(errs, field.Invalid(path, string(name), "leasehold's quotas count objects: the name must be count/<resource>.<group>, such as count/leases.coordination.k8s.io, or count/<resource> in the core group (or resourcequotas)"))
 	case ok:
 		for _, msg := range validation.IsDNS1123Subdomain(resourceName) {
 			errs = append(errs, field.Invalid(path, string(name), msg))

@@ -126,7 +126,9 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{cfg: cfg, log: cfg.Logger, byCount: map[corev1.ResourceName]*registry.Resource{},
 		quotas: map[types.UID]string{}, inNS: map[string]int{}, dirty: map[string]struct{}{}, wake: make(chan struct{}, 1)}
 	for _, r := range cfg.Resources {
-		c.byCount[registry.CountName(r)] = stored(r)
+		for _, name := range registry.CountNames(r) {
+			c.byCount[name] = stored(r)
+		}
 		if r.Storage == nil {
 			c.followed = append(c.followed, r)
 		}

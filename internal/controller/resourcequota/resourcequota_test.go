@@ -142,6 +142,55 @@ func TestQuotaLimitsCreates(t *testing.T) {
 	}
 }
 
+// TestQuotaResourceQuotas: a quota may count ResourceQuotas by the older
+// name resourcequotas as well as count/resourcequotas, as in Kubernetes:
+// both are counted, and both limit.
+func TestQuotaResourceQuotas(t *testing.T) {
+	cs, ctx := start(t, 5)
+	quotas := cs.CoreV1().ResourceQuotas("team")
+	q, err := quotas.Get(ctx, "leases", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Spec.Hard[corev1.ResourceQuotas] = resource.MustParse("3")
+	q.Spec.Hard["count/resourcequotas"] = resource.MustParse("4")
+	if _, err := quotas.Update(ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	counted := func(q *corev1.ResourceQuota) bool {
+		used, ok := q.Status.Used[corev1.ResourceQuotas]
+		all, ok2 := q.Status.Used["count/resourcequotas"]
+		return ok && ok2 && used.Value() == 1 && all.Value() == 1
+	}
+	w, err := quotas.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "leases").String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+		q, ok := ev.Object.(*corev1.ResourceQuota)
+		return ok && counted(q), nil
+	}); err != nil {
+		t.Fatalf("waiting for the quota to count itself by both names: %v", err)
+	}
+	for _, name := range []string{"q2", "q3"} {
+		if _, err := quotas.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("quota %s: %v", name, err)
+		}
+	}
+	_, err = quotas.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q4"}}, metav1.CreateOptions{})
+	want := `resourcequotas "q4" is forbidden: exceeded quota: leases, requested: resourcequotas=1, used: resourcequotas=3, limited: resourcequotas=3`
+	if !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Fatalf("a fourth quota: %v, want 403 %q", err, want)
+	}
+	q, err = quotas.Get(ctx, "leases", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := q.Status.Used["count/resourcequotas"]; used.Value() != 3 {
+		t.Errorf("count/resourcequotas used %s, want 3", used.String())
+	}
+}
+
 // TestQuotaConcurrentCreates: of 20 creates at once against a quota of
 // 10, exactly 10 succeed, and the status counts them.
 func TestQuotaConcurrentCreates(t *testing.T) {
