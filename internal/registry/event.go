@@ -101,6 +101,12 @@ var EventsV1 = &Resource{
 	},
 	SelectableFields: func(obj runtime.Object) map[string]string {
 		e := obj.(*eventsv1.Event)
+		// source, as for the core API's Events (kube-apiserver maps it to
+		// the same field).
+		source := e.DeprecatedSource.Component
+		if source == "" {
+			source = e.ReportingController
+		}
 		return map[string]string{
 			"regarding.kind":            e.Regarding.Kind,
 			"regarding.namespace":       e.Regarding.Namespace,
@@ -111,6 +117,7 @@ var EventsV1 = &Resource{
 			"regarding.fieldPath":       e.Regarding.FieldPath,
 			"reason":                    e.Reason,
 			"reportingController":       e.ReportingController,
+			"source":                    source,
 			"type":                      e.Type,
 		}
 	},

@@ -59,5 +59,8 @@ func TestEventSource(t *testing.T) {
 		if got := Events.SelectableFields(&c.e)["source"]; got != c.want {
 			t.Errorf("%+v: source %q, want %q", c.e, got, c.want)
 		}
+		if got := EventsV1.SelectableFields(EventFromCore(&c.e))["source"]; got != c.want {
+			t.Errorf("%+v through events.k8s.io: source %q, want %q", c.e, got, c.want)
+		}
 	}
 }
