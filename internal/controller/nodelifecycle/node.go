@@ -66,7 +66,11 @@ func readyCondition(n *corev1.Node) *corev1.NodeCondition {
 // markUnknown sets every agent-owned condition of n that is not Unknown yet
 // to Unknown, keeping its last heartbeat time, and adds a Ready=Unknown if n
 // has no Ready condition. It reports whether n changed. Missing pressure
-// conditions are not added: leasehold's agent does not report them.
+// conditions are not added, where Kubernetes adds each as Unknown: the
+// agent reports all three from its first status, so only a node written
+// by another client (by hand, or the bench's virtual nodes, which post
+// Ready alone) lacks them, and it would grow three conditions, in every
+// node of a fleet gone at once, to say nothing was ever reported.
 func markUnknown(n *corev1.Node, now time.Time) bool {
 	t := metav1.NewTime(now)
 	changed := false
