@@ -13,8 +13,8 @@ const (
 	// ReasonNodeStatusUnknown marks a condition the controller set to
 	// Unknown because the node lease stopped changing (Kubernetes' reason).
 	ReasonNodeStatusUnknown = "NodeStatusUnknown"
-	// ReasonNodeStatusNeverUpdated marks a Ready condition the controller
-	// added as Unknown to a node that never reported one (Kubernetes' reason).
+	// ReasonNodeStatusNeverUpdated marks a condition the controller added
+	// as Unknown to a node that never reported it (Kubernetes' reason).
 	ReasonNodeStatusNeverUpdated = "NodeStatusNeverUpdated"
 	// ReasonNodeLeaseRenewed marks a Ready=True the controller set because
 	// the node lease changed again after the node had become Unknown.
@@ -64,13 +64,10 @@ func readyCondition(n *corev1.Node) *corev1.NodeCondition {
 }
 
 // markUnknown sets every agent-owned condition of n that is not Unknown yet
-// to Unknown, keeping its last heartbeat time, and adds a Ready=Unknown if n
-// has no Ready condition. It reports whether n changed. Missing pressure
-// conditions are not added, where Kubernetes adds each as Unknown: the
-// agent reports all three from its first status, so only a node written
-// by another client (by hand, or the bench's virtual nodes, which post
-// Ready alone) lacks them, and it would grow three conditions, in every
-// node of a fleet gone at once, to say nothing was ever reported.
+// to Unknown, keeping its last heartbeat time, and adds each one n lacks as
+// Unknown, never reported, as Kubernetes' controller does. It reports
+// whether n changed. The agent (and the bench's virtual nodes) report all
+// four from the first status; a node written by hand may lack some.
 func markUnknown(n *corev1.Node, now time.Time) bool {
 	t := metav1.NewTime(now)
 	changed := false
@@ -85,9 +82,12 @@ func markUnknown(n *corev1.Node, now time.Time) bool {
 		c.LastTransitionTime = t
 		changed = true
 	}
-	if readyCondition(n) == nil {
+	for _, typ := range agentConditions {
+		if slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == typ }) {
+			continue
+		}
 		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
-			Type:               corev1.NodeReady,
+			Type:               typ,
 			Status:             corev1.ConditionUnknown,
 			Reason:             ReasonNodeStatusNeverUpdated,
 			Message:            messageNeverUpdated,

@@ -72,21 +72,41 @@ func TestMarkUnknown(t *testing.T) {
 			},
 		},
 		{
-			name:        "not ready node",
+			name:        "not ready node, without pressure conditions",
 			conds:       []corev1.NodeCondition{cond(corev1.NodeReady, corev1.ConditionFalse, "AgentNotReady")},
 			wantChanged: true,
-			want:        map[corev1.NodeConditionType]string{corev1.NodeReady: "Unknown/" + ReasonNodeStatusUnknown},
+			want: map[corev1.NodeConditionType]string{
+				corev1.NodeReady:          "Unknown/" + ReasonNodeStatusUnknown,
+				corev1.NodeMemoryPressure: "Unknown/" + ReasonNodeStatusNeverUpdated,
+				corev1.NodeDiskPressure:   "Unknown/" + ReasonNodeStatusNeverUpdated,
+				corev1.NodePIDPressure:    "Unknown/" + ReasonNodeStatusNeverUpdated,
+			},
 		},
 		{
-			name:        "already unknown",
-			conds:       []corev1.NodeCondition{cond(corev1.NodeReady, corev1.ConditionUnknown, "SomethingElse")},
+			name: "already unknown",
+			conds: []corev1.NodeCondition{
+				cond(corev1.NodeReady, corev1.ConditionUnknown, "SomethingElse"),
+				cond(corev1.NodeMemoryPressure, corev1.ConditionUnknown, "SomethingElse"),
+				cond(corev1.NodeDiskPressure, corev1.ConditionUnknown, "SomethingElse"),
+				cond(corev1.NodePIDPressure, corev1.ConditionUnknown, "SomethingElse"),
+			},
 			wantChanged: false,
-			want:        map[corev1.NodeConditionType]string{corev1.NodeReady: "Unknown/SomethingElse"},
+			want: map[corev1.NodeConditionType]string{
+				corev1.NodeReady:          "Unknown/SomethingElse",
+				corev1.NodeMemoryPressure: "Unknown/SomethingElse",
+				corev1.NodeDiskPressure:   "Unknown/SomethingElse",
+				corev1.NodePIDPressure:    "Unknown/SomethingElse",
+			},
 		},
 		{
 			name:        "never reported",
 			wantChanged: true,
-			want:        map[corev1.NodeConditionType]string{corev1.NodeReady: "Unknown/" + ReasonNodeStatusNeverUpdated},
+			want: map[corev1.NodeConditionType]string{
+				corev1.NodeReady:          "Unknown/" + ReasonNodeStatusNeverUpdated,
+				corev1.NodeMemoryPressure: "Unknown/" + ReasonNodeStatusNeverUpdated,
+				corev1.NodeDiskPressure:   "Unknown/" + ReasonNodeStatusNeverUpdated,
+				corev1.NodePIDPressure:    "Unknown/" + ReasonNodeStatusNeverUpdated,
+			},
 		},
 	}
 	for _, tt := range tests {
