@@ -47,6 +47,11 @@ rules:
   resources:
   - group: ""
     resources: ["nodes/status"]
+- level: RequestResponse
+  users: ["carol"]
+  resources:
+  - group: "*"
+    resources: ["namespaces", "leases"]
 - level: Metadata
   resources:
   - group: coordination.k8s.io
@@ -92,6 +97,9 @@ func TestPolicyDecide(t *testing.T) {
 		{"other name", r(other, "get", "coordination.k8s.io", "leases", "", "a", "plain"), LevelRequest, ""},
 		{"any resource's subresource", r(other, "update", "", "namespaces", "finalize", "", "a"), LevelMetadata, ""},
 		{"cluster-scoped by empty namespace", r(other, "get", "", "nodes", "", "", "n"), LevelMetadata, ""},
+		{"any group, the core one", r(&auth.User{Name: "carol"}, "get", "", "namespaces", "", "", "a"), LevelRequestResponse, ""},
+		{"any group, another", r(&auth.User{Name: "carol"}, "get", "coordination.k8s.io", "leases", "", "a", "x"), LevelRequestResponse, ""},
+		{"any group, but not that resource", r(&auth.User{Name: "carol"}, "get", "", "nodes", "", "", "n"), LevelMetadata, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,7 +44,7 @@ type PolicyRule struct {
 
 // GroupResources selects resources of one API group.
 type GroupResources struct {
-	// Group is the API group; "" is the core group.
+	// Group is the API group; "" is the core group, "*" any group.
 	Group string `json:"group,omitempty"`
 	// Resources: "leases", "leases/status", "*/status", "leases/*" or "*".
 	// Empty matches every resource of the group.
@@ -197,7 +197,7 @@ func (r *PolicyRule) matches(a auth.Attributes) bool {
 }
 
 func (g *GroupResources) matches(a auth.Attributes) bool {
-	if g.Group != a.APIGroup {
+	if g.Group != a.APIGroup && g.Group != "*" {
 		return false
 	}
 	if len(g.Resources) == 0 {
