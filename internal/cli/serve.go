@@ -1719,7 +1719,7 @@ func caPool(ca *pki.CA) *x509.CertPool {
 func openAudit(f serveFlags, clk clock.Clock, log *slog.Logger) (*audit.Logger, error) {
 	policy := audit.DefaultPolicy()
 	if f.auditPolicyFile != "" {
-		p, err := audit.LoadPolicy(f.auditPolicyFile)
+		p, err := audit.LoadPolicy(f.auditPolicyFile, log)
 		if err != nil {
 			return nil, err
 		}

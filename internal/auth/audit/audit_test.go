@@ -136,6 +136,32 @@ func TestParsePolicyErrors(t *testing.T) {
 	}
 }
 
+// TestLoadPolicyLenient: a policy file that only strict decoding refuses
+// (a field leasehold does not know) is loaded without that field, with a
+// warning, as kube-apiserver loads it; one that fails its checks is not.
+func TestLoadPolicyLenient(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	p, err := LoadPolicy(write("newer.yaml", "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Request\n  futureField: true\n"), log)
+	if err != nil || len(p.Rules) != 1 || p.Rules[0].Level != LevelRequest {
+		t.Errorf("a policy with an unknown field: %+v, %v; want its one rule", p, err)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "futureField") {
+		t.Errorf("no warning naming the field: %q", logs.String())
+	}
+	if _, err := LoadPolicy(write("bad.yaml", "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Everything\n  futureField: true\n"), log); err == nil {
+		t.Error("a policy with an unsupported level and an unknown field loaded")
+	}
+}
+
 func TestRotatingFile(t *testing.T) {
 	dir := t.TempDir()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))

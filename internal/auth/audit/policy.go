@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -63,15 +64,23 @@ func DefaultPolicy() *Policy {
 	}
 }
 
-// LoadPolicy reads and checks a policy file (YAML or JSON).
-func LoadPolicy(path string) (*Policy, error) {
+// LoadPolicy reads and checks a policy file (YAML or JSON). A file that
+// only strict decoding refuses (a field it does not know, misspelt or of a
+// newer Kubernetes; a field given twice) is read leniently, with a warning
+// on log, as kube-apiserver reads its policy file.
+func LoadPolicy(path string, log *slog.Logger) (*Policy, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("audit policy: %w", err)
 	}
 	p, err := ParsePolicy(data)
 	if err != nil {
-		return nil, fmt.Errorf("audit policy %s: %w", path, err)
+		lenient, lerr := parsePolicy(data, func(data []byte, p any) error { return yaml.Unmarshal(data, p) })
+		if lerr != nil {
+			return nil, fmt.Errorf("audit policy %s: %w", path, err)
+		}
+		log.Warn("the audit policy holds what strict decoding refuses; it is read without it", "file", path, "err", err)
+		p = lenient
 	}
 	return p, nil
 }
@@ -79,8 +88,13 @@ func LoadPolicy(path string) (*Policy, error) {
 // ParsePolicy decodes and validates a policy strictly: unknown fields are
 // errors, so that a misspelt rule does not silently record nothing.
 func ParsePolicy(data []byte) (*Policy, error) {
+	return parsePolicy(data, func(data []byte, p any) error { return yaml.UnmarshalStrict(data, p) })
+}
+
+// parsePolicy decodes a policy with unmarshal and validates it.
+func parsePolicy(data []byte, unmarshal func([]byte, any) error) (*Policy, error) {
 	var p Policy
-	if err := yaml.UnmarshalStrict(data, &p); err != nil {
+	if err := unmarshal(data, &p); err != nil {
 		return nil, err
 	}
 	if p.APIVersion != APIVersion || p.Kind != "Policy" {
