@@ -9,14 +9,13 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/leasehold/leasehold/internal/auth"
 	"github.com/leasehold/leasehold/internal/auth/audit"
@@ -27,12 +26,22 @@ import (
 // event may carry; larger bodies are left out.
 const auditMaxBody = 1 << 20
 
+// A user agent longer than auditMaxUserAgent is cut to it in the event, and
+// ends with auditTruncated, as kube-apiserver's events do.
+const (
+	auditMaxUserAgent = 1024
+	auditTruncated    = "...TRUNCATED"
+)
+
 // auditRecord follows one request for the audit log: the event as it
 // stands, written at each stage the policy asks for.
 type auditRecord struct {
 	s        *Server
 	decision audit.Decision
 	watch    bool
+	// unauthenticated: the request failed authentication, and its event
+	// is written once, at ResponseStarted, as kube-apiserver writes it.
+	unauthenticated bool
 
 	mu      sync.Mutex
 	ev      audit.Event
@@ -43,13 +52,15 @@ type auditRecord struct {
 }
 
 // auditBegin starts the record of a request, writing RequestReceived; nil
-// when nothing of it is to be recorded. u is the authenticated user (nil
-// for an unauthenticated request).
-func (s *Server) auditBegin(r *http.Request, info requestInfo, a auth.Attributes) *auditRecord {
+// when nothing of it is to be recorded. a.User is the authenticated user,
+// nil for a request that failed authentication, whose event is written
+// once, when its response starts; id is the request's audit ID.
+func (s *Server) auditBegin(r *http.Request, info requestInfo, a auth.Attributes, id types.UID) *auditRecord {
 	if s.cfg.Audit == nil {
 		return nil
 	}
-	if a.User == nil {
+	unauthenticated := a.User == nil
+	if unauthenticated {
 		a.User = &auth.User{}
 	}
 	d := s.cfg.Audit.Policy().Decide(a)
@@ -57,26 +68,30 @@ func (s *Server) auditBegin(r *http.Request, info requestInfo, a auth.Attributes
 		return nil
 	}
 	now := metav1.NewMicroTime(s.clock.Now())
-	rec := &auditRecord{s: s, decision: d, watch: info.verb == "watch"}
+	ua := r.UserAgent()
+	if len(ua) > auditMaxUserAgent {
+		ua = ua[:auditMaxUserAgent] + auditTruncated
+	}
+	rec := &auditRecord{s: s, decision: d, watch: info.verb == "watch", unauthenticated: unauthenticated}
 	rec.ev = audit.Event{
 		TypeMeta:                 metav1.TypeMeta{Kind: "Event", APIVersion: audit.APIVersion},
 		Level:                    d.Level,
-		AuditID:                  uuid.NewUUID(),
+		AuditID:                  id,
 		RequestURI:               r.RequestURI,
 		Verb:                     a.Verb,
 		User:                     userInfo(a.User),
 		SourceIPs:                sourceIPs(r),
-		UserAgent:                r.UserAgent(),
+		UserAgent:                ua,
 		RequestReceivedTimestamp: now,
-	}
-	if id := r.Header.Get("Audit-ID"); id != "" && len(id) <= 64 {
-		rec.ev.AuditID = types.UID(id)
 	}
 	if info.resourceRequest {
 		rec.ev.ObjectRef = &audit.ObjectReference{
 			Resource: info.resource, Namespace: info.namespace, Name: info.name,
 			APIGroup: info.gv.Group, APIVersion: info.gv.Version, Subresource: info.subresource,
 		}
+	}
+	if unauthenticated {
+		return rec
 	}
 	if !d.Level.Less(audit.LevelRequest) && r.Body != nil && r.Body != http.NoBody {
 		rec.reqBody = &limitedBuffer{max: auditMaxBody}
@@ -93,8 +108,9 @@ type teeBody struct {
 
 // emit writes the event at stage, if the policy records it. The log takes
 // the event as it stands: a copy at the early stages, and at the last
-// (ResponseComplete or Panic) the record's own, which nothing changes
-// afterwards (done).
+// (ResponseComplete or Panic, or the one stage of a request that failed
+// authentication) the record's own, which nothing changes afterwards
+// (done). RequestReceived is stamped with the time the request came.
 func (rec *auditRecord) emit(stage audit.Stage) {
 	if !rec.decision.Records(stage) {
 		return
@@ -102,12 +118,15 @@ func (rec *auditRecord) emit(stage audit.Stage) {
 	now := metav1.NewMicroTime(rec.s.clock.Now())
 	rec.mu.Lock()
 	ev := &rec.ev
-	if stage == audit.StageResponseComplete || stage == audit.StagePanic {
+	if stage == audit.StageResponseComplete || stage == audit.StagePanic || rec.unauthenticated {
 		rec.done = true
 	} else {
 		c := rec.ev
 		c.Annotations = maps.Clone(rec.ev.Annotations)
 		ev = &c
+	}
+	if stage == audit.StageRequestReceived {
+		now = ev.RequestReceivedTimestamp
 	}
 	ev.Stage, ev.StageTimestamp = stage, now
 	rec.mu.Unlock()
@@ -174,7 +193,7 @@ func (rec *auditRecord) impersonated(u *auth.User) {
 
 // auditWriter passes a response through, noting its code, starting the
 // ResponseStarted stage of watches, and keeping the body when the event
-// needs it (an error Status, or the response object).
+// needs it (a Status, or the response object).
 type auditWriter struct {
 	http.ResponseWriter
 	rec         *auditRecord
@@ -187,10 +206,11 @@ type auditWriter struct {
 func (w *auditWriter) WriteHeader(code int) {
 	if !w.wroteHeader {
 		w.wroteHeader, w.code = true, code
-		if code >= 400 || (w.rec.decision.Level == audit.LevelRequestResponse && !w.rec.watch) {
+		// A delete answers with a Status too, of its success.
+		if code >= 400 || w.rec.ev.Verb == "delete" || (w.rec.decision.Level == audit.LevelRequestResponse && !w.rec.watch) {
 			w.body = &limitedBuffer{max: auditMaxBody}
 		}
-		if w.rec.watch && code < 300 {
+		if w.rec.watch && !w.rec.unauthenticated {
 			w.rec.setStatus(code, nil)
 			w.rec.emit(audit.StageResponseStarted)
 		}
@@ -254,22 +274,24 @@ func (w *auditWriter) finish(panicked bool) {
 		}
 		obj = decodeAudited(body)
 	}
-	st, isStatus := obj.(*metav1.Status)
-	if isStatus && code >= 400 {
-		rec.setStatus(code, st)
-	} else {
-		rec.setStatus(code, nil)
-	}
+	// A Status answered, of an error or a success, is the event's
+	// responseStatus, as in kube-apiserver's events.
+	st, _ := obj.(*metav1.Status)
+	rec.setStatus(code, st)
 	rec.mu.Lock()
 	if rec.reqBody != nil && !rec.reqBody.overflow && rec.reqBody.Len() > 0 {
 		rec.ev.RequestObject = rec.auditedJSON(rec.reqBody.Bytes())
 	}
-	if rec.decision.Level == audit.LevelRequestResponse && obj != nil && !isStatus {
+	if rec.decision.Level == audit.LevelRequestResponse && obj != nil {
 		if js, err := json.Marshal(obj); err == nil {
 			rec.ev.ResponseObject = rec.auditedJSON(js)
 		}
 	}
 	rec.mu.Unlock()
+	if rec.unauthenticated {
+		rec.emit(audit.StageResponseStarted)
+		return
+	}
 	rec.emit(audit.StageResponseComplete)
 }
 
@@ -352,31 +374,17 @@ func userInfo(u *auth.User) authenticationv1.UserInfo {
 	return ui
 }
 
-// sourceIPs lists X-Forwarded-For, then X-Real-Ip, then the peer, without
-// repeats, as Kubernetes does.
+// sourceIPs lists the addresses of X-Forwarded-For, then X-Real-Ip's
+// unless that one is among them, then the peer's unless it is the last of
+// them, by apimachinery's own reading, as kube-apiserver lists them: the
+// last is always the peer's, whatever a client wrote in the headers.
 func sourceIPs(r *http.Request) []string {
-	var ips []string
-	add := func(s string) {
-		s = strings.TrimSpace(s)
-		if ip := net.ParseIP(s); ip != nil {
-			for _, x := range ips {
-				if x == ip.String() {
-					return
-				}
-			}
-			ips = append(ips, ip.String())
-		}
+	ips := utilnet.SourceIPs(r)
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
 	}
-	for _, f := range strings.Split(r.Header.Get("X-Forwarded-For"), ",") {
-		add(f)
-	}
-	add(r.Header.Get("X-Real-Ip"))
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	add(host)
-	return ips
+	return out
 }
 
 // limitedBuffer keeps up to max bytes and notes whether more came.

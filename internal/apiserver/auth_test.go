@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -513,6 +514,38 @@ rules:
 	if c, err := kubernetes.NewForConfig(bad); err == nil {
 		c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	}
+	if err := admin.CoordinationV1().Leases("default").Delete(context.Background(), "audited", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A client's own audit ID, however long, is the event's and is echoed
+	// back; the forwarded-for addresses come first, the peer's last.
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	t.Cleanup(client.CloseIdleConnections)
+	clientID := strings.Repeat("x", 80)
+	raw := func(token, id string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", s.URL+"/api/v1/namespaces/default?raw=1", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("X-Forwarded-For", "127.0.0.1, 10.9.9.9")
+		req.Header.Set("User-Agent", strings.Repeat("u", 1100))
+		if id != "" {
+			req.Header.Set("Audit-ID", id)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if got := raw(apiservertest.AdminToken, clientID).Header.Get("Audit-Id"); got != clientID {
+		t.Errorf("Audit-Id %q, want the client's %q", got, clientID)
+	}
+	unauthID := raw("no-such-token", "").Header.Get("Audit-Id")
+	if unauthID == "" {
+		t.Error("no Audit-Id on a 401")
+	}
 	s.Stop()
 	flush()
 
@@ -591,6 +624,38 @@ rules:
 	})
 	if unauth == nil {
 		t.Error("no event for the unauthenticated request")
+	}
+	// A request that failed authentication has one event, at
+	// ResponseStarted, as in kube-apiserver.
+	var unauthStages []any
+	for _, ev := range events {
+		if ev["auditID"] == unauthID {
+			unauthStages = append(unauthStages, ev["stage"])
+		}
+	}
+	if !slices.Equal(unauthStages, []any{"ResponseStarted"}) {
+		t.Errorf("stages of the 401: %v, want one ResponseStarted", unauthStages)
+	}
+	deleted := find(func(ev map[string]any) bool { return ev["verb"] == "delete" && ev["stage"] == "ResponseComplete" })
+	if deleted == nil {
+		t.Fatal("no event for the delete")
+	}
+	if rs := deleted["responseStatus"].(map[string]any); rs["status"] != "Success" || rs["details"] == nil || deleted["responseObject"] == nil {
+		t.Errorf("the delete's responseStatus %v and responseObject %v, want its Success Status", rs, deleted["responseObject"])
+	}
+	own := find(func(ev map[string]any) bool { return ev["auditID"] == clientID && ev["stage"] == "ResponseComplete" })
+	if own == nil {
+		t.Fatal("no event under the client's audit ID")
+	}
+	if ips := own["sourceIPs"].([]any); !slices.Equal(ips, []any{"127.0.0.1", "10.9.9.9", "127.0.0.1"}) {
+		t.Errorf("sourceIPs %v, want the forwarded two, then the peer", ips)
+	}
+	if ua := own["userAgent"].(string); ua != strings.Repeat("u", 1024)+"...TRUNCATED" {
+		t.Errorf("userAgent of %d bytes ending %q, want it cut to 1024 and marked", len(ua), ua[max(0, len(ua)-20):])
+	}
+	received := find(func(ev map[string]any) bool { return ev["stage"] == "RequestReceived" })
+	if received["stageTimestamp"] != received["requestReceivedTimestamp"] {
+		t.Errorf("RequestReceived at %v, received %v: want the same", received["stageTimestamp"], received["requestReceivedTimestamp"])
 	}
 }
 

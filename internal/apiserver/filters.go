@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,12 +22,12 @@ import (
 // impersonation, the in-flight limits, authorization (and node
 // restriction of deletes), a deadline on reading the body. It calls next
 // when the request may proceed; otherwise it has answered.
-func (s *Server) guard(rw *statusRecorder, r *http.Request, info requestInfo, next func(http.ResponseWriter, *http.Request)) {
+func (s *Server) guard(rw *statusRecorder, r *http.Request, info requestInfo, auditID types.UID, next func(http.ResponseWriter, *http.Request)) {
 	var w http.ResponseWriter = rw
 	u, ok, err := s.cfg.Authenticator.Authenticate(r)
 	observeAuthentication(ok, err)
 	if err != nil || !ok {
-		rec := s.auditBegin(r, info, attributesFor(info, nil, r))
+		rec := s.auditBegin(r, info, attributesFor(info, nil, r), auditID)
 		if rec != nil {
 			aw := &auditWriter{ResponseWriter: w, rec: rec}
 			defer aw.finish(false)
@@ -36,9 +37,8 @@ func (s *Server) guard(rw *statusRecorder, r *http.Request, info requestInfo, ne
 		return
 	}
 	attrs := attributesFor(info, u, r)
-	rec := s.auditBegin(r, info, attrs)
+	rec := s.auditBegin(r, info, attrs, auditID)
 	if rec != nil {
-		w.Header().Set("Audit-Id", string(rec.ev.AuditID))
 		aw := &auditWriter{ResponseWriter: w, rec: rec}
 		defer func() {
 			if p := recover(); p != nil {

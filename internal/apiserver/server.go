@@ -31,7 +31,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
 	webhookmetrics "k8s.io/apiserver/plugin/pkg/authorizer/webhook/metrics"
 	"k8s.io/client-go/applyconfigurations"
@@ -345,6 +347,14 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	rw.Header().Set("Cache-Control", "no-cache, private")
+	// As kube-apiserver's outermost filter: every response names the
+	// request's audit ID, the client's own as it sent it or a new one, and
+	// the request's audit events carry the same.
+	auditID := types.UID(r.Header.Get("Audit-ID"))
+	if auditID == "" {
+		auditID = uuid.NewUUID()
+	}
+	rw.Header().Set("Audit-Id", string(auditID))
 	if s.cfg.HSTS != "" {
 		rw.Header().Set("Strict-Transport-Security", s.cfg.HSTS)
 	}
@@ -377,7 +387,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			r = r.WithContext(ctx)
 		}
 	}
-	s.guard(rw, r, info, func(w http.ResponseWriter, r *http.Request) {
+	s.guard(rw, r, info, auditID, func(w http.ResponseWriter, r *http.Request) {
 		if !info.resourceRequest {
 			s.serveNonResource(w, r, path)
 			return
