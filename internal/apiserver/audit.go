@@ -150,14 +150,15 @@ func (rec *auditRecord) annotate(kv ...string) {
 	}
 }
 
-// auditNamed names the object of a request whose URL did not (a create),
-// in the audit event that w's auditWriter records, if any, as
-// kube-apiserver fills objectRef.name from the request's object.
-func auditNamed(w http.ResponseWriter, name string) {
+// auditObject completes the objectRef of the audit event that w's
+// auditWriter records, if any, from the object of a create or update, as
+// kube-apiserver's does: the name and namespace where the URL gave none,
+// and the object's uid and resourceVersion.
+func auditObject(w http.ResponseWriter, m metav1.Object) {
 	for {
 		switch x := w.(type) {
 		case *auditWriter:
-			x.rec.named(name)
+			x.rec.object(m)
 			return
 		case interface{ Unwrap() http.ResponseWriter }:
 			w = x.Unwrap()
@@ -167,16 +168,28 @@ func auditNamed(w http.ResponseWriter, name string) {
 	}
 }
 
-func (rec *auditRecord) named(name string) {
+func (rec *auditRecord) object(m metav1.Object) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if !rec.done && rec.ev.ObjectRef != nil && rec.ev.ObjectRef.Name == "" {
-		// The events of earlier stages, copies that the log may be
-		// writing now, share the reference: it is replaced, not changed.
-		ref := *rec.ev.ObjectRef
-		ref.Name = name
-		rec.ev.ObjectRef = &ref
+	if rec.done || rec.ev.ObjectRef == nil {
+		return
 	}
+	// The events of earlier stages, copies that the log may be writing
+	// now, share the reference: it is replaced, not changed.
+	ref := *rec.ev.ObjectRef
+	if ref.Name == "" {
+		ref.Name = m.GetName()
+	}
+	if ref.Namespace == "" {
+		ref.Namespace = m.GetNamespace()
+	}
+	if ref.UID == "" {
+		ref.UID = m.GetUID()
+	}
+	if ref.ResourceVersion == "" {
+		ref.ResourceVersion = m.GetResourceVersion()
+	}
+	rec.ev.ObjectRef = &ref
 }
 
 func (rec *auditRecord) impersonated(u *auth.User) {

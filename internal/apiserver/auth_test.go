@@ -514,6 +514,14 @@ rules:
 	if c, err := kubernetes.NewForConfig(bad); err == nil {
 		c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	}
+	toUpdate, err := admin.CoordinationV1().Leases("default").Get(context.Background(), "audited", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toUpdate.Spec.HolderIdentity = ptr.To("you")
+	if _, err := admin.CoordinationV1().Leases("default").Update(context.Background(), toUpdate, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := admin.CoordinationV1().Leases("default").Delete(context.Background(), "audited", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -635,6 +643,13 @@ rules:
 	}
 	if !slices.Equal(unauthStages, []any{"ResponseStarted"}) {
 		t.Errorf("stages of the 401: %v, want one ResponseStarted", unauthStages)
+	}
+	updated := find(func(ev map[string]any) bool { return ev["verb"] == "update" && ev["stage"] == "ResponseComplete" })
+	if updated == nil {
+		t.Fatal("no event for the update")
+	}
+	if ref := updated["objectRef"].(map[string]any); ref["uid"] != string(toUpdate.UID) || ref["resourceVersion"] != toUpdate.ResourceVersion {
+		t.Errorf("the update's objectRef %v, want the uid %s and resourceVersion %s it sent", ref, toUpdate.UID, toUpdate.ResourceVersion)
 	}
 	deleted := find(func(ev map[string]any) bool { return ev["verb"] == "delete" && ev["stage"] == "ResponseComplete" })
 	if deleted == nil {

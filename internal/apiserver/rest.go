@@ -437,7 +437,7 @@ func (s *Server) create(req *request) error {
 		m.SetName(m.GetGenerateName() + utilrand.String(5))
 	}
 	req.info.name = m.GetName()
-	auditNamed(req.w, req.info.name)
+	auditObject(req.w, m)
 	if err := s.namespaceAccepts(req); err != nil {
 		return err
 	}
@@ -681,6 +681,7 @@ func (s *Server) update(req *request) error {
 		return err
 	}
 	m, _ := meta.Accessor(obj)
+	auditObject(req.w, m)
 	if m.GetName() != req.info.name {
 		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), req.info.name)
 	}
