@@ -2,8 +2,10 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"math"
@@ -282,8 +284,8 @@ func TestClientCerts(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	cc := NewClientCerts(func() *x509.CertPool { return pool }, clk)
-	issue := func(ca *pki.CA, user string, groups []string) *x509.Certificate {
-		certPEM, _, err := ca.IssueClient(user, groups, time.Hour, clk)
+	issueUID := func(ca *pki.CA, user, uid string, groups []string) *x509.Certificate {
+		certPEM, _, err := ca.IssueClient(user, uid, groups, time.Hour, clk)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,11 +295,25 @@ func TestClientCerts(t *testing.T) {
 		}
 		return c
 	}
+	issue := func(ca *pki.CA, user string, groups []string) *x509.Certificate {
+		return issueUID(ca, user, "", groups)
+	}
 	r := httptest.NewRequest("GET", "/api", nil)
-	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{issue(ca, "carol", []string{"devs", "ops"})}}
+	carol := issue(ca, "carol", []string{"devs", "ops"})
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{carol}}
 	u, ok, err := cc.Authenticate(r)
-	if !ok || err != nil || u.Name != "carol" || !slices.Equal(slices.Sorted(slices.Values(u.Groups)), []string{"devs", "ops"}) {
-		t.Errorf("got %+v, %v, %v; want carol in devs and ops", u, ok, err)
+	if !ok || err != nil || u.Name != "carol" || !slices.Equal(slices.Sorted(slices.Values(u.Groups)), []string{"devs", "ops"}) || u.UID != "" {
+		t.Errorf("got %+v, %v, %v; want carol in devs and ops, without a uid", u, ok, err)
+	}
+	// The credential ID is the certificate's SHA-256, as Kubernetes gives it.
+	sum := sha256.Sum256(carol.Raw)
+	if got := u.Extra["authentication.kubernetes.io/credential-id"]; !slices.Equal(got, []string{"X509SHA256=" + hex.EncodeToString(sum[:])}) {
+		t.Errorf("credential ID %q", got)
+	}
+	// The subject's UID attribute is the uid.
+	r.TLS.PeerCertificates = []*x509.Certificate{issueUID(ca, "dave", "dave-uid", nil)}
+	if u, ok, err := cc.Authenticate(r); !ok || err != nil || u.Name != "dave" || u.UID != "dave-uid" {
+		t.Errorf("a certificate with a UID: got %+v, %v, %v; want dave with uid dave-uid", u, ok, err)
 	}
 	r.TLS.PeerCertificates = []*x509.Certificate{issue(other, "mallory", nil)}
 	if _, ok, err := cc.Authenticate(r); ok || err == nil {
@@ -414,7 +430,7 @@ func TestClientCertExpiry(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	certPEM, _, err := ca.IssueClient("carol", nil, time.Hour, clk)
+	certPEM, _, err := ca.IssueClient("carol", "", nil, time.Hour, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

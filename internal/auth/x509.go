@@ -1,7 +1,9 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,13 +11,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	asn1util "k8s.io/apimachinery/pkg/apis/asn1"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/utils/clock"
 )
 
 // ClientCerts authenticates X.509 client certificates that chain to a CA
-// pool for client authentication: the subject's CommonName is the user and
-// its Organizations are the groups, as Kubernetes' x509 authenticator reads
-// them.
+// pool for client authentication: the subject's CommonName is the user,
+// its Organizations are the groups and its UID attribute the uid, as
+// Kubernetes' x509 authenticator reads them.
 type ClientCerts struct {
 	roots func() *x509.CertPool
 	clock clock.PassiveClock
@@ -81,11 +85,37 @@ func verifyClientChain(chain []*x509.Certificate, roots *x509.CertPool, now time
 	return err
 }
 
-// CertUser reads the identity of a client certificate without verifying it.
+// CertUser reads the identity of a client certificate without verifying it:
+// as Kubernetes' x509 authenticator, with the uid of the subject's one UID
+// attribute, if it has one, and the certificate's SHA-256 as the user's
+// credential ID.
 func CertUser(cert *x509.Certificate) (*User, bool, error) {
 	if cert.Subject.CommonName == "" {
 		return nil, false, errors.New("client certificate has no common name")
 	}
+	var uids []string
+	for _, name := range cert.Subject.Names {
+		if !name.Type.Equal(asn1util.X509UID()) {
+			continue
+		}
+		uid, ok := name.Value.(string)
+		if !ok {
+			return nil, false, errors.New("client certificate's UID is not a string")
+		}
+		uids = append(uids, uid)
+	}
+	switch {
+	case len(uids) > 1:
+		return nil, false, fmt.Errorf("client certificate has %d UIDs, at most one is allowed: %q", len(uids), uids)
+	case len(uids) == 1 && uids[0] == "":
+		return nil, false, errors.New("client certificate's UID is empty")
+	}
 	groups := slices.DeleteFunc(slices.Clone(cert.Subject.Organization), func(g string) bool { return g == "" })
-	return &User{Name: cert.Subject.CommonName, Groups: groups}, true, nil
+	sum := sha256.Sum256(cert.Raw)
+	u := &User{Name: cert.Subject.CommonName, Groups: groups,
+		Extra: map[string][]string{user.CredentialIDKey: {"X509SHA256=" + hex.EncodeToString(sum[:])}}}
+	if len(uids) == 1 {
+		u.UID = uids[0]
+	}
+	return u, true, nil
 }

@@ -18,7 +18,7 @@ func init() {
 }
 
 func runCert(ctx context.Context, args []string) error {
-	const usage = "usage: leasehold cert issue --user NAME [--group G]... (--out-dir DIR | --kubeconfig-out FILE)"
+	const usage = "usage: leasehold cert issue --user NAME [--uid UID] [--group G]... (--out-dir DIR | --kubeconfig-out FILE)"
 	switch {
 	case helpAsked(args):
 		return printUsage(usage, "cert")
@@ -49,7 +49,7 @@ func runCert(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	certPEM, keyPEM, err := ca.IssueClient(u.Name, u.Groups, validity, clock.RealClock{})
+	certPEM, keyPEM, err := ca.IssueClient(u.Name, u.UID, u.Groups, validity, clock.RealClock{})
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func runEtcdCert(args []string) error {
 		certPEM, keyPEM, err = ca.IssueMember(member, splitList(hosts), clk)
 	} else {
 		name = client
-		certPEM, keyPEM, err = ca.IssueClient(client, nil, 0, clk)
+		certPEM, keyPEM, err = ca.IssueClient(client, "", nil, 0, clk)
 	}
 	if err != nil {
 		return err

@@ -8,15 +8,17 @@ import (
 	"slices"
 	"time"
 
+	asn1util "k8s.io/apimachinery/pkg/apis/asn1"
 	"k8s.io/utils/clock"
 )
 
 // IssueClient issues a client certificate and a new key for user, with
-// groups as the subject's organizations: the identity Kubernetes' x509
-// authenticator reads (CN is the user name, O the groups). A zero validity
-// means one year; the certificate never outlives the CA. Nothing is written
-// to disk.
-func (ca *CA) IssueClient(user string, groups []string, validity time.Duration, clk clock.PassiveClock) (certPEM, keyPEM []byte, err error) {
+// groups as the subject's organizations and uid, unless empty, as its
+// UID attribute: the identity Kubernetes' x509 authenticator reads (CN is
+// the user name, O the groups, OID 1.3.6.1.4.1.57683.2 the uid). A zero
+// validity means one year; the certificate never outlives the CA. Nothing
+// is written to disk.
+func (ca *CA) IssueClient(user, uid string, groups []string, validity time.Duration, clk clock.PassiveClock) (certPEM, keyPEM []byte, err error) {
 	switch {
 	case user == "":
 		return nil, nil, errors.New("issue client certificate: user name is empty")
@@ -33,8 +35,12 @@ func (ca *CA) IssueClient(user string, groups []string, validity time.Duration, 
 		return nil, nil, fmt.Errorf("issue client certificate: %w", err)
 	}
 	now := clk.Now()
+	subject := pkix.Name{CommonName: user, Organization: slices.Clone(groups)}
+	if uid != "" {
+		subject.ExtraNames = []pkix.AttributeTypeAndValue{{Type: asn1util.X509UID(), Value: uid}}
+	}
 	cert, err := ca.sign(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: user, Organization: slices.Clone(groups)},
+		Subject:     subject,
 		NotBefore:   now.Add(-backdate).UTC(),
 		NotAfter:    now.Add(validity).UTC(),
 		KeyUsage:    x509.KeyUsageDigitalSignature,

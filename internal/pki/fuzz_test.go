@@ -22,7 +22,7 @@ func pemSeeds(t testing.TB) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, keyPEM, err := ca.IssueClient("seed", []string{"g"}, 0, testingclock.NewFakePassiveClock(t0))
+	_, keyPEM, err := ca.IssueClient("seed", "", []string{"g"}, 0, testingclock.NewFakePassiveClock(t0))
 	if err != nil {
 		t.Fatal(err)
 	}

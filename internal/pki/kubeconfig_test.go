@@ -22,7 +22,7 @@ import (
 
 func TestWriteKubeconfig(t *testing.T) {
 	ca := newTestCA(t, t.TempDir())
-	certPEM, keyPEM, err := ca.IssueClient("alice", nil, time.Hour, testingclock.NewFakePassiveClock(t0))
+	certPEM, keyPEM, err := ca.IssueClient("alice", "", nil, time.Hour, testingclock.NewFakePassiveClock(t0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestKubeconfigTrustsServer(t *testing.T) {
 	// 127.0.0.2 is loopback too, but not in the certificate.
 	stranger := start("127.0.0.2:0")
 
-	certPEM, keyPEM, err := ca.IssueClient("alice", []string{"devs"}, time.Hour, clk)
+	certPEM, keyPEM, err := ca.IssueClient("alice", "", []string{"devs"}, time.Hour, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -418,7 +418,7 @@ func TestIssueClient(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := testingclock.NewFakePassiveClock(tc.now)
-			certPEM, keyPEM, err := ca.IssueClient(tc.user, tc.groups, tc.validity, clk)
+			certPEM, keyPEM, err := ca.IssueClient(tc.user, "", tc.groups, tc.validity, clk)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
