@@ -509,6 +509,11 @@ rules:
 		t.Fatal(err)
 	}
 	alice.CoordinationV1().Leases("default").Get(context.Background(), "audited", metav1.GetOptions{})
+	aliceAsBob := s.ConfigFor(aliceToken)
+	aliceAsBob.Impersonate = rest.ImpersonationConfig{UserName: "bob"}
+	if c, err := kubernetes.NewForConfig(aliceAsBob); err == nil {
+		c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	}
 	dialWatch(t, s, "/api/v1/namespaces?watch=1", "").Close()
 	bad := s.ConfigFor("no-such-token")
 	if c, err := kubernetes.NewForConfig(bad); err == nil {
@@ -613,6 +618,15 @@ rules:
 	}
 	if a := denied["annotations"].(map[string]any); a[audit.AnnotationDecision] != "forbid" {
 		t.Errorf("denied annotations %v", a)
+	}
+	impersonating := find(func(ev map[string]any) bool {
+		return user(ev) == "alice" && ev["verb"] == "list" && ev["stage"] == "ResponseComplete"
+	})
+	if impersonating == nil {
+		t.Fatal("no event for alice's impersonation")
+	}
+	if rs := impersonating["responseStatus"].(map[string]any); rs["code"] != float64(403) || impersonating["annotations"] != nil {
+		t.Errorf("a refused impersonation: responseStatus %v, annotations %v; want 403 and no decision", rs, impersonating["annotations"])
 	}
 	// A watch over a WebSocket answers 101 Switching Protocols, as
 	// kube-apiserver records it.

@@ -60,7 +60,8 @@ func (s *Server) guard(rw *statusRecorder, r *http.Request, info requestInfo, au
 		for _, check := range imp.ImpersonationChecks() {
 			check.User = u
 			if allowed, reason := s.authorize(r.Context(), check); !allowed {
-				rec.annotate(audit.AnnotationDecision, "forbid", audit.AnnotationReason, reason)
+				// A refused impersonation is no decision on the request
+				// itself: kube-apiserver's event records none.
 				s.writeError(w, r, forbiddenAttrs(check, reason), schema.GroupResource{}, "")
 				return
 			}
