@@ -11,8 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// appendJSON appends ev as encoding/json writes it with HTML escaping off,
-// byte for byte (FuzzEventJSON checks it). Every request writes an event;
+// appendJSON appends ev as encoding/json writes it, HTML escaped (<, > and &
+// as \u003c, \u003e and \u0026) as kube-apiserver's audit log is, whose JSON
+// serializer is an encoding/json Encoder: byte for byte (FuzzEventJSON checks it). Every request writes an event;
 // written by hand, the common one costs a fraction of what reflection
 // does. The parts requests rarely carry (objects, status details, user
 // extras, strings with control or non-ASCII bytes) still go through
@@ -128,13 +129,10 @@ func (o *object) strs(name string, values []string) {
 	o.b = append(o.b, ']')
 }
 
-// marshal writes v through encoding/json with HTML escaping off, as the
-// Logger's encoder did for the whole event.
+// marshal writes v through encoding/json.
 func (o *object) marshal(v any) {
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
 		if o.err == nil {
 			o.err = err
 		}
@@ -198,9 +196,12 @@ func appendMicroTime(b []byte, t metav1.MicroTime) []byte {
 	return append(b, '"')
 }
 
+const hexDigits = "0123456789abcdef"
+
 // appendString writes s as a JSON string. Printable ASCII needs escaping
-// only for quotes and backslashes; a string with any other byte is left to
-// encoding/json (control characters, invalid UTF-8, U+2028 and U+2029).
+// only for quotes, backslashes and the HTML characters; a string with any
+// other byte is left to encoding/json (control characters, invalid UTF-8,
+// U+2028 and U+2029).
 func appendString(b []byte, s string) []byte {
 	mark := len(b)
 	b = append(b, '"')
@@ -214,6 +215,10 @@ func appendString(b []byte, s string) []byte {
 		case c == '"' || c == '\\':
 			b = append(b, s[start:i]...)
 			b = append(b, '\\', c)
+			start = i + 1
+		case c == '<' || c == '>' || c == '&':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			start = i + 1
 		}
 	}
