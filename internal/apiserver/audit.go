@@ -39,8 +39,9 @@ type auditRecord struct {
 	s        *Server
 	decision audit.Decision
 	watch    bool
-	// unauthenticated: the request failed authentication, and its event
-	// is written once, at ResponseStarted, as kube-apiserver writes it.
+	// unauthenticated: the request was refused before it was
+	// authenticated, and its event is written once, at ResponseStarted,
+	// as kube-apiserver writes it.
 	unauthenticated bool
 
 	mu      sync.Mutex
@@ -53,8 +54,8 @@ type auditRecord struct {
 
 // auditBegin starts the record of a request, writing RequestReceived; nil
 // when nothing of it is to be recorded. a.User is the authenticated user,
-// nil for a request that failed authentication, whose event is written
-// once, when its response starts; id is the request's audit ID.
+// nil for a request refused before it was authenticated, whose event is
+// written once, when its response starts; id is the request's audit ID.
 func (s *Server) auditBegin(r *http.Request, info requestInfo, a auth.Attributes, id types.UID) *auditRecord {
 	if s.cfg.Audit == nil {
 		return nil

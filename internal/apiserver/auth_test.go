@@ -559,6 +559,14 @@ rules:
 	if unauthID == "" {
 		t.Error("no Audit-Id on a 401")
 	}
+	badTimeout, err := client.Get(s.URL + "/api/v1/namespaces?timeout=bogus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	badTimeout.Body.Close()
+	if badTimeout.StatusCode != http.StatusBadRequest {
+		t.Errorf("a timeout that does not parse: %d, want 400", badTimeout.StatusCode)
+	}
 	s.Stop()
 	flush()
 
@@ -657,6 +665,15 @@ rules:
 	}
 	if !slices.Equal(unauthStages, []any{"ResponseStarted"}) {
 		t.Errorf("stages of the 401: %v, want one ResponseStarted", unauthStages)
+	}
+	var timeoutEvents []any
+	for _, ev := range events {
+		if ev["requestURI"] == "/api/v1/namespaces?timeout=bogus" {
+			timeoutEvents = append(timeoutEvents, ev["stage"], ev["responseStatus"].(map[string]any)["code"])
+		}
+	}
+	if !slices.Equal(timeoutEvents, []any{"ResponseStarted", float64(400)}) {
+		t.Errorf("the bad timeout's events: %v, want one at ResponseStarted with 400", timeoutEvents)
 	}
 	updated := find(func(ev map[string]any) bool { return ev["verb"] == "update" && ev["stage"] == "ResponseComplete" })
 	if updated == nil {

@@ -17,6 +17,19 @@ import (
 	"github.com/leasehold/leasehold/internal/auth/audit"
 )
 
+// refuseUnauthenticated answers with err a request refused before it is
+// authenticated (credentials refused, a timeout that does not parse), and
+// records it as kube-apiserver does: one audit event, without a user, when
+// the response starts.
+func (s *Server) refuseUnauthenticated(w http.ResponseWriter, r *http.Request, info requestInfo, auditID types.UID, err error) {
+	if rec := s.auditBegin(r, info, attributesFor(info, nil, r), auditID); rec != nil {
+		aw := &auditWriter{ResponseWriter: w, rec: rec}
+		defer aw.finish(false)
+		w = aw
+	}
+	s.writeError(w, r, err, schema.GroupResource{}, "")
+}
+
 // guard runs a request through what stands before every handler, in
 // kube-apiserver's order: authentication, the audit record,
 // impersonation, the in-flight limits, authorization (and node
@@ -27,13 +40,7 @@ func (s *Server) guard(rw *statusRecorder, r *http.Request, info requestInfo, au
 	u, ok, err := s.cfg.Authenticator.Authenticate(r)
 	observeAuthentication(ok, err)
 	if err != nil || !ok {
-		rec := s.auditBegin(r, info, attributesFor(info, nil, r), auditID)
-		if rec != nil {
-			aw := &auditWriter{ResponseWriter: w, rec: rec}
-			defer aw.finish(false)
-			w = aw
-		}
-		s.writeStatus(w, r, statusFor(unauthorized(), schema.GroupResource{}, ""))
+		s.refuseUnauthenticated(w, r, info, auditID, unauthorized())
 		return
 	}
 	attrs := attributesFor(info, u, r)

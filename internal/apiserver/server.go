@@ -378,7 +378,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// hold the request, and kubectl, for ever.
 		d, err := requestTimeout(info.query.Get("timeout"), s.cfg.RequestTimeout)
 		if err != nil {
-			s.writeError(rw, r, err, schema.GroupResource{}, "")
+			s.refuseUnauthenticated(rw, r, info, auditID, err)
 			return
 		}
 		if d > 0 {
