@@ -123,6 +123,8 @@ type serveFlags struct {
 	auditMaxBackup, auditBufferSize    int
 	auditBatchMaxWait                  time.Duration
 	auditWebhookFile, auditWebhookMode string
+	auditLogFormat, auditLogMode       string
+	auditLogVersion                    string
 	auditCompress                      bool
 	auditWebhook                       audit.WebhookConfig
 	maxInFlight, maxInFlightPerUser    int
@@ -226,6 +228,10 @@ func runServe(ctx context.Context, args []string) error {
 	fs.BoolVar(&f.auditCompress, "audit-log-compress", false, "gzip each rotated audit log, as kube-apiserver's flag (in the background; the file then ends in .gz)")
 	fs.IntVar(&f.auditMaxBackup, "audit-log-maxbackup", 10, "rotated audit logs to keep (0: no limit)")
 	fs.IntVar(&f.auditBufferSize, "audit-log-buffer-size", 10000, "audit events that may wait to be written; more are dropped and counted in apiserver_audit_error_total{plugin=\"log\"}")
+	fs.IntVar(&f.auditBufferSize, "audit-log-batch-buffer-size", 10000, "the same as --audit-log-buffer-size, by kube-apiserver's name")
+	fs.StringVar(&f.auditLogFormat, "audit-log-format", "json", "format of the audit log; json, the only one (one Event per line, as kube-apiserver's json)")
+	fs.StringVar(&f.auditLogMode, "audit-log-mode", "batch", "how events go to the audit log; batch, the only mode: in the background, written within --audit-log-batch-max-wait, dropped and counted when the buffer is full")
+	fs.StringVar(&f.auditLogVersion, "audit-log-version", "audit.k8s.io/v1", "API version of the audit log's events; audit.k8s.io/v1, the only one")
 	fs.DurationVar(&f.auditBatchMaxWait, "audit-log-batch-max-wait", 10*time.Millisecond, "how long the audit writer waits for more events before it writes the ones it has, at most 1s (0: write each at once); --audit-log-buffer-size must hold the events of one wait")
 	fs.StringVar(&f.auditWebhookFile, "audit-webhook-config-file", "", "kubeconfig of a remote service that receives the audit events too, as audit.k8s.io/v1 EventLists, as kube-apiserver's flag: its cluster is the service (https), its user the server's credentials there")
 	fs.StringVar(&f.auditWebhookMode, "audit-webhook-mode", "batch", "how events go to the audit webhook; batch, the only mode: in the background, dropped and counted when the webhook cannot take them")
@@ -326,6 +332,14 @@ func (f *serveFlags) check() error {
 		if f.authorization, err = auth.AuthorizationConfigFromModes(splitList(f.authorizationMode), f.authzWebhook); err != nil {
 			return err
 		}
+	}
+	switch {
+	case f.auditLogFormat != "json":
+		return fmt.Errorf("--audit-log-format %q: leasehold writes its audit log in json only", f.auditLogFormat)
+	case f.auditLogMode != "batch":
+		return fmt.Errorf("--audit-log-mode %q: leasehold writes its audit log in batch mode only", f.auditLogMode)
+	case f.auditLogVersion != "audit.k8s.io/v1":
+		return fmt.Errorf("--audit-log-version %q: leasehold writes audit.k8s.io/v1 events only", f.auditLogVersion)
 	}
 	if f.auditWebhookMode != "batch" {
 		return fmt.Errorf("--audit-webhook-mode %q: leasehold sends audit events to the webhook in batch mode only", f.auditWebhookMode)
