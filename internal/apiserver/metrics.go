@@ -202,7 +202,9 @@ func labelsOf(r *http.Request, info requestInfo) (requestLabels, bool) {
 		l.verb = "APPLY"
 	}
 	switch {
-	case info.name != "" || info.verb == "create":
+	// As kube-apiserver's route gives it: a list or watch whose field
+	// selector names one object is still of its namespace or cluster.
+	case info.named || info.verb == "create":
 		l.scope = "resource"
 	case info.namespace != "":
 		l.scope = "namespace"

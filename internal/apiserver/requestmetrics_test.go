@@ -45,13 +45,17 @@ func TestRequestMetrics(t *testing.T) {
 		series
 		want float64
 	}{
-		"the 401":        {leases("LIST", "", "namespace", "401"), 0},
-		"the 403":        {leases("LIST", "", "namespace", "403"), 0},
-		"the dry run":    {leases("POST", "All", "resource", "201"), 1},
-		"the apply":      {leases("APPLY", "", "resource", "201"), 1},
-		"unknown tokens": {result("authentication_attempts", "error"), 1},
-		"no credentials": {result("authentication_attempts", "failure"), 1},
-		"denials":        {result("authorization_attempts_total", "no-opinion"), 1},
+		"the 401":     {leases("LIST", "", "namespace", "401"), 0},
+		"the 403":     {leases("LIST", "", "namespace", "403"), 0},
+		"the dry run": {leases("POST", "All", "resource", "201"), 1},
+		"the apply":   {leases("APPLY", "", "resource", "201"), 1},
+		// A list that selects one lease by name is still of the
+		// namespace, as kube-apiserver's route scopes it.
+		"the named list":          {leases("LIST", "", "namespace", "200"), 1},
+		"no list of one resource": {leases("LIST", "", "resource", "200"), 0},
+		"unknown tokens":          {result("authentication_attempts", "error"), 1},
+		"no credentials":          {result("authentication_attempts", "failure"), 1},
+		"denials":                 {result("authorization_attempts_total", "no-opinion"), 1},
 	}
 	before := map[string]float64{}
 	for what, c := range counts {
@@ -81,6 +85,9 @@ func TestRequestMetrics(t *testing.T) {
 	if _, err := admin.CoordinationV1().Leases("default").Patch(ctx, "metered", types.ApplyPatchType,
 		[]byte(`{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"metered"},"spec":{"holderIdentity":"a"}}`),
 		metav1.PatchOptions{FieldManager: "metrics-test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=metered"}); err != nil {
 		t.Fatal(err)
 	}
 	for what, c := range counts {
