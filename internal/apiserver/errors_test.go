@@ -181,6 +181,11 @@ func TestErrorStatus(t *testing.T) {
 			code: 405, reason: metav1.StatusReasonMethodNotAllowed, message: "the server does not allow this method on the requested resource"},
 		{name: "delete of every namespace", method: "DELETE", path: "/api/v1/namespaces",
 			code: 405, reason: metav1.StatusReasonMethodNotAllowed, message: "the server does not allow this method on the requested resource"},
+		// Of every namespace, leases are listed and watched, nothing else.
+		{name: "delete of the leases of every namespace", method: "DELETE", path: "/apis/coordination.k8s.io/v1/leases",
+			code: 405, reason: metav1.StatusReasonMethodNotAllowed, message: "the server does not allow this method on the requested resource"},
+		{name: "create in no namespace", method: "POST", path: "/apis/coordination.k8s.io/v1/leases", contentType: "application/json", body: leaseBody("nowhere", "", ""),
+			code: 405, reason: metav1.StatusReasonMethodNotAllowed, message: "the server does not allow this method on the requested resource"},
 
 		// 406: Table and PartialObjectMetadata exist only in JSON and YAML.
 		{name: "table in protobuf", method: "GET", path: base, accept: protobuf + ";as=Table;v=v1;g=meta.k8s.io",

@@ -124,7 +124,14 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 	}
 	req := &request{w: w, r: r, ctx: r.Context(), info: info, res: res, kind: s.kinds[res], gr: res.GroupResource()}
 	switch {
-	case res.Namespaced && info.namespace == "" && (info.named || info.verb != "list" && info.verb != "watch" && info.verb != "deletecollection") && !(res.Virtual && info.verb == "create"),
+	case res.Namespaced && info.namespace == "" && !info.named && info.verb != "list" && info.verb != "watch" && !(res.Virtual && info.verb == "create"):
+		// Of every namespace, a namespaced kind is listed and watched,
+		// nothing else: as kube-apiserver routes it, a create or a delete
+		// of the collection there is 405. (A delete of the collection
+		// went through, in every namespace at once.)
+		s.writeError(w, r, methodNotAllowed(), schema.GroupResource{}, "")
+		return
+	case res.Namespaced && info.namespace == "" && info.named && !(res.Virtual && info.verb == "create"),
 		!res.Namespaced && info.namespace != "",
 		info.subresource != "" && !slices.ContainsFunc(subresources(res), func(sr subresource) bool { return sr.name == info.subresource }):
 		s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")
