@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -207,21 +208,14 @@ func (s *Server) deleteCollection(req *request) error {
 	if err != nil {
 		return err
 	}
-	var items []runtime.Object
 	for _, obj := range result.Items {
 		m, _ := meta.Accessor(obj)
-		out, _, err := s.deleteOne(req, m.GetNamespace(), m.GetName(), opts)
-		if err == store.ErrNotFound {
-			continue
-		}
-		if err != nil {
+		if _, _, err := s.deleteOne(req, m.GetNamespace(), m.GetName(), opts); err != nil && err != store.ErrNotFound {
 			return err
 		}
-		items = append(items, out)
 	}
-	list := req.res.NewList()
-	if err := meta.SetList(list, items); err != nil {
-		return err
-	}
+	// The answer is the list as it was listed, as kube-apiserver's.
+	list := &itemList{Items: result.Items}
+	list.ResourceVersion = strconv.FormatInt(result.ResourceVersion, 10)
 	return s.respond(req, http.StatusOK, list)
 }
