@@ -15,6 +15,7 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/leasehold/leasehold/internal/registry"
 	"github.com/leasehold/leasehold/internal/store"
@@ -101,31 +102,25 @@ func (s *Server) deleteOne(req *request, namespace, name string, opts *metav1.De
 	}
 	key := req.kind.Key(namespace, name)
 	dryRun := len(opts.DryRun) > 0
-	var addFinalizers []string
-	if s.cfg.GarbageCollection {
-		switch policy(opts) {
-		case metav1.DeletePropagationForeground:
-			addFinalizers = []string{metav1.FinalizerDeleteDependents}
-		case metav1.DeletePropagationOrphan:
-			addFinalizers = []string{metav1.FinalizerOrphanDependents}
-		}
-	}
-	var gone runtime.Object
+	var gone, kept runtime.Object
 	var deleted bool
 	out, err := req.kind.Update(req.ctx, key, store.UpdateOptions{DryRun: dryRun}, func(cur runtime.Object) (runtime.Object, error) {
 		if err := checkPreconditions(opts.Preconditions, cur, req.gr); err != nil {
 			return nil, err
 		}
 		cm, _ := meta.Accessor(cur)
-		finalizers := cm.GetFinalizers()
 		ns, isNamespace := cur.(*corev1.Namespace)
-		pending := len(finalizers) > 0 || (isNamespace && len(ns.Spec.Finalizers) > 0)
-		for _, f := range addFinalizers {
-			if !slices.Contains(finalizers, f) {
-				pending = true
-			}
+		if isNamespace && cm.GetDeletionTimestamp() != nil && len(ns.Spec.Finalizers) > 0 {
+			// As kube-apiserver's namespace storage: a namespace being
+			// emptied is left as it is until its spec finalizers are gone.
+			kept, deleted = cur, false
+			return nil, errUnchanged
 		}
-		if !pending {
+		finalizers := cm.GetFinalizers()
+		if s.cfg.GarbageCollection {
+			finalizers = gcFinalizers(finalizers, opts)
+		}
+		if len(finalizers) == 0 && !(isNamespace && len(ns.Spec.Finalizers) > 0) {
 			gone, deleted = cur, true
 			return nil, errDeleteNow
 		}
@@ -135,19 +130,21 @@ func (s *Server) deleteOne(req *request, namespace, name string, opts *metav1.De
 		if m.GetDeletionTimestamp() == nil {
 			now := metav1.NewTime(s.clock.Now())
 			m.SetDeletionTimestamp(&now)
-			zero := int64(0)
-			m.SetDeletionGracePeriodSeconds(&zero)
-		}
-		for _, f := range addFinalizers {
-			if !slices.Contains(m.GetFinalizers(), f) {
-				m.SetFinalizers(append(m.GetFinalizers(), f))
+			if !isNamespace {
+				// A kind without graceful deletion, held by finalizers.
+				zero := int64(0)
+				m.SetDeletionGracePeriodSeconds(&zero)
 			}
 		}
+		m.SetFinalizers(finalizers)
 		if isNamespace {
 			obj.(*corev1.Namespace).Status.Phase = corev1.NamespaceTerminating
 		}
 		return obj, nil
 	})
+	if err == errUnchanged {
+		return kept, false, nil
+	}
 	switch {
 	case err == errDeleteNow:
 		rv := resourceVersionOf(gone)
@@ -170,25 +167,54 @@ func (s *Server) deleteOne(req *request, namespace, name string, opts *metav1.De
 // errDeleteNow tells deleteOne's update function found nothing to wait for.
 var errDeleteNow = fmt.Errorf("delete now")
 
+// errUnchanged tells deleteOne's update function left the object as it is.
+var errUnchanged = fmt.Errorf("unchanged")
+
+// gcFinalizers returns the finalizers of an object being deleted with opts,
+// as kube-apiserver's store works them out at each delete: the object's
+// own, then the garbage collector's as the options ask (orphan for Orphan,
+// foregroundDeletion for Foreground, neither for Background) or, when they
+// ask for nothing, as the object has them. A second delete can so take an
+// object out of a foreground deletion that waits, or turn it into an
+// orphaning one. The order stands when the set does not change.
+func gcFinalizers(finalizers []string, opts *metav1.DeleteOptions) []string {
+	var orphan, foreground bool
+	switch {
+	case opts.OrphanDependents != nil:
+		orphan = *opts.OrphanDependents
+	case opts.PropagationPolicy != nil:
+		orphan = *opts.PropagationPolicy == metav1.DeletePropagationOrphan
+		foreground = *opts.PropagationPolicy == metav1.DeletePropagationForeground
+	default:
+		// The first of the two the object has decides both.
+		if i := slices.IndexFunc(finalizers, func(f string) bool {
+			return f == metav1.FinalizerOrphanDependents || f == metav1.FinalizerDeleteDependents
+		}); i >= 0 {
+			orphan = finalizers[i] == metav1.FinalizerOrphanDependents
+			foreground = !orphan
+		}
+	}
+	out := slices.DeleteFunc(slices.Clone(finalizers), func(f string) bool {
+		return f == metav1.FinalizerOrphanDependents || f == metav1.FinalizerDeleteDependents
+	})
+	if orphan {
+		out = append(out, metav1.FinalizerOrphanDependents)
+	}
+	if foreground {
+		out = append(out, metav1.FinalizerDeleteDependents)
+	}
+	if sets.New(out...).Equal(sets.New(finalizers...)) {
+		return finalizers
+	}
+	return out
+}
+
 func resourceVersionOf(obj runtime.Object) string {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return ""
 	}
 	return m.GetResourceVersion()
-}
-
-func policy(opts *metav1.DeleteOptions) metav1.DeletionPropagation {
-	if opts.PropagationPolicy != nil {
-		return *opts.PropagationPolicy
-	}
-	if opts.OrphanDependents != nil {
-		if *opts.OrphanDependents {
-			return metav1.DeletePropagationOrphan
-		}
-		return metav1.DeletePropagationBackground
-	}
-	return metav1.DeletePropagationBackground
 }
 
 func (s *Server) deleteCollection(req *request) error {

@@ -1,0 +1,117 @@
+package apiserver_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
+)
+
+// TestDeleteAgain: each delete of an object that finalizers hold works out
+// the garbage collector's finalizers anew from its propagation policy, as
+// kube-apiserver's store does: a foreground deletion turned into an
+// orphaning one swaps foregroundDeletion for orphan, and a background
+// delete takes both away, deleting the object when nothing else holds it.
+// The object's own finalizers stay.
+func TestDeleteAgain(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{GarbageCollection: true})
+	ctx := context.Background()
+	leases := s.Client(t, "").CoordinationV1().Leases("default")
+	del := func(name string, p metav1.DeletionPropagation) {
+		t.Helper()
+		if err := leases.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &p}); err != nil {
+			t.Fatalf("delete %s (%s): %v", name, p, err)
+		}
+	}
+	finalizers := func(name string) []string {
+		t.Helper()
+		l, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get %s: %v", name, err)
+		}
+		if l.DeletionTimestamp == nil {
+			t.Errorf("%s is not being deleted", name)
+		}
+		return l.Finalizers
+	}
+	for _, name := range []string{"plain", "held"} {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("x")}}
+		if name == "held" {
+			l.Finalizers = []string{"example.com/hold"}
+		}
+		if _, err := leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	del("plain", metav1.DeletePropagationForeground)
+	if got := finalizers("plain"); !slices.Equal(got, []string{metav1.FinalizerDeleteDependents}) {
+		t.Errorf("after a foreground delete: %q", got)
+	}
+	del("plain", metav1.DeletePropagationOrphan)
+	if got := finalizers("plain"); !slices.Equal(got, []string{metav1.FinalizerOrphanDependents}) {
+		t.Errorf("after an orphaning delete: %q, want orphan alone", got)
+	}
+	// A delete that asks for nothing keeps what the object has.
+	if err := leases.Delete(ctx, "plain", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := finalizers("plain"); !slices.Equal(got, []string{metav1.FinalizerOrphanDependents}) {
+		t.Errorf("after a delete without a policy: %q, want orphan kept", got)
+	}
+	del("plain", metav1.DeletePropagationBackground)
+	if _, err := leases.Get(ctx, "plain", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after a background delete: %v, want it gone", err)
+	}
+
+	del("held", metav1.DeletePropagationForeground)
+	if got := finalizers("held"); !slices.Equal(got, []string{"example.com/hold", metav1.FinalizerDeleteDependents}) {
+		t.Errorf("held, after a foreground delete: %q", got)
+	}
+	del("held", metav1.DeletePropagationBackground)
+	if got := finalizers("held"); !slices.Equal(got, []string{"example.com/hold"}) {
+		t.Errorf("held, after a background delete: %q, want its own finalizer alone", got)
+	}
+}
+
+// TestDeleteTerminatingNamespace: a namespace's first delete marks it
+// Terminating, without the grace period other kinds get; while its spec
+// finalizers remain, another delete leaves it as it is, as kube-apiserver's
+// namespace storage does.
+func TestDeleteTerminatingNamespace(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{GarbageCollection: true})
+	ctx := context.Background()
+	namespaces := s.Client(t, "").CoreV1().Namespaces()
+	if _, err := namespaces.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "going"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	foreground, orphan := metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan
+	if err := namespaces.Delete(ctx, "going", metav1.DeleteOptions{PropagationPolicy: &foreground}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := namespaces.Get(ctx, "going", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Status.Phase != corev1.NamespaceTerminating || first.DeletionTimestamp == nil || first.DeletionGracePeriodSeconds != nil ||
+		!slices.Equal(first.Finalizers, []string{metav1.FinalizerDeleteDependents}) {
+		t.Errorf("after the first delete: phase %s, deletionTimestamp %v, grace %v, finalizers %q", first.Status.Phase, first.DeletionTimestamp, first.DeletionGracePeriodSeconds, first.Finalizers)
+	}
+	if err := namespaces.Delete(ctx, "going", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := namespaces.Get(ctx, "going", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ResourceVersion != first.ResourceVersion {
+		t.Errorf("a second delete changed the terminating namespace: finalizers %q", again.Finalizers)
+	}
+}
