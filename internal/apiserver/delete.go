@@ -64,6 +64,24 @@ func checkPreconditions(p *metav1.Preconditions, obj runtime.Object, gr schema.G
 	return nil
 }
 
+// checkDeletePreconditions checks a delete's preconditions in
+// kube-apiserver's words: its generic registry's, which name the kind, or,
+// for a namespace, its namespace storage's, which are checkPreconditions'.
+func checkDeletePreconditions(p *metav1.Preconditions, obj runtime.Object, req *request) error {
+	if p == nil || req.res == registry.Namespaces {
+		return checkPreconditions(p, obj, req.gr)
+	}
+	m, _ := meta.Accessor(obj)
+	gk := schema.GroupResource{Group: req.res.GroupVersion.Group, Resource: req.res.Kind}
+	if p.UID != nil && *p.UID != m.GetUID() {
+		return apierrors.NewConflict(gk, m.GetName(), fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *p.UID, m.GetUID()))
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
+		return apierrors.NewConflict(gk, m.GetName(), fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *p.ResourceVersion, m.GetResourceVersion()))
+	}
+	return nil
+}
+
 func (s *Server) delete(req *request) error {
 	opts, err := s.deleteOptions(req)
 	if err != nil {
@@ -105,7 +123,7 @@ func (s *Server) deleteOne(req *request, namespace, name string, opts *metav1.De
 	var gone, kept runtime.Object
 	var deleted bool
 	out, err := req.kind.Update(req.ctx, key, store.UpdateOptions{DryRun: dryRun}, func(cur runtime.Object) (runtime.Object, error) {
-		if err := checkPreconditions(opts.Preconditions, cur, req.gr); err != nil {
+		if err := checkDeletePreconditions(opts.Preconditions, cur, req); err != nil {
 			return nil, err
 		}
 		cm, _ := meta.Accessor(cur)
