@@ -114,4 +114,15 @@ func TestDeleteTerminatingNamespace(t *testing.T) {
 	if again.ResourceVersion != first.ResourceVersion {
 		t.Errorf("a second delete changed the terminating namespace: finalizers %q", again.Finalizers)
 	}
+
+	// A create into it is refused with the cause controllers look for.
+	_, err = s.Client(t, "").CoordinationV1().Leases("going").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "late"}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		t.Errorf("a create into the terminating namespace: %v, want 403 with the cause %s", err, corev1.NamespaceTerminatingCause)
+	}
+	// A create of it again says the one there is being deleted.
+	_, err = namespaces.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "going"}}, metav1.CreateOptions{})
+	if want := `object is being deleted: namespaces "going" already exists`; !apierrors.IsAlreadyExists(err) || err.Error() != want {
+		t.Errorf("a create of the terminating namespace: %v, want 409 %q", err, want)
+	}
 }

@@ -455,7 +455,16 @@ func (s *Server) create(req *request) error {
 	if err := s.chargeQuota(req, wo.dryRun); err != nil {
 		return err
 	}
-	created, err := req.kind.Create(req.ctx, req.kind.Key(m.GetNamespace(), m.GetName()), obj, wo.dryRun)
+	key := req.kind.Key(m.GetNamespace(), m.GetName())
+	created, err := req.kind.Create(req.ctx, key, obj, wo.dryRun)
+	if errors.Is(err, store.ErrExists) {
+		// As kube-apiserver says it: the one there is on its way out.
+		exists := apierrors.NewAlreadyExists(req.gr, m.GetName())
+		if cur, gerr := req.kind.Get(req.ctx, key); gerr == nil && objectMeta(cur).DeletionTimestamp != nil {
+			exists.ErrStatus.Message = "object is being deleted: " + exists.ErrStatus.Message
+		}
+		return exists
+	}
 	if err != nil {
 		return err
 	}
@@ -502,8 +511,16 @@ func (s *Server) namespaceAccepts(req *request) error {
 		}
 	}
 	if ns := obj.(*corev1.Namespace); ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating {
-		return apierrors.NewForbidden(req.gr, req.info.name,
+		// kube-apiserver's namespace lifecycle admission, with the cause
+		// controllers look for to let such a refusal pass quietly.
+		err := apierrors.NewForbidden(req.gr, req.info.name,
 			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", req.info.namespace))
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+			Type:    corev1.NamespaceTerminatingCause,
+			Message: fmt.Sprintf("namespace %s is being terminated", req.info.namespace),
+			Field:   "metadata.namespace",
+		})
+		return err
 	}
 	return nil
 }
