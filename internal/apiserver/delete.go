@@ -95,7 +95,13 @@ func (s *Server) delete(req *request) error {
 		return err
 	}
 	if !deleted {
-		return s.respond(req, http.StatusOK, obj)
+		// As kube-apiserver: 202 to a client that asked, the deprecated
+		// way, for its dependents not to be orphaned.
+		code := http.StatusOK
+		if opts.OrphanDependents != nil && !*opts.OrphanDependents {
+			code = http.StatusAccepted
+		}
+		return s.respond(req, code, obj)
 	}
 	m, _ := meta.Accessor(obj)
 	st := &metav1.Status{Status: metav1.StatusSuccess, Details: &metav1.StatusDetails{

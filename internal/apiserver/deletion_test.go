@@ -79,6 +79,14 @@ func TestDeleteAgain(t *testing.T) {
 	if got := finalizers("held"); !slices.Equal(got, []string{"example.com/hold"}) {
 		t.Errorf("held, after a background delete: %q, want its own finalizer alone", got)
 	}
+	// Asked not to orphan, the deprecated way, a delete that leaves the
+	// object to its finalizers is 202 Accepted.
+	code := 0
+	err := s.Client(t, "").CoordinationV1().RESTClient().Delete().Namespace("default").Resource("leases").Name("held").
+		Body(&metav1.DeleteOptions{OrphanDependents: ptr.To(false)}).Do(ctx).StatusCode(&code).Error()
+	if err != nil || code != 202 {
+		t.Errorf("a delete with orphanDependents false: %d, %v; want 202", code, err)
+	}
 }
 
 // TestDeleteTerminatingNamespace: a namespace's first delete marks it
