@@ -37,7 +37,7 @@ func TestServeOnEtcdWithTLS(t *testing.T) {
 	if _, err := ca.LoadOrIssueServing(pkiDir, nil, clk); err != nil {
 		t.Fatal(err)
 	}
-	certPEM, keyPEM, err := ca.IssueClient("leasehold", nil, time.Hour, clk)
+	certPEM, keyPEM, err := ca.IssueClient("leasehold", "", nil, time.Hour, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
