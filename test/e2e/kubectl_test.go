@@ -730,6 +730,41 @@ func TestNamespaceHeldByFinalizer(t *testing.T) {
 	})
 }
 
+// TestNamespaceOfOthersFinalizer: a namespace whose only spec finalizer is
+// another's (set through /finalize) is still emptied when deleted, as
+// Kubernetes' namespace controller empties it, and goes once that
+// finalizer is taken away.
+func TestNamespaceOfOthersFinalizer(t *testing.T) {
+	t.Parallel()
+	s := shared(t)
+	ns := testNamespace(t, s)
+	s.kubectlStdin(t, leaseManifest("inside", ns, "a"), "apply", "-f", "-")
+	finalize := func(finalizers string) {
+		t.Helper()
+		body := `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"` + ns + `"},"spec":{"finalizers":[` + finalizers + `]}}`
+		s.kubectlStdin(t, body, "replace", "--raw", "/api/v1/namespaces/"+ns+"/finalize", "-f", "-")
+	}
+	finalize(`"example.com/ns"`)
+	s.kubectl(t, "delete", "namespace", ns, "--wait=false")
+	eventually(t, 30*time.Second, func() error {
+		if out, errOut, err := s.runKubectl(t, "get", "lease", "inside", "-n", ns); err == nil || !strings.Contains(errOut, "NotFound") {
+			return fmt.Errorf("lease inside still there: %v\n%s%s", err, out, errOut)
+		}
+		out := s.kubectl(t, "get", "namespace", ns, "-o", `jsonpath={range .status.conditions[*]}{.type}={.status}{"\n"}{end}`)
+		if !strings.Contains(out, "NamespaceContentRemaining=False\n") {
+			return fmt.Errorf("namespace %s conditions:\n%s\nwant NamespaceContentRemaining=False", ns, out)
+		}
+		return nil
+	})
+	finalize("")
+	eventually(t, 30*time.Second, func() error {
+		if out, errOut, err := s.runKubectl(t, "get", "ns", ns); err == nil || !strings.Contains(errOut, "NotFound") {
+			return fmt.Errorf("namespace %s still there: %v\n%s%s", ns, err, out, errOut)
+		}
+		return nil
+	})
+}
+
 func TestSelectorsAndPagination(t *testing.T) {
 	t.Parallel()
 	s := shared(t)

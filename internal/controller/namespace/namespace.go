@@ -130,7 +130,9 @@ func (c *Controller) Run(ctx context.Context) error {
 // conditions in the namespace's status (kubectl describe namespace lists
 // them): what is left, of which resources, and which finalizers hold it.
 func (c *Controller) sync(ctx context.Context, ns *corev1.Namespace) error {
-	if !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+	// As Kubernetes' namespace controller: a namespace with any spec
+	// finalizer left is emptied, its own "kubernetes" or only others'.
+	if len(ns.Spec.Finalizers) == 0 {
 		return nil
 	}
 	var (
@@ -169,6 +171,9 @@ func (c *Controller) sync(ctx context.Context, ns *corev1.Namespace) error {
 		return errors.New(strings.Join(deleteErrs, "; "))
 	case len(left.resources) > 0:
 		return fmt.Errorf("%d objects left", left.objects)
+	}
+	if !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+		return nil // emptied; the others' finalizers are theirs to remove
 	}
 	fin := ns.DeepCopy()
 	fin.Spec.Finalizers = slices.DeleteFunc(fin.Spec.Finalizers, func(f corev1.FinalizerName) bool { return f == corev1.FinalizerKubernetes })
