@@ -80,9 +80,10 @@ type cache struct {
 	share  *sharer            // used by run's goroutine alone
 	events prometheus.Counter // the kind's series of cacheEvents
 	stalls prometheus.Counter // the kind's series of cacheStalls
-	// objects is the kind's series of storageObjects, kept current by
-	// each change (set by Store.Run, for a kind that keeps its cache).
-	objects prometheus.Gauge
+	// objects are the kind's series of storageObjects and
+	// resourceObjects, kept current by each change (set by Store.Run, for
+	// a kind that keeps its cache; nil without).
+	objects objectCounts
 	// sameView, when set, tells whether two versions of an object look
 	// the same to every watcher's Filter (see Kind.SetSameView).
 	sameView func(old, new runtime.Object) bool
@@ -555,7 +556,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 
 // countLocked sets the kind's apiserver_storage_objects to the objects held.
 func (c *cache) countLocked() {
-	if c.objects != nil {
+	if c.objects[0] != nil {
 		c.objects.Set(float64(len(c.items)))
 	}
 }

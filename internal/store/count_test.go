@@ -26,7 +26,12 @@ func createLeases(t *testing.T, ctx context.Context, k *Kind, names ...string) {
 func TestStorageObjectsCached(t *testing.T) {
 	_, k, ctx := runLeaseStore(t, "countcached", Config{}, func(*Kind) {})
 	objects := func() float64 {
-		return testutil.ToFloat64(storageObjects.WithLabelValues("countcached.coordination.k8s.io"))
+		t.Helper()
+		n := testutil.ToFloat64(storageObjects.WithLabelValues("countcached.coordination.k8s.io"))
+		if m := testutil.ToFloat64(resourceObjects.WithLabelValues("coordination.k8s.io", "countcached")); m != n {
+			t.Errorf("apiserver_resource_objects %v, apiserver_storage_objects %v: want the same", m, n)
+		}
+		return n
 	}
 	caughtUp := func() {
 		t.Helper()
@@ -68,7 +73,12 @@ func TestStorageObjectsUncached(t *testing.T) {
 		k.s.countStepped = func() { counted <- struct{}{} }
 	})
 	objects := func() float64 {
-		return testutil.ToFloat64(storageObjects.WithLabelValues("countuncached.coordination.k8s.io"))
+		t.Helper()
+		n := testutil.ToFloat64(storageObjects.WithLabelValues("countuncached.coordination.k8s.io"))
+		if m := testutil.ToFloat64(resourceObjects.WithLabelValues("coordination.k8s.io", "countuncached")); m != n {
+			t.Errorf("apiserver_resource_objects %v, apiserver_storage_objects %v: want the same", m, n)
+		}
+		return n
 	}
 	<-counted
 	if got := objects(); got != 0 {

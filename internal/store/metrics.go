@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 var (
@@ -12,6 +13,19 @@ var (
 		Name:    "leasehold_storage_request_duration_seconds",
 		Help:    "Latency of etcd requests by operation and resource.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"operation", "group", "resource"})
+	// kube-apiserver's own for the same requests, with its buckets, which
+	// its dashboards read; leasehold's above resolve the sub-millisecond
+	// requests of the hot path.
+	etcdRequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "etcd_request_duration_seconds",
+		Help: "Latency of etcd requests by operation and resource, as kube-apiserver's.",
+		Buckets: []float64{0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3,
+			4, 5, 6, 8, 10, 15, 20, 30, 45, 60},
+	}, []string{"operation", "group", "resource"})
+	etcdRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcd_requests_total",
+		Help: "etcd requests by operation and resource, as kube-apiserver's.",
 	}, []string{"operation", "group", "resource"})
 	watchers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "leasehold_watch_cache_watchers",
@@ -52,6 +66,12 @@ var (
 		Name: "apiserver_storage_objects",
 		Help: "Objects stored, by resource: as the watch cache holds them, or as last counted in etcd (every --etcd-count-metric-poll-period) for a resource without one.",
 	}, []string{"resource"})
+	// Its successor in kube-apiserver 1.34 and later, by group and
+	// resource: the same count.
+	resourceObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "apiserver_resource_objects",
+		Help: "Objects stored, by group and resource, as apiserver_storage_objects counts them.",
+	}, []string{"group", "resource"})
 	compactions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasehold_storage_compactions_total",
 		Help: "Compactions of etcd history this server made, by what brought them: the interval, or the writes made since the last.",
@@ -60,7 +80,7 @@ var (
 
 // Collectors are the store's Prometheus metrics, for the server to register.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestDuration, watchers, cacheEvents, cacheCapacity, watchersTerminated, cacheStalls, cacheInitializations, batchSize, compactions, storageObjects}
+	return []prometheus.Collector{requestDuration, etcdRequestDuration, etcdRequests, watchers, cacheEvents, cacheCapacity, watchersTerminated, cacheStalls, cacheInitializations, batchSize, compactions, storageObjects, resourceObjects}
 }
 
 // op is one of the operations requestDuration is labelled with.
@@ -81,15 +101,36 @@ var opNames = [numOps]string{"get", "create", "update", "delete", "list"}
 // its first use and kept: a renewal would otherwise hash its label values
 // on every write.
 type kindMetrics [numOps]struct {
-	once     sync.Once
-	observer prometheus.Observer
+	once               sync.Once
+	observer, etcdTime prometheus.Observer
+	etcdCount          prometheus.Counter
 }
 
 // observe records the time since start as a request of operation o.
 func (k *Kind) observe(o op, start time.Time) {
 	m := &k.metrics[o]
 	m.once.Do(func() {
-		m.observer = requestDuration.WithLabelValues(opNames[o], k.resource.Group, k.resource.Resource)
+		labels := []string{opNames[o], k.resource.Group, k.resource.Resource}
+		m.observer = requestDuration.WithLabelValues(labels...)
+		m.etcdTime = etcdRequestDuration.WithLabelValues(labels...)
+		m.etcdCount = etcdRequests.WithLabelValues(labels...)
 	})
-	m.observer.Observe(k.s.cfg.Clock.Since(start).Seconds())
+	d := k.s.cfg.Clock.Since(start).Seconds()
+	m.observer.Observe(d)
+	m.etcdTime.Observe(d)
+	m.etcdCount.Inc()
+}
+
+// objectCounts are a kind's series of apiserver_storage_objects and
+// apiserver_resource_objects, set together.
+type objectCounts [2]prometheus.Gauge
+
+func objectCountsOf(gr schema.GroupResource) objectCounts {
+	return objectCounts{storageObjects.WithLabelValues(gr.String()), resourceObjects.WithLabelValues(gr.Group, gr.Resource)}
+}
+
+func (c objectCounts) Set(n float64) {
+	for _, g := range c {
+		g.Set(n)
+	}
 }

@@ -255,7 +255,7 @@ func (s *Store) Run(ctx context.Context) error {
 		// Here, so that a kind whose cache was disabled has no series.
 		k.cache.capacity = cacheCapacity.WithLabelValues(k.resource.Group, k.resource.Resource)
 		k.cache.capacity.Set(float64(len(k.cache.ring)))
-		k.cache.objects = storageObjects.WithLabelValues(k.resource.String())
+		k.cache.objects = objectCountsOf(k.resource)
 		go func() {
 			k.cache.run(ctx, s.cfg.BookmarkInterval)
 			done <- struct{}{}
@@ -340,7 +340,7 @@ func (k *Kind) countObjects(ctx context.Context) {
 		}
 		return
 	}
-	storageObjects.WithLabelValues(k.resource.String()).Set(float64(resp.Count))
+	objectCountsOf(k.resource).Set(float64(resp.Count))
 }
 
 // WaitReady blocks until every kind's watch cache has its initial state.
