@@ -743,7 +743,14 @@ func TestInFlightLimitPerUser(t *testing.T) {
 	// Each 429 is counted among the requests, as kube-apiserver counts
 	// those its in-flight limit refuses.
 	refusals := func() float64 {
-		return metricValue(t, apiserver.Collectors(), "apiserver_request_total", map[string]string{"verb": "LIST", "resource": "leases", "code": "429"})
+		t.Helper()
+		n := metricValue(t, apiserver.Collectors(), "apiserver_request_total", map[string]string{"verb": "LIST", "resource": "leases", "code": "429"})
+		// ... and as a termination, as kube-apiserver's
+		// apiserver_request_terminations_total counts them.
+		if m := metricValue(t, apiserver.Collectors(), "apiserver_request_terminations_total", map[string]string{"verb": "LIST", "resource": "leases", "code": "429"}); m != n {
+			t.Errorf("%v terminations for %v requests counted 429", m, n)
+		}
+		return n
 	}
 	refusedBefore, refused := refusals(), 0
 	get := func(token string) *http.Response {

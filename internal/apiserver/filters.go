@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,6 +101,14 @@ func (s *Server) guard(rw *statusRecorder, r *http.Request, info requestInfo, au
 	}
 	rec.annotate(audit.AnnotationDecision, "allow", audit.AnnotationReason, reason)
 	rw.metered = true
+	if info.verb != "watch" {
+		kind := inflightNow["mutating"]
+		if info.verb == "get" || info.verb == "list" {
+			kind = inflightNow["readOnly"]
+		}
+		kind.inc()
+		defer kind.dec()
+	}
 	if attrs.Verb == "delete" || attrs.Verb == "deletecollection" {
 		if err := auth.AdmitNode(attrs, attrs.Name, nil); err != nil {
 			s.writeError(w, r, apierrors.NewForbidden(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name, err), schema.GroupResource{}, "")
@@ -181,6 +190,45 @@ var inflightRejected = prometheus.NewCounter(prometheus.CounterOpts{
 	Help: "Requests answered 429 because the in-flight limit (overall or per user) was reached.",
 })
 
+// watermark counts the requests of a kind in flight, and the most there
+// have been since it was last read.
+type watermark struct{ now, most atomic.Int64 }
+
+func (w *watermark) inc() {
+	n := w.now.Add(1)
+	for m := w.most.Load(); n > m && !w.most.CompareAndSwap(m, n); m = w.most.Load() {
+	}
+}
+
+func (w *watermark) dec() { w.now.Add(-1) }
+
+// read returns the most requests in flight since the last read, and starts
+// the next period from those in flight now.
+func (w *watermark) read() float64 {
+	return float64(max(w.most.Swap(w.now.Load()), 0))
+}
+
+// inflightNow are the requests in flight by kube-apiserver's request kinds
+// (readOnly: gets and lists; mutating: the rest), watches left out.
+var inflightNow = map[string]*watermark{"readOnly": {}, "mutating": {}}
+
+// inflightGauges are kube-apiserver's apiserver_current_inflight_requests:
+// the most requests of each kind in flight at once since the last scrape,
+// as kube-apiserver reports the most of each second.
+var inflightGauges = func() []prometheus.Collector {
+	var out []prometheus.Collector
+	for _, kind := range []string{"mutating", "readOnly"} {
+		out = append(out, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "apiserver_current_inflight_requests",
+			Help:        "The most requests in flight at once since the last scrape, by request kind (readOnly: gets and lists; mutating: the rest), watches left out.",
+			ConstLabels: prometheus.Labels{"request_kind": kind},
+		}, inflightNow[kind].read))
+	}
+	return out
+}()
+
 // GuardCollectors are the metrics of authentication, authorization and
 // the request limits.
-func GuardCollectors() []prometheus.Collector { return []prometheus.Collector{inflightRejected} }
+func GuardCollectors() []prometheus.Collector {
+	return append([]prometheus.Collector{inflightRejected}, inflightGauges...)
+}

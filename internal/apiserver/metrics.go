@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/leasehold/leasehold/internal/auth"
+	"github.com/leasehold/leasehold/internal/version"
 )
 
 // The request metrics carry kube-apiserver's names, labels and buckets, and
@@ -41,6 +42,10 @@ var (
 		Help:    "Bytes of the bodies of the reads (gets and lists) apiserver_request_total counts, as sent (gzipped or not), by verb, group, version, resource, subresource, scope and component.",
 		Buckets: prometheus.ExponentialBuckets(1000, 10, 7),
 	}, requestLabelNames(false))
+	requestTerminations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "apiserver_request_terminations_total",
+		Help: "Requests the server turned away to protect itself (429 from the in-flight limits), by verb, group, version, resource, subresource, scope, component and code.",
+	}, requestLabelNames(false, "code"))
 	longRunning = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "apiserver_longrunning_requests",
 		Help: "Long-running requests (watches) open now, by verb, group, version, resource, subresource, scope and component.",
@@ -80,7 +85,24 @@ func requestLabelNames(dryRun bool, extra ...string) []string {
 
 // Collectors are the API server's Prometheus metrics.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, responseSizes, longRunning, watchEvents, watchEventSizes, authenticationAttempts, authorizationAttempts}
+	return []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, responseSizes, requestTerminations, longRunning, watchEvents, watchEventSizes, authenticationAttempts, authorizationAttempts}
+}
+
+// BuildInfo is kube-apiserver's kubernetes_build_info, 1 with the server's
+// /version in its labels, by which version-skew alerts see every server.
+func BuildInfo() prometheus.Collector {
+	info := version.Info()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kubernetes_build_info",
+		Help: "1, with the server's major and minor version, git version, commit, tree state, build date, Go version, compiler and platform, as /version gives them.",
+		ConstLabels: prometheus.Labels{
+			"major": info.Major, "minor": info.Minor, "git_version": info.GitVersion, "git_commit": info.GitCommit,
+			"git_tree_state": info.GitTreeState, "build_date": info.BuildDate, "go_version": info.GoVersion,
+			"compiler": info.Compiler, "platform": info.Platform,
+		},
+	})
+	g.Set(1)
+	return g
 }
 
 // GoCollector is the Go runtime's collector for a server's /metrics: the
@@ -97,16 +119,21 @@ func GoCollector() prometheus.Collector {
 }
 
 // observeRequest counts a request that reached its resource's handler (or
-// was refused by the in-flight limit), as kube-apiserver counts them: not
-// those refused by authentication or authorization, nor those for paths the
-// server does not serve.
-func observeRequest(r *http.Request, info requestInfo, code, size int, d time.Duration) {
+// was refused by the in-flight limit, dropped), as kube-apiserver counts
+// them: not those refused by authentication or authorization, nor those
+// for paths the server does not serve. A dropped request is counted as a
+// termination too, and its latency is left out.
+func observeRequest(r *http.Request, info requestInfo, code, size int, d time.Duration, dropped bool) {
 	l, ok := labelsOf(r, info)
 	if !ok {
 		return
 	}
 	gv := l.gv
 	requestsTotal.WithLabelValues(l.verb, l.dryRun, gv.Group, gv.Version, l.resource, l.subresource, l.scope, requestComponent, strconv.Itoa(code)).Inc()
+	if dropped {
+		requestTerminations.WithLabelValues(l.verb, gv.Group, gv.Version, l.resource, l.subresource, l.scope, requestComponent, strconv.Itoa(code)).Inc()
+		return
+	}
 	requestDuration.WithLabelValues(l.verb, l.dryRun, gv.Group, gv.Version, l.resource, l.subresource, l.scope, requestComponent).Observe(d.Seconds())
 	if l.dryRun == "" {
 		requestSLIDuration.WithLabelValues(l.verb, gv.Group, gv.Version, l.resource, l.subresource, l.scope, requestComponent).Observe(d.Seconds())

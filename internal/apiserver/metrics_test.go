@@ -11,6 +11,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/leasehold/leasehold/internal/version"
 )
 
 var (
@@ -63,9 +65,10 @@ func TestRequestMetricLabels(t *testing.T) {
 		if got, counted := labelsOf(r, info); got != tt.want || counted != tt.counted {
 			t.Errorf("%s %s: labels %+v (counted %v), want %+v (%v)", tt.method, tt.target, got, counted, tt.want, tt.counted)
 		}
-		observeRequest(r, info, 404, 100, time.Millisecond)
+		observeRequest(r, info, 404, 100, time.Millisecond, false)
+		observeRequest(r, info, 503, 100, time.Millisecond, true) // not 429: TestInFlightLimitPerUser counts those
 	}
-	for _, c := range []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, responseSizes} {
+	for _, c := range []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, responseSizes, requestTerminations} {
 		ch := make(chan prometheus.Metric, 1000)
 		c.Collect(ch)
 		close(ch)
@@ -80,5 +83,45 @@ func TestRequestMetricLabels(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestWatermark: apiserver_current_inflight_requests reads the most
+// requests in flight at once since the last read, and then those still in
+// flight.
+func TestWatermark(t *testing.T) {
+	var w watermark
+	w.inc()
+	w.inc()
+	w.inc()
+	w.dec()
+	w.dec()
+	if got := w.read(); got != 3 {
+		t.Errorf("first read %v, want the 3 at once", got)
+	}
+	if got := w.read(); got != 1 {
+		t.Errorf("second read %v, want the 1 still in flight", got)
+	}
+	w.dec()
+	w.read()
+	if got := w.read(); got != 0 {
+		t.Errorf("with none in flight: %v", got)
+	}
+}
+
+// TestBuildInfo: kubernetes_build_info is 1, labelled with /version.
+func TestBuildInfo(t *testing.T) {
+	ch := make(chan prometheus.Metric, 1)
+	BuildInfo().Collect(ch)
+	var pb dto.Metric
+	if err := (<-ch).Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{}
+	for _, l := range pb.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if pb.GetGauge().GetValue() != 1 || labels["git_version"] != version.Info().GitVersion || labels["minor"] != version.Info().Minor || len(labels) != 9 {
+		t.Errorf("kubernetes_build_info %v %v", pb.GetGauge().GetValue(), labels)
 	}
 }

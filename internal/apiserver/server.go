@@ -343,7 +343,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if rw.metered || rw.code == http.StatusTooManyRequests {
-			observeRequest(r, info, rw.code, rw.size, s.clock.Since(start))
+			observeRequest(r, info, rw.code, rw.size, s.clock.Since(start), !rw.metered)
 		}
 	}()
 	rw.Header().Set("Cache-Control", "no-cache, private")

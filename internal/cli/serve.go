@@ -546,7 +546,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(apiserver.GoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(apiserver.GoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), apiserver.BuildInfo())
 	reg.MustRegister(apiserver.Collectors()...)
 	reg.MustRegister(apiserver.ConnectionCollectors()...)
 	reg.MustRegister(store.Collectors()...)
