@@ -1,9 +1,7 @@
 package auth
 
 import (
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,8 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	asn1util "k8s.io/apimachinery/pkg/apis/asn1"
-	"k8s.io/apiserver/pkg/authentication/user"
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/utils/clock"
 )
 
@@ -85,37 +82,21 @@ func verifyClientChain(chain []*x509.Certificate, roots *x509.CertPool, now time
 	return err
 }
 
-// CertUser reads the identity of a client certificate without verifying it:
-// as Kubernetes' x509 authenticator, with the uid of the subject's one UID
-// attribute, if it has one, and the certificate's SHA-256 as the user's
-// credential ID.
+// CertUser reads the identity of a client certificate without verifying it,
+// by k8s.io/apiserver's own reading (CommonNameUserConversion): the uid of
+// the subject's one UID attribute, if it has one, and the certificate's
+// SHA-256 as the user's credential ID. A certificate without a common name
+// is refused rather than passed over, and empty organizations are no
+// groups.
 func CertUser(cert *x509.Certificate) (*User, bool, error) {
 	if cert.Subject.CommonName == "" {
 		return nil, false, errors.New("client certificate has no common name")
 	}
-	var uids []string
-	for _, name := range cert.Subject.Names {
-		if !name.Type.Equal(asn1util.X509UID()) {
-			continue
-		}
-		uid, ok := name.Value.(string)
-		if !ok {
-			return nil, false, errors.New("client certificate's UID is not a string")
-		}
-		uids = append(uids, uid)
+	resp, ok, err := x509request.CommonNameUserConversion.User([]*x509.Certificate{cert})
+	if err != nil || !ok {
+		return nil, false, err
 	}
-	switch {
-	case len(uids) > 1:
-		return nil, false, fmt.Errorf("client certificate has %d UIDs, at most one is allowed: %q", len(uids), uids)
-	case len(uids) == 1 && uids[0] == "":
-		return nil, false, errors.New("client certificate's UID is empty")
-	}
-	groups := slices.DeleteFunc(slices.Clone(cert.Subject.Organization), func(g string) bool { return g == "" })
-	sum := sha256.Sum256(cert.Raw)
-	u := &User{Name: cert.Subject.CommonName, Groups: groups,
-		Extra: map[string][]string{user.CredentialIDKey: {"X509SHA256=" + hex.EncodeToString(sum[:])}}}
-	if len(uids) == 1 {
-		u.UID = uids[0]
-	}
-	return u, true, nil
+	u := resp.User
+	groups := slices.DeleteFunc(slices.Clone(u.GetGroups()), func(g string) bool { return g == "" })
+	return &User{Name: u.GetName(), UID: u.GetUID(), Groups: groups, Extra: u.GetExtra()}, true, nil
 }
