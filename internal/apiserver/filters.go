@@ -102,9 +102,9 @@ func (s *Server) guard(rw *statusRecorder, r *http.Request, info requestInfo, au
 	rec.annotate(audit.AnnotationDecision, "allow", audit.AnnotationReason, reason)
 	rw.metered = true
 	if info.verb != "watch" {
-		kind := inflightNow["mutating"]
+		kind := &inflightMutating
 		if info.verb == "get" || info.verb == "list" {
-			kind = inflightNow["readOnly"]
+			kind = &inflightReadOnly
 		}
 		kind.inc()
 		defer kind.dec()
@@ -208,21 +208,21 @@ func (w *watermark) read() float64 {
 	return float64(max(w.most.Swap(w.now.Load()), 0))
 }
 
-// inflightNow are the requests in flight by kube-apiserver's request kinds
-// (readOnly: gets and lists; mutating: the rest), watches left out.
-var inflightNow = map[string]*watermark{"readOnly": {}, "mutating": {}}
+// The requests in flight by kube-apiserver's request kinds (readOnly: gets
+// and lists; mutating: the rest), watches left out.
+var inflightReadOnly, inflightMutating watermark
 
 // inflightGauges are kube-apiserver's apiserver_current_inflight_requests:
 // the most requests of each kind in flight at once since the last scrape,
 // as kube-apiserver reports the most of each second.
 var inflightGauges = func() []prometheus.Collector {
 	var out []prometheus.Collector
-	for _, kind := range []string{"mutating", "readOnly"} {
+	for kind, w := range map[string]*watermark{"mutating": &inflightMutating, "readOnly": &inflightReadOnly} {
 		out = append(out, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "apiserver_current_inflight_requests",
 			Help:        "The most requests in flight at once since the last scrape, by request kind (readOnly: gets and lists; mutating: the rest), watches left out.",
 			ConstLabels: prometheus.Labels{"request_kind": kind},
-		}, inflightNow[kind].read))
+		}, w.read))
 	}
 	return out
 }()
