@@ -102,7 +102,7 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 			rule([]string{"create"}, []string{"authentication.k8s.io"}, "tokenreviews"),
 			rule([]string{"create"}, []string{"authorization.k8s.io"}, "subjectaccessreviews")),
 		cr("system:monitoring", nil,
-			urls([]string{"get"}, "/metrics", "/healthz", "/livez", "/readyz", "/healthz/*", "/livez/*", "/readyz/*")),
+			urls([]string{"get"}, "/metrics", "/metrics/slis", "/healthz", "/livez", "/readyz", "/healthz/*", "/livez/*", "/readyz/*")),
 		cr(ClusterRoleNode, nil,
 			rule(read, core, "nodes"),
 			rule([]string{"create", "patch", "update"}, events, "events")),

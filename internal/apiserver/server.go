@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/server/healthz"
 	webhookmetrics "k8s.io/apiserver/plugin/pkg/authorizer/webhook/metrics"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/utils/clock"
@@ -132,6 +133,9 @@ type Config struct {
 	Clock clock.WithTicker
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// LogCheck is the health endpoints' check "log", which fails while the
+	// server's log cannot be written; nil leaves it out.
+	LogCheck healthz.HealthChecker
 }
 
 // Server serves the Kubernetes API over the store.

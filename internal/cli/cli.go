@@ -126,7 +126,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// newLogger returns the process logger: text or JSON on stderr at level.
+// newLogger returns the process logger: text or JSON on stderr at level,
+// watched by the log health check (logOutput).
 // The libraries that log through klog (client-go, component-helpers) log
 // through it too, so that the process writes one format.
 func newLogger(format, level string) (*slog.Logger, error) {
@@ -138,9 +139,9 @@ func newLogger(format, level string) (*slog.Logger, error) {
 	var log *slog.Logger
 	switch format {
 	case "text", "":
-		log = slog.New(slog.NewTextHandler(os.Stderr, opts))
+		log = slog.New(slog.NewTextHandler(logOutput, opts))
 	case "json":
-		log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		log = slog.New(slog.NewJSONHandler(logOutput, opts))
 	default:
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 	}

@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	kubetransport "k8s.io/client-go/transport"
 	"k8s.io/client-go/util/connrotation"
+	"k8s.io/component-base/metrics/prometheus/slis"
 	"k8s.io/utils/clock"
 
 	"github.com/leasehold/leasehold/internal/apiserver"
@@ -564,7 +565,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	api, err = apiserver.New(apiserver.Config{
 		Store: st, Authenticator: authn, APIAudiences: splitList(f.apiAudiences), OpenAPI: docs, Logger: log, GarbageCollection: true, Profiling: f.profiling,
 		Snapshot:                    snapshot,
-		Extra:                       map[string]http.Handler{"/metrics": promhttp.HandlerFor(metricsGatherer(f, reg), promhttp.HandlerOpts{})},
+		Extra:                       map[string]http.Handler{"/metrics": promhttp.HandlerFor(metricsGatherer(f, reg), promhttp.HandlerOpts{}), "/metrics/slis": sliHandler()},
+		LogCheck:                    logOutput,
 		Dashboard:                   dashboardFiles(f.dashboard),
 		Authorization:               authorization,
 		AuthorizationWebhookMetrics: webhookMetrics,
@@ -1385,6 +1387,16 @@ func metricsGatherer(f serveFlags, reg *prometheus.Registry) prometheus.Gatherer
 		return reg
 	}
 	return prometheus.Gatherers{reg, embedded.Metrics()}
+}
+
+// sliHandler serves /metrics/slis as kube-apiserver serves it: the health
+// checks' results (kubernetes_healthcheck, kubernetes_healthchecks_total),
+// which k8s.io/apiserver's health endpoints record in component-base's SLI
+// registry at every request; a DELETE resets them.
+func sliHandler() http.Handler {
+	mux := http.NewServeMux()
+	slis.SLIMetricsWithReset{}.Install(mux)
+	return mux
 }
 
 // etcdStart is etcd opening in the background.

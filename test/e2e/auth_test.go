@@ -453,6 +453,24 @@ func TestMonitoringCertificate(t *testing.T) {
 	if code, body := get("/api/v1/namespaces"); code != http.StatusForbidden {
 		t.Errorf("listing namespaces with the monitoring certificate: %d %s, want 403", code, body)
 	}
+	// kube-apiserver's /metrics/slis: each health check's last result
+	// and a count of its results, here after a /readyz.
+	if code, body := get("/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+	code, body := get("/metrics/slis")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics/slis with the monitoring certificate: %d %s", code, body)
+	}
+	for _, want := range []string{
+		`kubernetes_healthcheck{name="etcd-readiness",type="readyz"} 1`,
+		`kubernetes_healthcheck{name="log",type="readyz"} 1`,
+		`kubernetes_healthchecks_total{name="shutdown",status="success",type="readyz"} `,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics/slis lacks %q:\n%s", want, body)
+		}
+	}
 }
 
 // TestClientCertificateExpiresOnAnOpenConnection: a client certificate is

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apiserver/pkg/server/healthz"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/client-go/kubernetes"
@@ -79,6 +81,8 @@ type Options struct {
 	HSTS string
 	// Snapshot sets apiserver.Config.Snapshot; nil serves none.
 	Snapshot func(context.Context) (io.ReadCloser, error)
+	// LogCheck sets apiserver.Config.LogCheck; nil has none.
+	LogCheck healthz.HealthChecker
 }
 
 // Server is a running test server.
@@ -144,7 +148,7 @@ func Start(t testing.TB, opts Options) *Server {
 		RequestReadTimeout: opts.RequestReadTimeout, Dashboard: opts.Dashboard, Extra: opts.Extra,
 		WatchCacheSizes: opts.WatchCacheSizes, Clock: opts.Clock, APIAudiences: opts.APIAudiences,
 		RequestTimeout: opts.RequestTimeout, Snapshot: opts.Snapshot, ResponseCompression: opts.ResponseCompression,
-		CORSAllowedOrigins: opts.CORSAllowedOrigins, HSTS: opts.HSTS,
+		CORSAllowedOrigins: opts.CORSAllowedOrigins, HSTS: opts.HSTS, LogCheck: opts.LogCheck,
 	})
 	if err != nil {
 		t.Fatal(err)
