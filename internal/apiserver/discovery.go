@@ -60,7 +60,7 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, path str
 	switch {
 	case path == "/api":
 		if mt, ok := wantsAggregated(r); ok {
-			s.writeAggregated(w, r, mt, []string{""})
+			s.instrumented(w, r, "api", requestComponent, func(w http.ResponseWriter, r *http.Request) { s.writeAggregated(w, r, mt, []string{""}) })
 			return
 		}
 		s.writeMeta(w, r, &metav1.APIVersions{
@@ -75,7 +75,7 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, path str
 			}
 		}
 		if mt, ok := wantsAggregated(r); ok {
-			s.writeAggregated(w, r, mt, groupNames)
+			s.instrumented(w, r, "apis", requestComponent, func(w http.ResponseWriter, r *http.Request) { s.writeAggregated(w, r, mt, groupNames) })
 			return
 		}
 		list := &metav1.APIGroupList{}

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,7 +26,7 @@ import (
 var (
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "apiserver_request_total",
-		Help: "Resource requests that got past authentication and authorization (and those refused 429 by the in-flight limit), by verb, dry run, group, version, resource, subresource, scope, component and response code.",
+		Help: "Resource requests that got past authentication and authorization (and those refused 429 by the in-flight limit), and requests for the health endpoints' roots and aggregated discovery, by verb, dry run, group, version, resource, subresource, scope, component and response code.",
 	}, requestLabelNames(true, "code"))
 	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "apiserver_request_duration_seconds",
@@ -236,11 +237,51 @@ func labelsOf(r *http.Request, info requestInfo) (requestLabels, bool) {
 	case info.namespace != "":
 		l.scope = "namespace"
 	}
-	if dryRun, ok := info.query["dryRun"]; ok {
-		l.dryRun = "invalid"
-		if len(metav1validation.ValidateDryRun(nil, dryRun)) == 0 {
-			l.dryRun = strings.Join(slices.Compact(slices.Sorted(slices.Values(dryRun))), ",")
+	l.dryRun = dryRunLabel(info.query)
+	return l, true
+}
+
+// dryRunLabel is the dry_run label of a request with query q: "", the
+// dryRun values sorted ("All"), or invalid.
+func dryRunLabel(q url.Values) string {
+	dryRun, ok := q["dryRun"]
+	switch {
+	case !ok:
+		return ""
+	case len(metav1validation.ValidateDryRun(nil, dryRun)) > 0:
+		return "invalid"
+	}
+	return strings.Join(slices.Compact(slices.Sorted(slices.Values(dryRun))), ",")
+}
+
+// observeNonResource counts a request for a path that is not a resource
+// but that kube-apiserver counts all the same, labelled as it labels
+// them: a health endpoint's root (component "") and aggregated discovery
+// (component apiserver), the path as their subresource ("/readyz",
+// "apis"), the verb from the method.
+func observeNonResource(r *http.Request, subresource, component string, code, size int, d time.Duration) {
+	verb := "other"
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		verb = "GET"
+		if w := r.URL.Query()["watch"]; r.Method == http.MethodGet && len(w) > 0 && !strings.EqualFold(w[0], "false") && w[0] != "0" {
+			verb = "WATCH"
+		}
+	case http.MethodPost, http.MethodPut, http.MethodDelete:
+		verb = r.Method
+	case http.MethodPatch:
+		verb = "PATCH"
+		if r.Header.Get("Content-Type") == string(types.ApplyPatchType) {
+			verb = "APPLY"
 		}
 	}
-	return l, true
+	dryRun := dryRunLabel(r.URL.Query())
+	requestsTotal.WithLabelValues(verb, dryRun, "", "", "", subresource, "", component, strconv.Itoa(code)).Inc()
+	requestDuration.WithLabelValues(verb, dryRun, "", "", "", subresource, "", component).Observe(d.Seconds())
+	if dryRun == "" {
+		requestSLIDuration.WithLabelValues(verb, "", "", "", subresource, "", component).Observe(d.Seconds())
+	}
+	if verb == "GET" {
+		responseSizes.WithLabelValues(verb, "", "", "", subresource, "", component).Observe(float64(size))
+	}
 }

@@ -41,6 +41,12 @@ func TestRequestMetrics(t *testing.T) {
 			"resource": "leases", "subresource": "", "scope": scope, "component": "apiserver", "code": code}}
 	}
 	result := func(name, r string) series { return series{name, map[string]string{"result": r}} }
+	// kube-apiserver counts a few non-resource requests: the roots of the
+	// health endpoints, and aggregated discovery.
+	nonResource := func(path, component string) series {
+		return series{"apiserver_request_total", map[string]string{"verb": "GET", "dry_run": "", "group": "", "version": "", "resource": "",
+			"subresource": path, "scope": "", "component": component, "code": "200"}}
+	}
 	counts := map[string]struct {
 		series
 		want float64
@@ -56,6 +62,10 @@ func TestRequestMetrics(t *testing.T) {
 		"unknown tokens":          {result("authentication_attempts", "error"), 1},
 		"no credentials":          {result("authentication_attempts", "failure"), 1},
 		"denials":                 {result("authorization_attempts_total", "no-opinion"), 1},
+		"/readyz":                 {nonResource("/readyz", ""), 1},
+		"no single check":         {nonResource("/readyz/etcd", ""), 0},
+		"aggregated /api":         {nonResource("api", "apiserver"), 1},
+		"aggregated /apis":        {nonResource("apis", "apiserver"), 1},
 	}
 	before := map[string]float64{}
 	for what, c := range counts {
@@ -88,6 +98,16 @@ func TestRequestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := admin.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=metered"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/readyz", "/readyz/etcd", "/apis"} { // /apis unaggregated: not counted
+		req, _ := http.NewRequest("GET", s.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+apiservertest.AdminToken)
+		if resp, body := roundTrip(t, client, req); resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s %q", path, resp.Status, body)
+		}
+	}
+	if _, _, err := admin.Discovery().ServerGroupsAndResources(); err != nil { // aggregated
 		t.Fatal(err)
 	}
 	for what, c := range counts {

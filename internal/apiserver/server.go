@@ -404,6 +404,12 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, path s
 	// The health endpoints and their checks; an unknown check falls
 	// through to the 404 below.
 	if h, pattern := s.health.Handler(r); pattern != "" {
+		if publicPaths[pattern] {
+			// A root, which kube-apiserver counts; its single checks
+			// it does not.
+			s.instrumented(w, r, path, "", h.ServeHTTP)
+			return
+		}
 		h.ServeHTTP(w, r)
 		return
 	}
@@ -431,6 +437,16 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request, path s
 		}
 		s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")
 	}
+}
+
+// instrumented serves r with h and counts it in the request metrics as
+// kube-apiserver counts the few non-resource requests it counts
+// (observeNonResource).
+func (s *Server) instrumented(w http.ResponseWriter, r *http.Request, subresource, component string, h http.HandlerFunc) {
+	start := s.clock.Now()
+	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	h(rec, r)
+	observeNonResource(r, subresource, component, rec.code, rec.size, s.clock.Since(start))
 }
 
 // requestTimeout returns a request's deadline: the server's (most; <= 0
