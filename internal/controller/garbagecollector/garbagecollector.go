@@ -49,6 +49,11 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -71,6 +76,10 @@ const UserName = "system:serviceaccount:kube-system:generic-garbage-collector"
 
 // UserAgent is the User-Agent of its requests.
 const UserAgent = "leasehold-garbage-collector"
+
+// EventComponent is the source of the collector's Events, Kubernetes'
+// collector's.
+const EventComponent = "garbage-collector-controller"
 
 // Ignored are the resources the collector never watches, as in
 // Kubernetes (its collector's default ignored resources): Events, which
@@ -102,6 +111,13 @@ type Config struct {
 	// always go through REST. Reads may hold back the changes for which
 	// Changed is false (apiserver.OnlyChanges).
 	Reads func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error)
+	// Recorder receives the collector's Events: a Warning
+	// OwnerRefInvalidNamespace on a dependent whose reference names a
+	// namespaced owner seen in another namespace (the collector treats
+	// that owner as absent), as Kubernetes' collector records it. By
+	// default Run records them as core v1 Events through REST, from
+	// EventComponent.
+	Recorder record.EventRecorder
 	// Clock drives retry backoff; default the real clock.
 	Clock clock.WithTicker
 	// Logger; default slog.Default().
@@ -110,9 +126,13 @@ type Config struct {
 
 // GarbageCollector deletes objects whose owners are gone.
 type GarbageCollector struct {
-	cfg      Config
-	log      *slog.Logger
-	client   metadata.Interface
+	cfg    Config
+	log    *slog.Logger
+	client metadata.Interface
+	events typedcorev1.EventsGetter
+	// recorder is Config.Recorder or the one Run makes, set before the
+	// feeds start.
+	recorder record.EventRecorder
 	watched  []*registry.Resource
 	byKind   map[schema.GroupVersionKind]*registry.Resource
 	graph    *graph
@@ -158,10 +178,15 @@ func New(cfg Config) (*GarbageCollector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("garbage collector: %w", err)
 	}
+	events, err := typedcorev1.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("garbage collector: %w", err)
+	}
 	gc := &GarbageCollector{
 		cfg:    cfg,
 		log:    cfg.Logger,
 		client: client,
+		events: events,
 		byKind: map[schema.GroupVersionKind]*registry.Resource{},
 		absent: newAbsentOwners(4096),
 		synced: make(chan struct{}),
@@ -187,6 +212,7 @@ func New(cfg Config) (*GarbageCollector, error) {
 	gc.toDelete = workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[types.UID]{Clock: cfg.Clock})
 	gc.toOrphan = workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[types.UID]{Clock: cfg.Clock})
 	gc.graph = newGraph(gc.toDelete.Add, gc.toOrphan.Add)
+	gc.graph.reportNamespace = gc.reportInvalidNamespace
 	gc.deletions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "leasehold_garbage_collector_deletions_total",
 		Help: "Objects the garbage collector deleted because their owners were gone or being deleted.",
@@ -222,6 +248,13 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 	feeds, err := gc.feeds()
 	if err != nil {
 		return err
+	}
+	gc.recorder = gc.cfg.Recorder
+	if gc.recorder == nil {
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: gc.events.Events("")})
+		defer b.Shutdown()
+		gc.recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent})
 	}
 	hasSynced := make([]cache.InformerSynced, len(feeds))
 	for i, f := range feeds {
@@ -281,6 +314,20 @@ func (gc *GarbageCollector) feeds() ([]*feed.Feed, error) {
 		feeds[i] = f
 	}
 	return feeds, nil
+}
+
+// reportInvalidNamespace records that dependent's reference r names a
+// namespaced owner in another namespace, in the words of Kubernetes'
+// collector. The recorder does not block (it drops Events when its queue
+// is full), so the graph's lock may be held.
+func (gc *GarbageCollector) reportInvalidNamespace(dependent objectRef, r metav1.OwnerReference) {
+	if gc.recorder == nil {
+		return
+	}
+	involved := &corev1.ObjectReference{Kind: dependent.res.Kind, APIVersion: dependent.res.GroupVersion.String(),
+		Namespace: dependent.namespace, Name: dependent.name, UID: dependent.uid}
+	gc.recorder.Eventf(involved, corev1.EventTypeWarning, "OwnerRefInvalidNamespace", "ownerRef [%s/%s, namespace: %s, name: %s, uid: %s] does not exist in namespace %q",
+		r.APIVersion, r.Kind, dependent.namespace, r.Name, r.UID, dependent.namespace)
 }
 
 // handler feeds the graph from the feed of resource r.

@@ -392,6 +392,31 @@ func TestMissingOwner(t *testing.T) {
 	if _, err := e.getLease("kube-system", "owner-elsewhere"); err != nil {
 		t.Errorf("owner-elsewhere: %v", err)
 	}
+	// As Kubernetes' collector, it says why with a Warning on the
+	// dependent.
+	e.invalidNamespaceEvent("default", "Lease", "of-elsewhere",
+		fmt.Sprintf(`ownerRef [coordination.k8s.io/v1/Lease, namespace: default, name: owner-elsewhere, uid: %s] does not exist in namespace "default"`, elsewhere.UID))
+}
+
+// invalidNamespaceEvent waits for the collector's OwnerRefInvalidNamespace
+// Event on the object kind/name, in namespace, with message.
+func (e *env) invalidNamespaceEvent(namespace, kind, name, message string) {
+	e.t.Helper()
+	e.eventually(5*time.Second, "an OwnerRefInvalidNamespace event on "+name, func() (bool, error) {
+		list, err := e.c.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=OwnerRefInvalidNamespace"})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range list.Items {
+			if ev.InvolvedObject.Kind == kind && ev.InvolvedObject.Name == name {
+				if ev.Type != corev1.EventTypeWarning || ev.Message != message || ev.Source.Component != EventComponent || ev.ReportingController != EventComponent {
+					return false, fmt.Errorf("event %+v; want a Warning from %s saying %q", ev, EventComponent, message)
+				}
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("none among %d events", len(list.Items))
+	})
 }
 
 // TestUnresolvableOwner: a cluster-scoped object naming a namespaced owner,
@@ -414,6 +439,11 @@ func TestUnresolvableOwner(t *testing.T) {
 	if l, err := e.getLease("default", "names-unknown-kind"); err != nil || len(l.OwnerReferences) != 1 {
 		t.Errorf("lease naming an unknown kind: %v; want it untouched", err)
 	}
+
+	// The cluster-scoped dependent's Event goes to the default namespace,
+	// as client-go puts it.
+	e.invalidNamespaceEvent("default", "Namespace", "names-namespaced-owner",
+		fmt.Sprintf(`ownerRef [coordination.k8s.io/v1/Lease, namespace: , name: ns-owner, uid: %s] does not exist in namespace ""`, owner.UID))
 
 	// Deleting the namespaced owner in the foreground is not blocked by the
 	// cluster-scoped object's invalid reference.

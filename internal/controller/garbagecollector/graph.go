@@ -159,6 +159,12 @@ type graph struct {
 	nodes         map[types.UID]*node
 	enqueueDelete func(types.UID)
 	enqueueOrphan func(types.UID)
+	// reportNamespace, when set, is told of a dependent whose reference r
+	// names an observed namespaced owner in another namespace (or names
+	// one from a cluster-scoped dependent), as Kubernetes' collector
+	// reports it with an OwnerRefInvalidNamespace event. It is called with
+	// the lock held and must not block or call back into the graph.
+	reportNamespace func(dependent objectRef, r metav1.OwnerReference)
 }
 
 func newGraph(enqueueDelete, enqueueOrphan func(types.UID)) *graph {
@@ -195,6 +201,9 @@ func (g *graph) observe(res *registry.Resource, obj metav1.Object) {
 		n.virtual, n.ref = false, ref
 		for d := range n.dependents.all() {
 			if r, ok := d.ownerRef(uid); ok && !refMatches(r, d, n) {
+				if ref.namespace != "" && d.ref.namespace != ref.namespace {
+					g.reportInvalidNamespace(d, r)
+				}
 				g.enqueueDelete(d.ref.uid)
 			}
 		}
@@ -293,7 +302,7 @@ func (g *graph) forgetLocked(uid types.UID) {
 // for owners not observed. n is checked live when an owner is a placeholder,
 // does not match the reference, or waits for its dependents.
 func (g *graph) linkOwners(n *node, owners []metav1.OwnerReference) {
-	check := false
+	check, reported := false, false
 	for _, r := range owners {
 		owner, ok := g.nodes[r.UID]
 		if !ok {
@@ -304,9 +313,20 @@ func (g *graph) linkOwners(n *node, owners []metav1.OwnerReference) {
 		if owner.virtual || owner.foreground || !refMatches(r, n, owner) {
 			check = true
 		}
+		// Once per change of n's references, as Kubernetes reports it.
+		if !reported && !owner.virtual && owner.ref.namespace != "" && owner.ref.namespace != n.ref.namespace {
+			g.reportInvalidNamespace(n, r)
+			reported = true
+		}
 	}
 	if check {
 		g.enqueueDelete(n.ref.uid)
+	}
+}
+
+func (g *graph) reportInvalidNamespace(d *node, r metav1.OwnerReference) {
+	if g.reportNamespace != nil {
+		g.reportNamespace(d.ref, r)
 	}
 }
 

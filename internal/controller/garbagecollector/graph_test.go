@@ -441,3 +441,27 @@ func BenchmarkGraphObserve(b *testing.B) {
 		}
 	}
 }
+
+// TestGraphReportsInvalidNamespace: a dependent naming a namespaced owner
+// seen in another namespace is reported once per change of its references,
+// whichever of the two the graph sees first; one naming a cluster-scoped
+// owner, or an owner in its own namespace, is not.
+func TestGraphReportsInvalidNamespace(t *testing.T) {
+	var reports []string
+	g := newGraph(func(types.UID) {}, func(types.UID) {})
+	g.reportNamespace = func(d objectRef, r metav1.OwnerReference) {
+		reports = append(reports, fmt.Sprintf("%s/%s->%s", d.namespace, d.name, r.Name))
+	}
+	g.observe(registry.Leases, objMeta("a", "owner", "o"))
+	g.observe(registry.Nodes, objMeta("", "n1", "node-1"))
+	g.observe(registry.Leases, objMeta("a", "same", "d0", ownedBy("Lease", "owner", "o", false), ownedBy("Node", "n1", "node-1", false)))
+	g.observe(registry.Leases, objMeta("b", "after", "d1", ownedBy("Lease", "owner", "o", false), ownedBy("Lease", "owner", "o", false)))
+	g.observe(registry.Leases, objMeta("b", "after", "d1", ownedBy("Lease", "owner", "o", false))) // a change of nothing it adds
+	g.observe(registry.Leases, objMeta("c", "before", "d2", ownedBy("Lease", "late", "o2", false)))
+	g.observe(registry.Leases, objMeta("a", "late", "o2"))
+	g.observe(registry.Namespaces, objMeta("", "cluster-scoped", "d3", ownedBy("Lease", "owner", "o", false)))
+	want := []string{"b/after->owner", "c/before->late", "/cluster-scoped->owner"}
+	if !slices.Equal(reports, want) {
+		t.Errorf("reported %q, want %q", reports, want)
+	}
+}
