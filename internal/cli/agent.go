@@ -109,7 +109,7 @@ func runAgent(ctx context.Context, args []string) error {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg.MustRegister(a.Collectors()...)
-		srv := &http.Server{Addr: metricsAddr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Addr: metricsAddr, Handler: promhttp.HandlerFor(prometheus.Gatherers{reg, clientMetrics}, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics listener", "err", err)

@@ -1384,9 +1384,9 @@ func dashboardFiles(on bool) iofs.FS {
 // etcd runs embedded, the member's own metrics.
 func metricsGatherer(f serveFlags, reg *prometheus.Registry) prometheus.Gatherer {
 	if f.etcdServers != "" {
-		return reg
+		return prometheus.Gatherers{reg, clientMetrics}
 	}
-	return prometheus.Gatherers{reg, embedded.Metrics()}
+	return prometheus.Gatherers{reg, clientMetrics, embedded.Metrics()}
 }
 
 // sliHandler serves /metrics/slis as kube-apiserver serves it: the health

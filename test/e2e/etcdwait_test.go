@@ -78,7 +78,7 @@ func TestServeWaitsForEtcd(t *testing.T) {
 	resumed = false
 	eventually(t, 30*time.Second, func() error {
 		err := st.s.readyz()
-		if err == nil || !strings.Contains(err.Error(), "500 Internal Server Error: [+]ping ok\n[-]etcd failed: reason withheld\n[+]shutdown ok\nreadyz check failed") {
+		if err == nil || !strings.Contains(err.Error(), "500 Internal Server Error: [+]ping ok\n[+]log ok\n[-]etcd failed: reason withheld\n[-]etcd-readiness failed: reason withheld\n[+]shutdown ok\nreadyz check failed") {
 			return fmt.Errorf("/readyz with etcd stopped: %v; want 500 for the etcd check", err)
 		}
 		return nil

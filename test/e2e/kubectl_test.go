@@ -1068,7 +1068,7 @@ func TestRawEndpoints(t *testing.T) {
 		}
 	}
 	// kube-apiserver's checks, each on its line; one left out by name.
-	if got, want := s.kubectl(t, "get", "--raw", "/readyz?verbose&exclude=etcd"), "[+]ping ok\n[+]etcd excluded: ok\n[+]shutdown ok\nreadyz check passed\n"; got != want {
+	if got, want := s.kubectl(t, "get", "--raw", "/readyz?verbose&exclude=etcd"), "[+]ping ok\n[+]log ok\n[+]etcd excluded: ok\n[+]etcd-readiness ok\n[+]shutdown ok\nreadyz check passed\n"; got != want {
 		t.Errorf("/readyz?verbose&exclude=etcd = %q, want %q", got, want)
 	}
 	if out := s.kubectlFails(t, "", "get", "--raw", "/readyz/informer-sync"); !strings.Contains(out, "NotFound") {
@@ -1082,7 +1082,11 @@ func TestRawEndpoints(t *testing.T) {
 	for _, want := range []string{"# TYPE apiserver_request_total counter", "# TYPE apiserver_request_duration_seconds histogram",
 		"# TYPE apiserver_request_sli_duration_seconds histogram", "# TYPE apiserver_longrunning_requests gauge",
 		"\nauthentication_attempts{result=\"success\"} ", "\nauthorization_attempts_total{result=\"allowed\"} ",
-		"\ngo_cpu_classes_gc_total_cpu_seconds_total ", "\ngo_gc_cycles_total_gc_cycles_total "} {
+		"\ngo_cpu_classes_gc_total_cpu_seconds_total ", "\ngo_gc_cycles_total_gc_cycles_total ",
+		// client-go's, as kube-apiserver and kube-controller-manager serve
+		// them: the server's own requests, and its controllers' queues.
+		"# TYPE rest_client_requests_total counter", "\nworkqueue_depth{name=\"garbage_collector_attempt_to_delete\"} ",
+		"\nworkqueue_adds_total{name=\"namespace\"} "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

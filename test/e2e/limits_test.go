@@ -218,7 +218,7 @@ func TestShutdownFlags(t *testing.T) {
 	// requests elsewhere before the listener closes.
 	eventually(t, 30*time.Second, func() error {
 		err := s.readyz()
-		if err == nil || !strings.Contains(err.Error(), "500 Internal Server Error: [+]ping ok\n[+]etcd ok\n[-]shutdown failed: reason withheld\nreadyz check failed") {
+		if err == nil || !strings.Contains(err.Error(), "500 Internal Server Error: [+]ping ok\n[+]log ok\n[+]etcd ok\n[+]etcd-readiness ok\n[-]shutdown failed: reason withheld\nreadyz check failed") {
 			return fmt.Errorf("/readyz after SIGTERM: %v; want 500 for the shutdown check", err)
 		}
 		return nil

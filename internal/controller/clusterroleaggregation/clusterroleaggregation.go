@@ -75,7 +75,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactory(c.client, 0)
 	inf := factory.Rbac().V1().ClusterRoles()
 	lister := inf.Lister()
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second))
+	// Named as Kubernetes' aggregation controller names its queue, for
+	// the workqueue_* series.
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "ClusterRoleAggregator"})
 	defer queue.ShutDown()
 	enqueueAll := func(any) {
 		roles, err := lister.List(labels.Everything())

@@ -209,8 +209,10 @@ func New(cfg Config) (*GarbageCollector, error) {
 	limiter := func() workqueue.TypedRateLimiter[types.UID] {
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](5*time.Millisecond, 30*time.Second)
 	}
-	gc.toDelete = workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[types.UID]{Clock: cfg.Clock})
-	gc.toOrphan = workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[types.UID]{Clock: cfg.Clock})
+	// Named as Kubernetes' collector names its queues, for the
+	// workqueue_* series.
+	gc.toDelete = workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "garbage_collector_attempt_to_delete", Clock: cfg.Clock})
+	gc.toOrphan = workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "garbage_collector_attempt_to_orphan", Clock: cfg.Clock})
 	gc.graph = newGraph(gc.toDelete.Add, gc.toOrphan.Add)
 	gc.graph.reportNamespace = gc.reportInvalidNamespace
 	gc.deletions = prometheus.NewCounter(prometheus.CounterOpts{

@@ -81,7 +81,10 @@ func New(cfg Config) (*Controller, error) {
 func (c *Controller) Run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactory(c.client, 0)
 	inf := factory.Core().V1().Namespaces()
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 5*time.Second))
+	// Named as Kubernetes' namespace controller names its queue, for the
+	// workqueue_* series.
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 5*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "namespace"})
 	defer queue.ShutDown()
 	enqueue := func(obj any) {
 		if ns, ok := obj.(*corev1.Namespace); ok && ns.DeletionTimestamp != nil {
