@@ -252,6 +252,17 @@ func TestErrorStatus(t *testing.T) {
 			body: `{"kind":"DeleteOptions","apiVersion":"v1","orphanDependents":true,"propagationPolicy":"Background"}`,
 			code: 422, reason: metav1.StatusReasonInvalid,
 			message: `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: "Background": orphanDependents and deletionPropagation cannot be both set`},
+		// Every update's metadata is checked as a create's is, finalizers
+		// included.
+		{name: "patch of conflicting finalizers", method: "PATCH", path: base + "/existing", contentType: "application/merge-patch+json",
+			body: `{"metadata":{"finalizers":["orphan","foregroundDeletion"]}}`,
+			code: 422, reason: metav1.StatusReasonInvalid,
+			message: `Lease.coordination.k8s.io "existing" is invalid: metadata.finalizers: Invalid value: ["orphan","foregroundDeletion"]: finalizer orphan and foregroundDeletion cannot be both set`},
+		// A create without a name is told of its other errors too.
+		{name: "create without a name", method: "POST", path: base, contentType: "application/json",
+			body: `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"labels":{"a b":"c"}},"spec":{"leaseDurationSeconds":-1}}`,
+			code: 422, reason: metav1.StatusReasonInvalid,
+			contains: []string{`metadata.name: Required value: name or generateName is required`, `metadata.labels: Invalid value: "a b"`, `spec.leaseDurationSeconds: Invalid value: -1`}},
 		{name: "invalid lease on create", method: "POST", path: base, contentType: "application/json", body: leaseBody("bad", "", `"leaseDurationSeconds":0`),
 			code: 422, reason: metav1.StatusReasonInvalid,
 			message: `Lease.coordination.k8s.io "bad" is invalid: spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0`,

@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,20 @@ func TestSystemNamespaces(t *testing.T) {
 	}
 	if ns := ev.Object.(*corev1.Namespace); ns.UID == old.UID || ns.Status.Phase != corev1.NamespaceActive {
 		t.Errorf("kube-node-lease again: uid %s (was %s), phase %s", ns.UID, old.UID, ns.Status.Phase)
+	}
+}
+
+// TestGenerateNameCut: a generateName too long to take its five random
+// characters is cut first, as kube-apiserver cuts it, so the name made is
+// a valid one.
+func TestGenerateNameCut(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	base := strings.Repeat("g", 62) + "-"
+	ns, err := s.Client(t, "").CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: base}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ns.Name) != 63 || !strings.HasPrefix(ns.Name, base[:58]) {
+		t.Errorf("generated %q (%d characters), want %q and five more", ns.Name, len(ns.Name), base[:58])
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apiserver/pkg/storage/names"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -441,7 +442,7 @@ func (s *Server) create(req *request) error {
 		return badRequest("resourceVersion should not be set on objects to be created")
 	}
 	if m.GetName() == "" && m.GetGenerateName() != "" {
-		m.SetName(m.GetGenerateName() + utilrand.String(5))
+		m.SetName(names.SimpleNameGenerator.GenerateName(m.GetGenerateName()))
 	}
 	req.info.name = m.GetName()
 	auditObject(req.w, m)
@@ -542,9 +543,6 @@ func (s *Server) prepareCreate(req *request, obj runtime.Object, manager string,
 		m, _ = meta.Accessor(obj)
 	}
 	errs := registry.ValidateObjectMeta(req.res, objectMeta(obj))
-	if m.GetName() == "" && m.GetGenerateName() == "" {
-		errs = field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")}
-	}
 	if req.res.Validate != nil {
 		errs = append(errs, req.res.Validate(obj)...)
 	}

@@ -9,6 +9,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -39,9 +40,12 @@ var Events = &Resource{
 	Kind:         "Event",
 	ShortNames:   []string{"ev"},
 	Namespaced:   true,
-	New:          func() runtime.Object { return &corev1.Event{} },
-	NewList:      func() runtime.Object { return &corev1.EventList{} },
-	Validate:     func(obj runtime.Object) field.ErrorList { return ValidateEvent(obj.(*corev1.Event)) },
+	// As kube-apiserver checks a v1 Event's name: only as a path segment
+	// (its event validation leaves metadata to the generic checks).
+	NameRule: path.ValidatePathSegmentName,
+	New:      func() runtime.Object { return &corev1.Event{} },
+	NewList:  func() runtime.Object { return &corev1.EventList{} },
+	Validate: func(obj runtime.Object) field.ErrorList { return ValidateEvent(obj.(*corev1.Event)) },
 	ValidateUpdate: func(obj, _ runtime.Object) field.ErrorList {
 		return ValidateEvent(obj.(*corev1.Event))
 	},
@@ -77,18 +81,19 @@ var Events = &Resource{
 // EventsV1 is events.k8s.io/v1 Event: the same objects as v1 Event,
 // converted field by field.
 var EventsV1 = &Resource{
-	GroupVersion: eventsv1.SchemeGroupVersion,
-	Name:         "events",
-	SingularName: "event",
-	Kind:         "Event",
-	ShortNames:   []string{"ev"},
-	Namespaced:   true,
-	New:          func() runtime.Object { return &eventsv1.Event{} },
-	NewList:      func() runtime.Object { return &eventsv1.EventList{} },
-	Storage:      Events,
-	ToStorage:    func(obj runtime.Object) (runtime.Object, error) { return EventToCore(obj.(*eventsv1.Event)), nil },
-	FromStorage:  func(obj runtime.Object) (runtime.Object, error) { return EventFromCore(obj.(*corev1.Event)), nil },
-	Validate:     func(obj runtime.Object) field.ErrorList { return ValidateEventV1(obj.(*eventsv1.Event)) },
+	GroupVersion:   eventsv1.SchemeGroupVersion,
+	Name:           "events",
+	SingularName:   "event",
+	Kind:           "Event",
+	KubeFinalizers: true,
+	ShortNames:     []string{"ev"},
+	Namespaced:     true,
+	New:            func() runtime.Object { return &eventsv1.Event{} },
+	NewList:        func() runtime.Object { return &eventsv1.EventList{} },
+	Storage:        Events,
+	ToStorage:      func(obj runtime.Object) (runtime.Object, error) { return EventToCore(obj.(*eventsv1.Event)), nil },
+	FromStorage:    func(obj runtime.Object) (runtime.Object, error) { return EventFromCore(obj.(*corev1.Event)), nil },
+	Validate:       func(obj runtime.Object) field.ErrorList { return ValidateEventV1(obj.(*eventsv1.Event)) },
 	ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
 		return ValidateEventV1Update(obj.(*eventsv1.Event), old.(*eventsv1.Event))
 	},

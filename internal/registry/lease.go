@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -139,16 +140,25 @@ func ValidateObjectMeta(r *Resource, meta *metav1.ObjectMeta) field.ErrorList {
 	return append(errs, r.coreFinalizers(meta)...)
 }
 
-// ValidateObjectMetaUpdate checks metadata on update against the stored one.
+// ValidateObjectMetaUpdate checks metadata on update against the stored
+// one, as kube-apiserver's update does: first the checks every update gets
+// (k8s.io/apiserver's BeforeUpdate: the metadata on its own, its name as a
+// path segment, then against the stored one), then the kind's own (the
+// same comparison, with core's finalizer rule where the kind has it). A bad
+// field is reported by each of them, as there; the message names it once.
 func ValidateObjectMetaUpdate(r *Resource, meta, old *metav1.ObjectMeta) field.ErrorList {
-	errs := apivalidation.ValidateObjectMetaUpdate(meta, old, field.NewPath("metadata"))
+	fld := field.NewPath("metadata")
+	errs := apivalidation.ValidateObjectMeta(meta, r.Namespaced, path.ValidatePathSegmentName, fld)
+	errs = append(errs, apivalidation.ValidateObjectMetaUpdate(meta, old, fld)...)
+	errs = append(errs, apivalidation.ValidateObjectMetaUpdate(meta, old, fld)...)
 	return append(errs, r.coreFinalizers(meta)...)
 }
 
-// coreFinalizers applies the core group's extra rule to
-// metadata.finalizers: a name without a "/" must be a standard one.
+// coreFinalizers applies the rule of Kubernetes' core validation to
+// metadata.finalizers, for the kinds validated by it (KubeFinalizers): a
+// name without a "/" must be a standard one.
 func (r *Resource) coreFinalizers(meta *metav1.ObjectMeta) field.ErrorList {
-	if r.GroupVersion.Group != "" {
+	if !r.KubeFinalizers {
 		return nil
 	}
 	var errs field.ErrorList

@@ -19,6 +19,7 @@ var Namespaces = &Resource{
 	Name:                     "namespaces",
 	SingularName:             "namespace",
 	Kind:                     "Namespace",
+	KubeFinalizers:           true,
 	ShortNames:               []string{"ns"},
 	NameRule:                 apivalidation.ValidateNamespaceName,
 	Verbs:                    []string{"create", "delete", "get", "list", "patch", "update", "watch"},

@@ -27,6 +27,7 @@ var Nodes = &Resource{
 	Name:              "nodes",
 	SingularName:      "node",
 	Kind:              "Node",
+	KubeFinalizers:    true,
 	ShortNames:        []string{"no"},
 	KeyPrefix:         "minions",
 	StatusSubresource: true,

@@ -19,7 +19,7 @@ import (
 var (
 	Roles = &Resource{
 		GroupVersion: rbacv1.SchemeGroupVersion, Name: "roles", SingularName: "role", Kind: "Role",
-		Namespaced: true, NameRule: path.ValidatePathSegmentName, AllowCreateOnUpdate: true, AllowUnconditionalUpdate: true,
+		Namespaced: true, NameRule: path.ValidatePathSegmentName, KubeFinalizers: true, AllowCreateOnUpdate: true, AllowUnconditionalUpdate: true,
 		New:     func() runtime.Object { return &rbacv1.Role{} },
 		NewList: func() runtime.Object { return &rbacv1.RoleList{} },
 		Validate: func(obj runtime.Object) field.ErrorList {
@@ -35,7 +35,7 @@ var (
 	}
 	ClusterRoles = &Resource{
 		GroupVersion: rbacv1.SchemeGroupVersion, Name: "clusterroles", SingularName: "clusterrole", Kind: "ClusterRole",
-		NameRule: path.ValidatePathSegmentName, AllowCreateOnUpdate: true, AllowUnconditionalUpdate: true,
+		NameRule: path.ValidatePathSegmentName, KubeFinalizers: true, AllowCreateOnUpdate: true, AllowUnconditionalUpdate: true,
 		New:     func() runtime.Object { return &rbacv1.ClusterRole{} },
 		NewList: func() runtime.Object { return &rbacv1.ClusterRoleList{} },
 		Validate: func(obj runtime.Object) field.ErrorList {
@@ -51,7 +51,7 @@ var (
 	}
 	RoleBindings = &Resource{
 		GroupVersion: rbacv1.SchemeGroupVersion, Name: "rolebindings", SingularName: "rolebinding", Kind: "RoleBinding",
-		Namespaced: true, NameRule: path.ValidatePathSegmentName, AllowCreateOnUpdate: true, AllowUnconditionalUpdate: true,
+		Namespaced: true, NameRule: path.ValidatePathSegmentName, KubeFinalizers: true, AllowCreateOnUpdate: true, AllowUnconditionalUpdate: true,
 		New:     func() runtime.Object { return &rbacv1.RoleBinding{} },
 		NewList: func() runtime.Object { return &rbacv1.RoleBindingList{} },
 		PrepareForCreate: func(obj runtime.Object) {
@@ -82,7 +82,7 @@ var (
 	}
 	ClusterRoleBindings = &Resource{
 		GroupVersion: rbacv1.SchemeGroupVersion, Name: "clusterrolebindings", SingularName: "clusterrolebinding", Kind: "ClusterRoleBinding",
-		NameRule: path.ValidatePathSegmentName, AllowCreateOnUpdate: true, AllowUnconditionalUpdate: true,
+		NameRule: path.ValidatePathSegmentName, KubeFinalizers: true, AllowCreateOnUpdate: true, AllowUnconditionalUpdate: true,
 		New:     func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
 		NewList: func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },
 		PrepareForCreate: func(obj runtime.Object) {

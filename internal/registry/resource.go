@@ -46,6 +46,11 @@ type Resource struct {
 	KeyPrefix string
 	// NameRule validates metadata.name; nil means a DNS subdomain.
 	NameRule func(name string, prefix bool) []string
+	// KubeFinalizers says the kind's metadata is checked by Kubernetes'
+	// core validation, which requires a finalizer name without a "/" to be
+	// a standard one (kubernetes, orphan, foregroundDeletion): the core
+	// kinds but v1 Events, RBAC's, events.k8s.io's; not Leases.
+	KubeFinalizers bool
 
 	// New returns an empty object of Kind; NewList an empty list.
 	New     func() runtime.Object

@@ -25,6 +25,7 @@ var ResourceQuotas = &Resource{
 	Name:                     "resourcequotas",
 	SingularName:             "resourcequota",
 	Kind:                     "ResourceQuota",
+	KubeFinalizers:           true,
 	ShortNames:               []string{"quota"},
 	Namespaced:               true,
 	StatusSubresource:        true,

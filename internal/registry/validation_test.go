@@ -140,6 +140,16 @@ func TestValidateObjectMeta(t *testing.T) {
 			want: []wantErr{{field.ErrorTypeInvalid, `metadata.finalizers[0]: Invalid value: "foo": ` + notStandardFinalizer}}},
 		{name: "namespace metadata finalizers standard and qualified", res: registry.Namespaces,
 			meta: metav1.ObjectMeta{Name: "a", Finalizers: []string{"kubernetes", "orphan", "example.com/x"}}},
+		// RBAC's and events.k8s.io's validation is core's too; a v1
+		// Event's metadata only gets the generic checks, its name as a
+		// path segment.
+		{name: "clusterrole finalizer not qualified", res: registry.ClusterRoles, meta: metav1.ObjectMeta{Name: "a", Finalizers: []string{"foo"}},
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.finalizers[0]: Invalid value: "foo": ` + notStandardFinalizer}}},
+		{name: "events.k8s.io finalizer not qualified", res: registry.EventsV1, meta: metav1.ObjectMeta{Name: "a", Namespace: "default", Finalizers: []string{"foo"}},
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.finalizers[0]: Invalid value: "foo": ` + notStandardFinalizer}}},
+		{name: "v1 event finalizer and name", res: registry.Events, meta: metav1.ObjectMeta{Name: "Foo_Bar", Namespace: "default", Finalizers: []string{"foo"}}},
+		{name: "v1 event name not a path segment", res: registry.Events, meta: metav1.ObjectMeta{Name: "a/b", Namespace: "default"},
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.name: Invalid value: "a/b": may not contain '/'`}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,24 +160,46 @@ func TestValidateObjectMeta(t *testing.T) {
 
 func TestValidateObjectMetaUpdate(t *testing.T) {
 	old := metav1.ObjectMeta{Name: "a", Namespace: "default", UID: "u1", ResourceVersion: "5", CreationTimestamp: metav1.Unix(100, 0)}
+	// As kube-apiserver reports them: what the comparison with the stored
+	// metadata finds twice (every update's, then the kind's), labels and
+	// annotations three times (the metadata on its own, then both
+	// comparisons), finalizers once (on its own), and core's finalizer rule
+	// once.
+	once := func(w wantErr) []wantErr { return []wantErr{w} }
+	twice := func(w wantErr) []wantErr { return []wantErr{w, w} }
+	thrice := func(w wantErr) []wantErr { return []wantErr{w, w, w} }
 	cases := []struct {
 		name   string
+		res    *registry.Resource
 		change func(m *metav1.ObjectMeta)
 		want   []wantErr
 	}{
 		{name: "labels may change", change: func(m *metav1.ObjectMeta) { m.Labels = map[string]string{"a": "b"} }},
 		{name: "uid is immutable", change: func(m *metav1.ObjectMeta) { m.UID = types.UID("u2") },
-			want: []wantErr{{field.ErrorTypeInvalid, `metadata.uid: Invalid value: "u2": field is immutable`}}},
+			want: twice(wantErr{field.ErrorTypeInvalid, `metadata.uid: Invalid value: "u2": field is immutable`})},
 		{name: "name is immutable", change: func(m *metav1.ObjectMeta) { m.Name = "b" },
-			want: []wantErr{{field.ErrorTypeInvalid, `metadata.name: Invalid value: "b": field is immutable`}}},
+			want: twice(wantErr{field.ErrorTypeInvalid, `metadata.name: Invalid value: "b": field is immutable`})},
 		{name: "namespace is immutable", change: func(m *metav1.ObjectMeta) { m.Namespace = "other" },
-			want: []wantErr{{field.ErrorTypeInvalid, `metadata.namespace: Invalid value: "other": field is immutable`}}},
+			want: twice(wantErr{field.ErrorTypeInvalid, `metadata.namespace: Invalid value: "other": field is immutable`})},
+		{name: "a bad label", change: func(m *metav1.ObjectMeta) { m.Labels = map[string]string{"a b": "c"} },
+			want: thrice(wantErr{field.ErrorTypeInvalid, `metadata.labels: Invalid value: "a b": ` + namePartMsg})},
+		{name: "a finalizer that is not a qualified name", change: func(m *metav1.ObjectMeta) { m.Finalizers = []string{"-bad/x"} },
+			want: once(wantErr{field.ErrorTypeInvalid, `metadata.finalizers: Invalid value: "-bad/x": prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`})},
+		{name: "orphan and foregroundDeletion", change: func(m *metav1.ObjectMeta) { m.Finalizers = []string{"orphan", "foregroundDeletion"} },
+			want: once(wantErr{field.ErrorTypeInvalid, `metadata.finalizers: Invalid value: ["orphan","foregroundDeletion"]: finalizer orphan and foregroundDeletion cannot be both set`})},
+		{name: "a short finalizer on a Lease", change: func(m *metav1.ObjectMeta) { m.Finalizers = []string{"foo"} }},
+		{name: "a short finalizer on a Role", res: registry.Roles, change: func(m *metav1.ObjectMeta) { m.Finalizers = []string{"foo"} },
+			want: []wantErr{{field.ErrorTypeInvalid, `metadata.finalizers[0]: Invalid value: "foo": ` + notStandardFinalizer}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			res := tc.res
+			if res == nil {
+				res = registry.Leases
+			}
 			m := *old.DeepCopy()
 			tc.change(&m)
-			checkErrors(t, registry.ValidateObjectMetaUpdate(registry.Leases, &m, &old), tc.want)
+			checkErrors(t, registry.ValidateObjectMetaUpdate(res, &m, &old), tc.want)
 		})
 	}
 }
