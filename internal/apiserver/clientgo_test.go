@@ -482,10 +482,26 @@ func testFieldValidation(t *testing.T, e *cgEnv) {
 			t.Errorf("rejected update changed the lease")
 		}
 	})
+	// A patch is refused as kube-apiserver refuses it: 422 on the field
+	// "patch", whose value is the patched object; the patch itself is
+	// read strictly too, so a duplicate field in it is found.
 	t.Run("patch-Strict", func(t *testing.T) {
 		_, err := e.leases.Patch(ctx, "fv-warn", types.MergePatchType, []byte(`{"spec":{"bogus":2}}`), metav1.PatchOptions{FieldValidation: "Strict"})
-		if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), unknown) {
-			t.Errorf("got %v, want 400 with %q", err, unknown)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `patch: Invalid value: "{`) || !strings.Contains(err.Error(), "strict decoding error: "+unknown) {
+			t.Errorf("got %v, want 422 with %q", err, unknown)
+		}
+		_, err = e.leases.Patch(ctx, "fv-warn", types.StrategicMergePatchType, []byte(`{"spec":{"holderIdentity":"a","holderIdentity":"b"}}`), metav1.PatchOptions{FieldValidation: "Strict"})
+		if want := `strict decoding error: duplicate field "spec.holderIdentity"`; !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "patch: Invalid value: \"map[spec:map[holderIdentity:b]]\": "+want) {
+			t.Errorf("got %v, want 422 with %q", err, want)
+		}
+	})
+	t.Run("patch-Warn", func(t *testing.T) {
+		warnings.reset()
+		if _, err := cs.CoordinationV1().Leases(e.ns).Patch(ctx, "fv-warn", types.JSONPatchType, []byte(`[{"op":"replace","path":"/spec/holderIdentity","value":"w","bogus":1}]`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := warnings.get(), []string{`json patch unknown field "[0].bogus"`}; !slices.Equal(got, want) {
+			t.Errorf("warnings: got %q, want %q", got, want)
 		}
 	})
 }

@@ -47,8 +47,18 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 		return false, false
 	}
 	nm, cm := objectMeta(obj), objectMeta(cur)
-	if len(nm.ManagedFields) == 0 {
+	switch {
+	case nm.ManagedFields != nil && len(nm.ManagedFields) == 0:
+		// An empty list (not a missing one) resets them: the field
+		// manager's to do.
+		return false, false
+	case len(nm.ManagedFields) == 0:
 		nm.ManagedFields = cm.ManagedFields
+	}
+	if len(nm.ManagedFields) == 0 {
+		// An object whose fields nobody manages stays so on update, as
+		// the field manager keeps it (it tracks from a create or an apply).
+		return false, false
 	}
 	paths, ok := req.res.ChangedFields(obj, cur)
 	if !ok {

@@ -1,10 +1,15 @@
 package apiserver
 
 import (
+	"encoding/json"
 	"fmt"
 	"mime"
 	"net/http"
 	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/mergepatch"
+	kjson "sigs.k8s.io/json"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,9 +63,10 @@ func (s *Server) patch(req *request) error {
 		return err
 	}
 	var applied *unstructured.Unstructured
+	nameGiven := false
 	switch pt {
 	case types.ApplyYAMLPatchType:
-		if applied, err = s.decodeApply(req, body); err != nil {
+		if applied, nameGiven, err = s.decodeApply(req, body, wo.fieldValidation); err != nil {
 			return err
 		}
 	case types.JSONPatchType:
@@ -78,7 +84,14 @@ func (s *Server) patch(req *request) error {
 		created = cur == nil
 		force := opts.Force != nil && *opts.Force
 		if cur == nil {
-			// Server-side apply of an object that does not exist creates it.
+			// Server-side apply of an object that does not exist creates it:
+			// one it names, and not one of a uid, which is gone.
+			if !nameGiven {
+				return nil, badRequest("the name of the object (%s based on URL) was undeterminable: name must be provided", req.info.name)
+			}
+			if uid := applied.GetUID(); uid != "" {
+				return nil, apierrors.NewConflict(req.gr, req.info.name, fmt.Errorf("uid mismatch: the provided object specified uid %s, and no existing object was found", uid))
+			}
 			if err := s.namespaceAccepts(req); err != nil {
 				return nil, err
 			}
@@ -90,6 +103,7 @@ func (s *Server) patch(req *request) error {
 			if err != nil {
 				return nil, applyError(err)
 			}
+			dedupOwnerReferences(req, obj, true)
 			if obj, err = s.prepareCreate(req, obj, wo.fieldManager, false); err != nil {
 				return nil, err
 			}
@@ -100,6 +114,7 @@ func (s *Server) patch(req *request) error {
 			if err != nil {
 				return nil, applyError(err)
 			}
+			dedupOwnerReferences(req, obj, true)
 			// The result keeps the stored resourceVersion, or the one the
 			// configuration gave: a precondition, as a patch's is.
 			return s.prepareUpdate(req, obj, cur, wo.fieldManager, false)
@@ -108,6 +123,7 @@ func (s *Server) patch(req *request) error {
 		if err != nil {
 			return nil, err
 		}
+		dedupOwnerReferences(req, obj, true)
 		return s.prepareUpdate(req, obj, cur, wo.fieldManager, true)
 	})
 	if err != nil {
@@ -124,24 +140,60 @@ func (s *Server) patch(req *request) error {
 	return s.respond(req, code, out)
 }
 
-// applyPatch applies a JSON, merge or strategic merge patch to cur's JSON
-// form and decodes the result.
+// maxJSONPatchOperations bounds a JSON patch, as kube-apiserver does.
+const maxJSONPatchOperations = 10000
+
+// jsonPatchOp is the shape of a JSON patch operation, against which
+// fieldValidation checks each (as kube-apiserver does).
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	From  string `json:"from"`
+	Value any    `json:"value"`
+}
+
+// applyPatch applies a JSON, merge or strategic merge patch to cur and
+// decodes the result, as kube-apiserver's patch handler does: with
+// fieldValidation Strict or Warn the patch itself is read strictly too
+// (duplicate fields, unknown keys of JSON patch operations), and what the
+// patched object cannot be decoded as is a 422 on the field "patch".
 func (s *Server) applyPatch(req *request, pt types.PatchType, patch []byte, cur runtime.Object, validation string) (runtime.Object, error) {
 	jsonInfo, _ := serializerFor(mediaJSON)
 	original, err := encode(encoding{info: jsonInfo}, cur, req.res.GroupVersion)
 	if err != nil {
 		return nil, err
 	}
-	var patched []byte
+	if validation == "" {
+		validation = metav1.FieldValidationWarn
+	}
+	checkPatch := validation == metav1.FieldValidationStrict || validation == metav1.FieldValidationWarn
+	var (
+		patched    []byte
+		patchErrs  []error // what the strict reading of the patch found
+		shownPatch string  // the value a 422 shows
+	)
 	switch pt {
 	case types.JSONPatchType:
+		if checkPatch {
+			var ops []jsonPatchOp
+			errs, err := kjson.UnmarshalStrict(patch, &ops)
+			if err != nil {
+				return nil, badRequest("error decoding patch: %v", err)
+			}
+			for _, e := range errs {
+				patchErrs = append(patchErrs, fmt.Errorf("json patch %v", e))
+			}
+		}
 		p, err := jsonpatch.DecodePatch(patch)
 		if err != nil {
-			return nil, badRequest("error decoding patch: %v", err)
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if len(p) > maxJSONPatchOperations {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("The allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOperations, len(p)))
 		}
 		if patched, err = applyJSONPatch(p, original); err != nil {
-			// As Kubernetes: 422, and the library's reason as a cause so
-			// that kubectl shows it.
+			// 422, as Kubernetes answers; the library's reason as a cause
+			// so that kubectl shows it (Kubernetes gives a generic text).
 			msg := "the JSON patch could not be applied: " + err.Error()
 			return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 				Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid, Message: msg,
@@ -149,66 +201,151 @@ func (s *Server) applyPatch(req *request, pt types.PatchType, patch []byte, cur 
 					Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Message: msg}}},
 			}}
 		}
+		shownPatch = string(patched)
 	case types.MergePatchType:
-		if patched, err = jsonpatch.MergePatch(original, patch); err != nil {
-			return nil, badRequest("error applying merge patch: %v", err)
+		if checkPatch {
+			v := map[string]any{}
+			if patchErrs, err = kjson.UnmarshalStrict(patch, &v); err != nil {
+				return nil, badRequest("error decoding patch: %v", err)
+			}
 		}
+		if patched, err = jsonpatch.MergePatch(original, patch); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		shownPatch = string(patched)
 	case types.StrategicMergePatchType:
-		if patched, err = strategicpatch.StrategicMergePatch(original, patch, req.res.New()); err != nil {
-			return nil, badRequest("error applying strategic merge patch: %v", err)
+		patchMap := map[string]any{}
+		if checkPatch {
+			patchErrs, err = kjson.UnmarshalStrict(patch, &patchMap)
+		} else {
+			err = kjson.UnmarshalCaseSensitivePreserveInts(patch, &patchMap)
+		}
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		originalMap := map[string]any{}
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(original, &originalMap); err != nil {
+			return nil, err
+		}
+		patchedMap, err := strategicpatch.StrategicMergeMapPatch(originalMap, patchMap, req.res.New())
+		if err != nil {
+			return nil, strategicMergePatchError(err)
+		}
+		if patched, err = json.Marshal(patchedMap); err != nil {
+			return nil, err
+		}
+		shownPatch = fmt.Sprintf("%+v", patchMap)
+	}
+	invalid := func(msg string) error {
+		return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("patch"), shownPatch, msg)})
+	}
+	gvk := req.res.GroupVersionKind()
+	obj, _, err := jsonInfo.StrictSerializer.Decode(patched, &gvk, req.res.New())
+	strictErr, isStrict := runtime.AsStrictDecodingError(err)
+	switch {
+	case err != nil && !isStrict:
+		return nil, invalid(err.Error())
+	case isStrict:
+		patchErrs = append(patchErrs, strictErr.Errors()...)
+	}
+	if len(patchErrs) > 0 {
+		switch validation {
+		case metav1.FieldValidationStrict:
+			return nil, invalid(runtime.NewStrictDecodingError(patchErrs).Error())
+		case metav1.FieldValidationWarn:
+			for _, e := range patchErrs {
+				req.warnings = append(req.warnings, e.Error())
+			}
 		}
 	}
-	r := *req
-	hdr := req.r.Header.Clone()
-	hdr.Set("Content-Type", mediaJSON)
-	r.r = req.r.Clone(req.ctx)
-	r.r.Header = hdr
-	obj, err := s.decodeObject(&r, patched, validation)
-	req.warnings = r.warnings
-	if err != nil {
-		return nil, err
+	if path, t := unrepresentableTime(obj); path != "" {
+		return nil, badRequest("error decoding request body: %s: %s is outside the years 0000 to 9999, which JSON's times (RFC 3339) can carry",
+			path, t.UTC().Format(time.RFC3339Nano))
 	}
 	m, _ := meta.Accessor(obj)
 	cm, _ := meta.Accessor(cur)
 	if m.GetName() != cm.GetName() {
 		return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), cm.GetName())
 	}
-	if m.GetNamespace() != cm.GetNamespace() {
-		return nil, badRequest("the namespace of the provided object does not match the namespace sent on the request")
+	// As kube-apiserver: a namespace left out is the request's, one on a
+	// cluster-scoped object is dropped, and another is refused.
+	if err := s.checkNamespace(req, obj); err != nil {
+		return nil, err
 	}
 	return obj, nil
 }
 
+// strategicMergePatchError classes the errors of a strategic merge patch
+// as kube-apiserver does: a malformed patch is a 400, one that contradicts
+// itself a 422. Any other is a 400 too, where Kubernetes answers 500.
+func strategicMergePatchError(err error) error {
+	switch err {
+	case mergepatch.ErrNoListOfLists, mergepatch.ErrPatchContentNotMatchRetainKeys:
+		return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+	}
+	return apierrors.NewBadRequest(err.Error())
+}
+
 // decodeApply reads a server-side apply body (YAML or JSON) and checks it
-// names the request's kind and object.
-func (s *Server) decodeApply(req *request, body []byte) (*unstructured.Unstructured, error) {
+// names the request's kind and object; it says whether the body named the
+// object (a create needs it to). With fieldValidation Strict or Warn,
+// duplicate keys are refused or warned of, as kube-apiserver does.
+func (s *Server) decodeApply(req *request, body []byte, validation string) (*unstructured.Unstructured, bool, error) {
 	js, err := yaml.YAMLToJSON(body)
 	if err != nil {
-		return nil, badRequest("error decoding YAML: %v", err)
+		return nil, false, badRequest("error decoding YAML: %v", err)
 	}
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(js); err != nil {
-		return nil, badRequest("error decoding apply patch: %v", err)
+		return nil, false, badRequest("error decoding apply patch: %v", err)
 	}
 	gvk := u.GroupVersionKind()
 	if want := req.res.GroupVersionKind(); gvk != want {
-		return nil, kindMismatch(gvk, want)
+		return nil, false, kindMismatch(gvk, want)
 	}
-	switch {
-	case u.GetName() == "":
-		u.SetName(req.info.name)
-	case u.GetName() != req.info.name:
-		return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), req.info.name)
-	}
-	if req.res.Namespaced {
-		switch ns := u.GetNamespace(); {
-		case ns == "":
-			u.SetNamespace(req.info.namespace)
-		case ns != req.info.namespace:
-			return nil, badRequest("the namespace of the provided object does not match the namespace sent on the request")
+	if validation == "" || validation == metav1.FieldValidationStrict || validation == metav1.FieldValidationWarn {
+		if err := yaml.UnmarshalStrict(body, &map[string]any{}); err != nil {
+			if validation == metav1.FieldValidationStrict {
+				return nil, false, badRequest("error strict decoding patch: %v", err)
+			}
+			req.warnings = append(req.warnings, yamlWarnings(err)...)
 		}
 	}
-	return u, nil
+	named := u.GetName() != ""
+	switch {
+	case !named:
+		u.SetName(req.info.name)
+	case u.GetName() != req.info.name:
+		return nil, false, badRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), req.info.name)
+	}
+	if !req.res.Namespaced {
+		// As kube-apiserver: a cluster-scoped object's namespace is dropped.
+		u.SetNamespace("")
+		return u, named, nil
+	}
+	switch ns := u.GetNamespace(); {
+	case ns == "":
+		u.SetNamespace(req.info.namespace)
+	case ns != req.info.namespace:
+		return nil, false, badRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return u, named, nil
+}
+
+// yamlWarnings are the warnings of a strict YAML reading's error: one for
+// each duplicate it lists, as kube-apiserver words them.
+func yamlWarnings(err error) []string {
+	msg := err.Error()
+	for _, prefix := range []string{"yaml: unmarshal errors:\n", "error converting YAML to JSON: yaml: unmarshal errors:\n"} {
+		if rest, ok := strings.CutPrefix(msg, prefix); ok {
+			lines := strings.Split(rest, "\n")
+			for i, l := range lines {
+				lines[i] = strings.TrimSpace(l)
+			}
+			return lines
+		}
+	}
+	return []string{msg}
 }
 
 // applyError passes conflicts (409, with the conflicting managers) through

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/storage/names"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -136,6 +137,12 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		!res.Namespaced && info.namespace != "",
 		info.subresource != "" && !slices.ContainsFunc(subresources(res), func(sr subresource) bool { return sr.name == info.subresource }):
 		s.writeError(w, r, notFoundPath(r), schema.GroupResource{}, "")
+		return
+	}
+	if (info.verb == "patch" || info.verb == "update") && info.name == "" {
+		// A collection is not patched or replaced: 405, as kube-apiserver
+		// routes it.
+		s.writeError(w, r, methodNotAllowed(), req.gr, "")
 		return
 	}
 	verbs := res.AllVerbs()
@@ -441,6 +448,7 @@ func (s *Server) create(req *request) error {
 	if m.GetResourceVersion() != "" {
 		return badRequest("resourceVersion should not be set on objects to be created")
 	}
+	dedupOwnerReferences(req, obj, false)
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(names.SimpleNameGenerator.GenerateName(m.GetGenerateName()))
 	}
@@ -471,6 +479,45 @@ func (s *Server) create(req *request) error {
 	}
 	s.created(req, wo.dryRun)
 	return s.respond(req, http.StatusCreated, created)
+}
+
+// The warnings of duplicate owner references, kube-apiserver's: a create's
+// or an update's, and a patch's (after its admission, there).
+const (
+	duplicateOwnerRefsWarning               = ".metadata.ownerReferences contains duplicate entries; API server dedups owner references in 1.20+, and may reject such requests as early as 1.24; please fix your requests; duplicate UID(s) observed: %v"
+	duplicateOwnerRefsAfterAdmissionWarning = ".metadata.ownerReferences contains duplicate entries after mutating admission happens; API server dedups owner references in 1.20+, and may reject such requests as early as 1.24; please fix your requests; duplicate UID(s) observed: %v"
+)
+
+// dedupOwnerReferences drops the owner references of obj that repeat an
+// earlier one exactly, and warns of them, as kube-apiserver does.
+func dedupOwnerReferences(req *request, obj runtime.Object, patch bool) {
+	dups := dropDuplicateOwnerReferences(obj)
+	if len(dups) == 0 {
+		return
+	}
+	format := duplicateOwnerRefsWarning
+	if patch {
+		format = duplicateOwnerRefsAfterAdmissionWarning
+	}
+	req.warnings = append(req.warnings, fmt.Sprintf(format, strings.Join(dups, ", ")))
+}
+
+// dropDuplicateOwnerReferences drops the owner references of obj that
+// repeat an earlier one exactly, and returns their uids.
+func dropDuplicateOwnerReferences(obj runtime.Object) (dups []string) {
+	m := objectMeta(obj)
+	var kept []metav1.OwnerReference
+	for _, r := range m.OwnerReferences {
+		if slices.ContainsFunc(kept, func(k metav1.OwnerReference) bool { return apiequality.Semantic.DeepEqual(k, r) }) {
+			dups = append(dups, string(r.UID))
+			continue
+		}
+		kept = append(kept, r)
+	}
+	if len(dups) > 0 {
+		m.OwnerReferences = kept
+	}
+	return dups
 }
 
 // checkNamespace fills in or checks the namespace of a body object against
@@ -604,12 +651,11 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 	nm.SetSelfLink("")
 	switch req.info.subresource {
 	case "status":
+		// Metadata is written as sent, as kube-apiserver's status
+		// strategies of these kinds write it; only spec stays.
 		if req.res.PrepareForStatusUpdate != nil {
 			req.res.PrepareForStatusUpdate(obj, cur)
 		}
-		// Metadata other than labels and annotations stays as it was.
-		nm.SetFinalizers(cm.GetFinalizers())
-		nm.SetOwnerReferences(cm.GetOwnerReferences())
 	case "finalize":
 		ns, old := obj.(*corev1.Namespace), cur.(*corev1.Namespace)
 		finalizers := ns.Spec.Finalizers
@@ -690,6 +736,7 @@ func (s *Server) decodeAgain(req *request, body []byte) (runtime.Object, error) 
 	if err != nil {
 		return nil, err
 	}
+	dropDuplicateOwnerReferences(obj) // warned of the first time
 	return obj, s.checkNamespace(req, obj)
 }
 
@@ -702,6 +749,7 @@ func (s *Server) update(req *request) error {
 	if err != nil {
 		return err
 	}
+	dedupOwnerReferences(req, obj, false)
 	m, _ := meta.Accessor(obj)
 	auditObject(req.w, m)
 	if m.GetName() != req.info.name {
