@@ -252,6 +252,13 @@ func TestErrorStatus(t *testing.T) {
 			body: `{"kind":"DeleteOptions","apiVersion":"v1","orphanDependents":true,"propagationPolicy":"Background"}`,
 			code: 422, reason: metav1.StatusReasonInvalid,
 			message: `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: "Background": orphanDependents and deletionPropagation cannot be both set`},
+		// Write options, checked by apimachinery's validation.
+		{name: "a field manager with an unprintable character", method: "POST", path: base + "?fieldManager=a%01b", contentType: "application/json", body: valid,
+			code: 422, reason: metav1.StatusReasonInvalid,
+			message: `CreateOptions.meta.k8s.io "" is invalid: fieldManager: Invalid value: "a\x01b": invalid character U+0001 (at position 1)`},
+		{name: "two unknown dry runs", method: "POST", path: base + "?dryRun=foo&dryRun=bar", contentType: "application/json", body: valid,
+			code: 422, reason: metav1.StatusReasonInvalid,
+			message: `CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["foo","bar"]: supported values: "All"`},
 		// Apply creates only an object it names, and never one of a uid.
 		{name: "apply creating an object of a uid", method: "PATCH", path: base + "/of-a-uid?fieldManager=m", contentType: "application/apply-patch+yaml",
 			body: `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"of-a-uid","uid":"abc"}}`,

@@ -48,10 +48,7 @@ func (s *Server) patch(req *request) error {
 	if pt != types.ApplyYAMLPatchType && opts.Force != nil {
 		optErrs = append(optErrs, field.Forbidden(field.NewPath("force"), "may not be specified for non-apply patch"))
 	}
-	if len(optErrs) > 0 {
-		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", optErrs)
-	}
-	wo, err := parseWriteOptions(req, "PatchOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo, err := parseWriteOptions(req, "PatchOptions", opts.DryRun, opts.FieldManager, opts.FieldValidation, optErrs...)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 
 	"k8s.io/apiserver/pkg/storage/names"
 
@@ -20,6 +21,7 @@ import (
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -372,30 +374,31 @@ type writeOptions struct {
 // parseWriteOptions checks the options of a write the way kube-apiserver
 // validates CreateOptions, UpdateOptions, PatchOptions and DeleteOptions
 // (kind names which), answering 422 Invalid on that kind.
-func parseWriteOptions(req *request, kind string, dryRun []string, manager, validation string) (writeOptions, error) {
-	o := writeOptions{fieldManager: manager, fieldValidation: validation}
-	var errs field.ErrorList
-	for _, d := range dryRun {
-		if d != metav1.DryRunAll {
-			errs = append(errs, field.NotSupported(field.NewPath("dryRun"), d, []string{metav1.DryRunAll}))
-		}
-		o.dryRun = true
-	}
-	switch validation {
-	case "", metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict:
-	default:
-		errs = append(errs, field.NotSupported(field.NewPath("fieldValidation"), validation,
-			[]string{"", metav1.FieldValidationIgnore, metav1.FieldValidationStrict, metav1.FieldValidationWarn}))
-	}
-	if len(o.fieldManager) > 128 {
-		errs = append(errs, field.TooLong(field.NewPath("fieldManager"), "", 128))
-	}
+func parseWriteOptions(req *request, kind string, dryRun []string, manager, validation string, errs ...*field.Error) (writeOptions, error) {
+	o := writeOptions{fieldManager: manager, fieldValidation: validation, dryRun: len(dryRun) > 0}
+	// In kube-apiserver's order, with apimachinery's checks; errs are the
+	// kind's own, found before.
+	errs = append(errs, metav1validation.ValidateFieldManager(manager, field.NewPath("fieldManager"))...)
+	errs = append(errs, metav1validation.ValidateDryRun(field.NewPath("dryRun"), dryRun)...)
+	errs = append(errs, metav1validation.ValidateFieldValidation(field.NewPath("fieldValidation"), validation)...)
 	if len(errs) > 0 {
 		return o, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 	}
 	if o.fieldManager == "" {
-		// Kubernetes names an unnamed manager after the client.
-		o.fieldManager, _, _ = strings.Cut(req.r.UserAgent(), "/")
+		// Kubernetes names an unnamed manager after the client: the user
+		// agent's product, its printable characters, at most 128 bytes.
+		product, _, _ := strings.Cut(req.r.UserAgent(), "/")
+		var b strings.Builder
+		for _, r := range product {
+			if !unicode.IsPrint(r) {
+				continue
+			}
+			if b.Len() >= 128 {
+				break
+			}
+			b.WriteRune(r)
+		}
+		o.fieldManager = b.String()
 	}
 	if o.fieldManager == "" {
 		// The name managedfields records for an unnamed manager; using it

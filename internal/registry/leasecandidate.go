@@ -3,6 +3,8 @@ package registry
 import (
 	"time"
 
+	"github.com/blang/semver/v4"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -10,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apimachinery/pkg/util/version"
 )
 
 // LeaseCandidates is coordination.k8s.io/v1beta1 LeaseCandidate: a
@@ -65,10 +66,12 @@ func validateLeaseCandidate(c *coordinationv1beta1.LeaseCandidate) field.ErrorLi
 	if c.Spec.LeaseName == "" {
 		errs = append(errs, field.Required(spec.Child("leaseName"), ""))
 	}
-	var ev, bv *version.Version
+	// Parsed as Kubernetes parses them (blang/semver: no "v", no spaces);
+	// one that does not parse counts as 0.0.0 in the checks that follow.
+	var ev, bv semver.Version
 	if c.Spec.EmulationVersion != "" {
 		var err error
-		if ev, err = version.ParseSemantic(c.Spec.EmulationVersion); err != nil {
+		if ev, err = semver.Parse(c.Spec.EmulationVersion); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("emulationVersion"), c.Spec.EmulationVersion, "must be a valid semantic version"))
 		}
 	}
@@ -76,18 +79,18 @@ func validateLeaseCandidate(c *coordinationv1beta1.LeaseCandidate) field.ErrorLi
 		errs = append(errs, field.Required(spec.Child("binaryVersion"), ""))
 	} else {
 		var err error
-		if bv, err = version.ParseSemantic(c.Spec.BinaryVersion); err != nil {
+		if bv, err = semver.Parse(c.Spec.BinaryVersion); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("binaryVersion"), c.Spec.BinaryVersion, "must be a valid semantic version"))
 		}
 	}
-	if bv != nil && ev != nil && bv.LessThan(ev) {
+	if c.Spec.BinaryVersion != "" && c.Spec.EmulationVersion != "" && bv.LT(ev) {
 		errs = append(errs, field.Invalid(spec.Child("binaryVersion"), c.Spec.BinaryVersion, "must be greater than or equal to `emulationVersion`"))
 	}
 	switch {
 	case c.Spec.Strategy == "":
 		errs = append(errs, field.Required(spec.Child("strategy"), ""))
 	default:
-		if c.Spec.Strategy == coordinationv1.OldestEmulationVersion && ev == nil && c.Spec.EmulationVersion == "" {
+		if c.Spec.Strategy == coordinationv1.OldestEmulationVersion && ev.EQ(semver.Version{}) {
 			errs = append(errs, field.Required(spec.Child("emulationVersion"), "must be specified when `strategy` is 'OldestEmulationVersion'"))
 		}
 		errs = append(errs, validateLeaseStrategy(c.Spec.Strategy, spec.Child("strategy"))...)

@@ -44,6 +44,10 @@ var Namespaces = &Resource{
 	PrepareForStatusUpdate: func(obj, old runtime.Object) {
 		ns, o := obj.(*corev1.Namespace), old.(*corev1.Namespace)
 		ns.Spec = o.Spec
+		// As kube-apiserver's decoding defaults it.
+		if ns.Status.Phase == "" {
+			ns.Status.Phase = corev1.NamespaceActive
+		}
 	},
 	Validate: func(obj runtime.Object) field.ErrorList {
 		return validateNamespaceFinalizers(obj.(*corev1.Namespace))

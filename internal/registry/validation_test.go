@@ -7,6 +7,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -414,4 +415,54 @@ func TestValidateEvent(t *testing.T) {
 		{field.ErrorTypeInvalid, `type: Invalid value: "Warning": field is immutable`},
 		{field.ErrorTypeInvalid, `action: Invalid value: "Other": field is immutable`},
 	})
+}
+
+// TestValidateLeaseCandidate: versions are read as Kubernetes reads them
+// (blang/semver: no leading "v", no spaces), and one that does not parse
+// counts as 0.0.0 in the checks that follow, as there.
+func TestValidateLeaseCandidate(t *testing.T) {
+	cand := func(binary, emulation string) *coordinationv1beta1.LeaseCandidate {
+		return &coordinationv1beta1.LeaseCandidate{
+			ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default"},
+			Spec: coordinationv1beta1.LeaseCandidateSpec{LeaseName: "l", BinaryVersion: binary, EmulationVersion: emulation,
+				Strategy: coordinationv1.OldestEmulationVersion},
+		}
+	}
+	const semverMsg = "must be a valid semantic version"
+	cases := []struct {
+		name              string
+		binary, emulation string
+		want              []wantErr
+	}{
+		{name: "valid", binary: "1.37.0", emulation: "1.36.0"},
+		{name: "a leading v", binary: "v1.30.0", emulation: "1.30.0", want: []wantErr{
+			{field.ErrorTypeInvalid, `spec.binaryVersion: Invalid value: "v1.30.0": ` + semverMsg},
+			{field.ErrorTypeInvalid, `spec.binaryVersion: Invalid value: "v1.30.0": must be greater than or equal to ` + "`emulationVersion`"}}},
+		{name: "spaces", binary: " 1.30.0 ", emulation: "1.30.0", want: []wantErr{
+			{field.ErrorTypeInvalid, `spec.binaryVersion: Invalid value: " 1.30.0 ": ` + semverMsg},
+			{field.ErrorTypeInvalid, `spec.binaryVersion: Invalid value: " 1.30.0 ": must be greater than or equal to ` + "`emulationVersion`"}}},
+		{name: "emulation 0.0.0", binary: "1.30.0", emulation: "0.0.0", want: []wantErr{
+			{field.ErrorTypeRequired, "spec.emulationVersion: Required value: must be specified when `strategy` is 'OldestEmulationVersion'"}}},
+		{name: "emulation not a version", binary: "1.30.0", emulation: "bad", want: []wantErr{
+			{field.ErrorTypeInvalid, `spec.emulationVersion: Invalid value: "bad": ` + semverMsg},
+			{field.ErrorTypeRequired, "spec.emulationVersion: Required value: must be specified when `strategy` is 'OldestEmulationVersion'"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, registry.LeaseCandidates.Validate(cand(tc.binary, tc.emulation)), tc.want)
+		})
+	}
+}
+
+// TestNodeAddressesAsSent: a Node's addresses are not checked one by one,
+// as kube-apiserver leaves them; a namespace's status written without a
+// phase is Active, as kube-apiserver's decoding defaults it.
+func TestNodeAddressesAsSent(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Address: "1.2.3.4"}, {Type: corev1.NodeHostName}}}}
+	checkErrors(t, registry.Nodes.Validate(n), nil)
+	ns, old := &corev1.Namespace{}, &corev1.Namespace{Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+	registry.Namespaces.PrepareForStatusUpdate(ns, old)
+	if ns.Status.Phase != corev1.NamespaceActive {
+		t.Errorf("a status without a phase became %q, want Active", ns.Status.Phase)
+	}
 }
