@@ -10,9 +10,12 @@
 // kube-node-lease, fill one table, per node name, of the node as last seen
 // (the node itself when the feed shares the watch cache's objects, else a
 // summary of it) and of the "probe time": when this controller last saw
-// the node's lease change, read from its own clock. A change is a
-// spec.renewTime different from the one last seen, or a lease created or
-// replaced (a new uid). The renewTime value itself is never compared with
+// the node's lease change, or its Ready condition's lastHeartbeatTime
+// change (a node that heartbeats by posting its status, as kubelets did
+// before leases, and as Kubernetes' controller still counts), read from its
+// own clock. A change is a spec.renewTime (or lastHeartbeatTime) different
+// from the one last seen, or a lease created or replaced (a new uid). The
+// renewTime value itself is never compared with
 // any clock: an agent whose clock is hours ahead or behind renews just as
 // well, and a renewTime frozen in the future does not keep a dead node
 // alive. Leases listed when the controller starts, and nodes it sees for the
@@ -254,9 +257,11 @@ type Controller struct {
 
 // health is what the controller knows of one node name.
 type health struct {
-	// probe is when the controller last saw the lease change, or first saw
-	// the node, by its own clock.
+	// probe is when the controller last saw the lease change, or the
+	// Ready condition's heartbeat, or first saw the node, by its own clock.
 	probe time.Time
+	// heartbeat is the lastHeartbeatTime of the Ready condition last seen.
+	heartbeat time.Time
 	// lease identifies the lease last seen; zero when none is known. A
 	// value, not a pointer: every renewal seen replaces it.
 	lease leaseMark
@@ -713,12 +718,26 @@ func (c *Controller) nodeHandler(shared bool) feed.Handler {
 			}
 			st := stateOfNode(n, shared)
 			prompt := scheduleTaintsDisagree(n)
+			var heartbeat time.Time
+			if rc := readyCondition(n); rc != nil {
+				heartbeat = rc.LastHeartbeatTime.Time
+			}
+			now := c.clock.Now()
 			c.update(func() {
 				h := c.health[n.Name]
 				if h == nil {
 					h = &health{}
 					c.health[n.Name] = h
 				}
+				// A status post with a new heartbeat of the same node is a
+				// sign of life, as a lease renewal is; the controller's own
+				// writes are not.
+				own := h.written != nil && h.written.ResourceVersion == n.ResourceVersion
+				if h.node.seen() && h.node.uid() == n.UID && !h.heartbeat.IsZero() && !heartbeat.Equal(h.heartbeat) && h.uid != "" && !own {
+					h.probe = now
+					c.queueLocked(n.Name, h)
+				}
+				h.heartbeat = heartbeat
 				h.node = st
 				c.nodeEvents++
 				c.dirty[n.Name] = struct{}{}

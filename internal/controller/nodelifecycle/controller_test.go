@@ -1329,3 +1329,35 @@ func (n hookNodes) UpdateStatus(ctx context.Context, node *corev1.Node, opts met
 	n.beforeStatus()
 	return n.NodeInterface.UpdateStatus(ctx, node, opts)
 }
+
+// TestStatusHeartbeatsKeepNodeReady: a node without a lease that posts its
+// status with a new Ready heartbeat, as kubelets did before leases, is
+// alive for as long as it does, as Kubernetes' controller counts it; once
+// it stops, it is Unknown a grace period later.
+func TestStatusHeartbeatsKeepNodeReady(t *testing.T) {
+	e := newEnv(t, readyNode("web-1"))
+	post := func() {
+		t.Helper()
+		n := e.node("web-1")
+		now := metav1.NewTime(e.clock.Now())
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == corev1.NodeReady {
+				n.Status.Conditions[i].LastHeartbeatTime = now
+			}
+		}
+		if _, err := e.client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the status post to be seen", func(c *Controller) bool {
+			h := c.health["web-1"]
+			return h != nil && h.heartbeat.Equal(now.Time)
+		})
+	}
+	for range int(3 * grace / period) {
+		post()
+		e.step(period)
+	}
+	e.wantReady("web-1", corev1.ConditionTrue, agentReason)
+	e.step(grace + period)
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+}

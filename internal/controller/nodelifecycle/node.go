@@ -223,14 +223,15 @@ func hasNoExecute(n *corev1.Node) bool {
 //   - node.kubernetes.io/unreachable while Ready is Unknown,
 //     node.kubernetes.io/not-ready while it is False, neither while it is
 //     True: the NoSchedule one at once, the NoExecute one as ne says. A
-//     NoExecute taint it adds carries timeAdded now. A node without a
+//     node without a
 //     Ready condition keeps these two as they are.
 //   - node.kubernetes.io/memory-pressure, disk-pressure, pid-pressure and
 //     network-unavailable, NoSchedule, while that condition is True, and
 //     node.kubernetes.io/unschedulable while spec.unschedulable is set
 //     (kubectl cordon).
 //
-// Other taints are never touched. It reports whether n changed.
+// A taint it adds carries timeAdded now. Other taints are never touched.
+// It reports whether n changed.
 func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time, ne noExecute) bool {
 	var want string
 	keepLifecycle := false
@@ -281,26 +282,24 @@ func reconcileTaints(n *corev1.Node, ready corev1.ConditionStatus, now time.Time
 		}
 		taints = append(taints, t)
 	}
+	// Every taint added carries the time, as Kubernetes' controller adds
+	// them (SwapNodeControllerTaint).
+	added := metav1.NewTime(now)
 	if want != "" {
 		for _, effect := range taintEffects {
 			if have[effect] {
 				continue
 			}
-			t := corev1.Taint{Key: want, Effect: effect}
-			if effect == corev1.TaintEffectNoExecute {
-				if ne == noExecuteDrop || ne == noExecuteHold && !hadNoExecute {
-					continue
-				}
-				added := metav1.NewTime(now)
-				t.TimeAdded = &added
+			if effect == corev1.TaintEffectNoExecute && (ne == noExecuteDrop || ne == noExecuteHold && !hadNoExecute) {
+				continue
 			}
-			taints = append(taints, t)
+			taints = append(taints, corev1.Taint{Key: want, Effect: effect, TimeAdded: &added})
 			changed = true
 		}
 	}
 	for _, key := range scheduleTaintKeys {
 		if !haveSchedule[key] && wantSchedule(key) {
-			taints = append(taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+			taints = append(taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &added})
 			changed = true
 		}
 	}
