@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -99,7 +100,8 @@ type plan struct {
 // Candidates that have not renewed for the candidate timeout take no part
 // (they are collected). A better candidate that once ignored a ping does not
 // start another round until it renews, so a dead candidate is not pinged
-// over and over while the holder leads.
+// over and over while the holder leads; nor, when no one leads, are
+// candidates that all ignored the last ping.
 func step(e election, p params, now time.Time) plan {
 	var live []*candidate
 	for _, c := range e.candidates {
@@ -143,6 +145,12 @@ func step(e election, p params, now time.Time) plan {
 	}
 
 	round := e.round
+	if leaderless && round.IsZero() && !slices.ContainsFunc(live, func(c *candidate) bool { return !c.ignoredPing(p.electionDuration, now) }) {
+		// As Kubernetes' coordinator: candidates that let the last ping go
+		// unanswered are not pinged again until one of them renews, which
+		// wakes the coordinator.
+		return plan{why: "election: no candidate answered its last ping; waiting for one to renew"}
+	}
 	if round.IsZero() {
 		var ping []*candidate
 		for _, c := range live {

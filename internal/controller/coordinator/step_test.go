@@ -113,6 +113,19 @@ func TestStep(t *testing.T) {
 			want:  want{wake: now},
 		},
 		{
+			// As Kubernetes' coordinator: no ping to candidates that all
+			// let the last go unanswered, until one renews (which wakes
+			// the coordinator).
+			name: "no round, every candidate ignored the last ping: quiet", round: never,
+			cands: []*candidate{old(time.Minute, 10*time.Second), young(never, 10*time.Second)},
+			want:  want{},
+		},
+		{
+			name: "no round, one that ignored a ping renewed since: election", round: never,
+			cands: []*candidate{old(time.Minute, 10*time.Second), young(time.Second, 10*time.Second)},
+			want:  want{ping: []string{"old"}, round: now, wake: now.Add(5 * time.Second)},
+		},
+		{
 			name: "live holder is the best candidate", lease: lease("old", "", 4), leaseSeen: 10 * time.Second, round: never,
 			cands: []*candidate{old(never, never), young(never, never)},
 			want:  want{wake: now.Add(5 * time.Second)},
