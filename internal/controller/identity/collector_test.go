@@ -48,11 +48,11 @@ func deletes(cs *fake.Clientset) map[string]metav1.Preconditions {
 }
 
 // The collector times each lease from when it saw the lease change, on its
-// own clock: the writer's renewTime (another machine's wall clock, here far
-// in the past) decides nothing.
+// own clock: a writer's renewTime from a clock running ahead (here an hour)
+// does not keep a lease that stopped changing.
 func TestCollectorExpiry(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
-	old := clk.Now().Add(-24 * time.Hour)
+	old := clk.Now().Add(time.Hour)
 	cs := fake.NewClientset()
 	c, err := NewCollector(CollectorConfig{Client: cs, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -94,6 +94,32 @@ func TestCollectorExpiry(t *testing.T) {
 	c.collect(ctx)
 	if d := deletes(cs); len(d) != 0 {
 		t.Errorf("deleted %v right after a new holder took over", d)
+	}
+}
+
+// As Kubernetes' collector: a lease whose renewTime is more than its
+// duration in the past, or that lacks a renewTime or a duration, is expired
+// at the first check, even one the collector has only just seen (a replica
+// that stopped before the collector started).
+func TestCollectorExpiryByRenewTime(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	cs := fake.NewClientset()
+	c, err := NewCollector(CollectorConfig{Client: cs, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.observe(identityLease("stale", "1", clk.Now().Add(-time.Hour-time.Second), 3600))
+	c.observe(identityLease("fresh", "2", clk.Now().Add(-time.Hour+time.Second), 3600))
+	noDuration := identityLease("no-duration", "3", clk.Now(), 3600)
+	noDuration.Spec.LeaseDurationSeconds = nil
+	c.observe(noDuration)
+	noRenewal := identityLease("no-renewal", "4", clk.Now(), 3600)
+	noRenewal.Spec.RenewTime = nil
+	c.observe(noRenewal)
+	c.collect(context.Background())
+	d := deletes(cs)
+	if len(d) != 3 || d["stale"].UID == nil || d["no-duration"].UID == nil || d["no-renewal"].UID == nil {
+		t.Errorf("deleted %v, want stale, no-duration and no-renewal", d)
 	}
 }
 

@@ -163,12 +163,12 @@ type CollectorConfig struct {
 // Collector deletes the identity Leases of replicas that are gone: those
 // labelled apiserver.kubernetes.io/identity=leasehold (another value is
 // another kind of server's, as kube-apiserver's collector keeps to its
-// own) whose renewTime has not changed for their leaseDurationSeconds, timed
-// on the collector's own clock from when it saw the Lease change (never
-// from the writer's renewTime, another machine's wall clock). A Lease
-// first seen, as every Lease is after the collector starts, gets a full
-// duration. The delete carries the uid and resourceVersion the collector
-// judged, so a Lease renewed meanwhile stays.
+// own) that are expired (expiredAt): as kube-apiserver's collector judges
+// them, from their renewTime and leaseDurationSeconds, and also when their
+// renewTime has not changed for their duration, timed on the collector's
+// own clock from when it saw the Lease change. The delete carries the uid
+// and resourceVersion the collector judged, so a Lease renewed meanwhile
+// stays.
 type Collector struct {
 	cfg CollectorConfig
 	log *slog.Logger
@@ -259,14 +259,28 @@ func sameRenewal(a, b *coordinationv1.Lease) bool {
 		a.Spec.RenewTime.Equal(b.Spec.RenewTime)
 }
 
-// collect deletes every Lease not renewed for its duration.
+// expiredAt says whether the Lease of sighting s is expired at now: it
+// lacks a renewTime or a duration, or its renewTime is more than its
+// duration before now (Kubernetes' collector's rule, which lets a replica
+// that stopped before this collector started go at once), or it has not
+// changed for its duration since the collector saw it change (which a
+// renewTime from a clock running ahead cannot put off).
+func expiredAt(s *sighting, now time.Time) bool {
+	d, renewed := s.lease.Spec.LeaseDurationSeconds, s.lease.Spec.RenewTime
+	if d == nil || renewed == nil {
+		return true
+	}
+	duration := time.Duration(*d) * time.Second
+	return renewed.Add(duration).Before(now) || now.Sub(s.at) > duration
+}
+
+// collect deletes every expired Lease (expiredAt).
 func (c *Collector) collect(ctx context.Context) {
 	now := c.cfg.Clock.Now()
 	var expired []*coordinationv1.Lease
 	c.mu.Lock()
 	for _, s := range c.seen {
-		d := s.lease.Spec.LeaseDurationSeconds
-		if d != nil && now.Sub(s.at) > time.Duration(*d)*time.Second {
+		if expiredAt(s, now) {
 			expired = append(expired, s.lease)
 		}
 	}
