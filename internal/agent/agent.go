@@ -198,6 +198,8 @@ type Agent struct {
 	lease    *coordinationv1.Lease // our Lease as last written; nil: GET it first
 	posted   *nodeStatus           // the status last posted; nil: post it now
 	postedAt time.Time             // when it was posted
+	// renewedAt is when the lease was last renewed, by the agent's clock.
+	renewedAt time.Time
 	// events wait to be written (events.go); lastEventNanos is the time
 	// in the last one's name.
 	events         []pendingEvent
@@ -385,6 +387,16 @@ func (a *Agent) syncWith(ctx context.Context, c kubernetes.Interface) error {
 	if err := a.renewLease(ctx, c); err != nil {
 		return err
 	}
+	now := a.cfg.Clock.Now()
+	if !a.renewedAt.IsZero() && now.Sub(a.renewedAt) > a.cfg.LeaseDuration && a.posted != nil {
+		// Silent for longer than its lease (stopped, starved, cut off):
+		// the node lifecycle controller has likely set the node's
+		// conditions to Unknown, so the status goes again now, as the
+		// kubelet posts it when the Node on the server differs from its own.
+		a.log.Info("the lease went unrenewed for longer than its duration: posting the node status again", "silentFor", now.Sub(a.renewedAt).Round(time.Second))
+		a.posted = nil
+	}
+	a.renewedAt = now
 	if err := a.reportStatus(ctx, c); err != nil {
 		return err
 	}

@@ -476,6 +476,29 @@ func TestStatusPostedOnChange(t *testing.T) {
 	expectCalls(t, c, "update leases")
 }
 
+// TestStatusPostedAfterSilence: an agent that could not renew for longer
+// than its lease (stopped, or cut off) posts its status with the next
+// renewal, unchanged as it is, since the node lifecycle controller has
+// likely set its conditions to Unknown meanwhile.
+func TestStatusPostedAfterSilence(t *testing.T) {
+	c := newClient()
+	h := newHarness(t, c)
+	h.run()
+	h.expectWait(10 * time.Second)
+	calls(c)
+	h.resume()
+	h.expectWait(10 * time.Second)
+	expectCalls(t, c, "update leases")
+
+	h.clock.Step(time.Minute) // the agent stopped for a minute, past its 40 s lease
+	h.resume()
+	h.expectWait(10 * time.Second)
+	expectCalls(t, c, "update leases", "update nodes/status")
+	h.resume()
+	h.expectWait(10 * time.Second)
+	expectCalls(t, c, "update leases")
+}
+
 func TestAdoptsExistingNode(t *testing.T) {
 	old := metav1.NewTime(t0.Add(-time.Hour))
 	existing := &corev1.Node{
