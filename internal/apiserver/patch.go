@@ -3,7 +3,6 @@ package apiserver
 import (
 	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -27,15 +26,15 @@ import (
 	"github.com/leasehold/leasehold/internal/store"
 )
 
-var patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType), string(types.ApplyYAMLPatchType)}
-
 func (s *Server) patch(req *request) error {
-	mt, _, _ := mime.ParseMediaType(req.r.Header.Get("Content-Type"))
-	pt := types.PatchType(mt)
+	// The media type as kube-apiserver's router matches it: exactly, its
+	// parameters left out; any other is its router's bare 415.
+	mt, _, _ := strings.Cut(req.r.Header.Get("Content-Type"), ";")
+	pt := types.PatchType(strings.TrimSpace(mt))
 	switch pt {
 	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType, types.ApplyYAMLPatchType:
 	default:
-		return unsupportedMediaType(strings.Join(patchTypes, ", "))
+		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "", "415: Unsupported Media Type", 0, false)
 	}
 	var opts metav1.PatchOptions
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.info.query, metav1.SchemeGroupVersion, &opts); err != nil {
@@ -66,9 +65,10 @@ func (s *Server) patch(req *request) error {
 		if applied, nameGiven, err = s.decodeApply(req, body, wo.fieldValidation); err != nil {
 			return err
 		}
-	case types.JSONPatchType:
-		if _, err := jsonpatch.DecodePatch(body); err != nil {
-			return badRequest("error decoding patch: %v", err)
+	default:
+		// As kube-apiserver checks it before it looks for the object.
+		if !json.Valid(body) {
+			return apierrors.NewBadRequest("invalid JSON patch")
 		}
 	}
 
@@ -288,17 +288,24 @@ func strategicMergePatchError(err error) error {
 // object (a create needs it to). With fieldValidation Strict or Warn,
 // duplicate keys are refused or warned of, as kube-apiserver does.
 func (s *Server) decodeApply(req *request, body []byte, validation string) (*unstructured.Unstructured, bool, error) {
+	// In kube-apiserver's steps and words: YAML to JSON, JSON to an
+	// object, then the field manager's check of its kind.
 	js, err := yaml.YAMLToJSON(body)
 	if err != nil {
-		return nil, false, badRequest("error decoding YAML: %v", err)
+		return nil, false, badRequest("error encoding patch: %v", err)
+	}
+	var fields map[string]any
+	if err := yaml.Unmarshal(js, &fields); err != nil {
+		return nil, false, badRequest("error decoding patch: %v", err)
+	}
+	apiVersion, _ := fields["apiVersion"].(string)
+	kind, _ := fields["kind"].(string)
+	if gvk := schema.FromAPIVersionAndKind(apiVersion, kind); gvk != req.res.GroupVersionKind() {
+		return nil, false, badRequest("invalid object type: %v", gvk)
 	}
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(js); err != nil {
-		return nil, false, badRequest("error decoding apply patch: %v", err)
-	}
-	gvk := u.GroupVersionKind()
-	if want := req.res.GroupVersionKind(); gvk != want {
-		return nil, false, kindMismatch(gvk, want)
+		return nil, false, badRequest("error decoding patch: %v", err)
 	}
 	if validation == "" || validation == metav1.FieldValidationStrict || validation == metav1.FieldValidationWarn {
 		if err := yaml.UnmarshalStrict(body, &map[string]any{}); err != nil {
