@@ -107,7 +107,7 @@ func (s *Server) patch(req *request) error {
 			return obj, s.chargeQuota(req, wo.dryRun)
 		}
 		if pt == types.ApplyYAMLPatchType {
-			obj, err := s.fields[fieldManagerKey{req.res, statusOnly(req.info.subresource)}].Apply(cur.DeepCopyObject(), applied.DeepCopy(), wo.fieldManager, force)
+			obj, err := s.fields[fieldManagerKey{req.res, req.info.subresource}].Apply(cur.DeepCopyObject(), applied.DeepCopy(), wo.fieldManager, force)
 			if err != nil {
 				return nil, applyError(err)
 			}

@@ -44,6 +44,20 @@ func TestPatchMetadataAsKube(t *testing.T) {
 		t.Errorf("a patch giving a Node a namespace stored namespace %q, labels %v", got.Namespace, got.Labels)
 	}
 
+	// Each subresource has its field manager, as in Kubernetes: a finalize
+	// is recorded as one.
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fz"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Spec.Finalizers = append(ns.Spec.Finalizers, "example.com/f")
+	if ns, err = cs.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{FieldManager: "fin"}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(ns.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == "fin" && e.Subresource == "finalize" }) {
+		t.Errorf("after a finalize, managedFields %v, want fin's entry for the finalize subresource", ns.ManagedFields)
+	}
+
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	t.Cleanup(client.CloseIdleConnections)
 	const leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"

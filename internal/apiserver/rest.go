@@ -675,7 +675,7 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 		heartbeat, req.changed = s.heartbeatManagedFields(req, obj, cur, manager)
 	}
 	if managed && !heartbeat {
-		obj = s.fields[fieldManagerKey{req.res, statusOnly(req.info.subresource)}].UpdateNoErrors(cur, obj, manager)
+		obj = s.fields[fieldManagerKey{req.res, req.info.subresource}].UpdateNoErrors(cur, obj, manager)
 		nm, _ = meta.Accessor(obj)
 	}
 	var errs field.ErrorList
@@ -701,13 +701,6 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 		return nil, err
 	}
 	return obj, nil
-}
-
-func statusOnly(sub string) string {
-	if sub == "status" {
-		return "status"
-	}
-	return ""
 }
 
 // readObject reads what create and update share: the write options, the

@@ -286,9 +286,11 @@ func New(cfg Config) (*Server, error) {
 			}
 			s.kinds[r] = k
 		}
+		// A field manager for each writable subresource, as
+		// kube-apiserver has, so that its entries name the subresource.
 		subs := []string{""}
-		if r.StatusSubresource {
-			subs = append(subs, "status")
+		for _, sr := range subresources(r) {
+			subs = append(subs, sr.name)
 		}
 		for _, sub := range subs {
 			fm, err := managedfields.NewDefaultFieldManager(typeConverter, registry.Scheme, registry.Scheme, registry.Scheme,
