@@ -260,6 +260,14 @@ func FuzzPatch(f *testing.F) {
 		{3, `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"managedFields":[{"manager":"x"}]}}`},
 		{3, "- a\n- b\n"},
 		{3, ""},
+		// What the patch itself is checked for: duplicate fields, unknown
+		// keys of JSON patch operations, bodies that are not JSON.
+		{0, `[{"op":"replace","path":"/spec/holderIdentity","value":"j","bogus":1}]`},
+		{1, `{"spec":{"holderIdentity":"a","holderIdentity":"b"}}`},
+		{2, `{"spec":{"holderIdentity":"a","holderIdentity":"b"},"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"n","uid":"u"},{"apiVersion":"v1","kind":"Node","name":"n","uid":"u"}]}}`},
+		{1, `{bad`},
+		{3, "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: fixed\n  uid: abc\nspec:\n  holderIdentity: a\n  holderIdentity: b\n"},
+		{3, "apiVersion: v1\nkind: Node\n"},
 	}
 	for _, s := range seeds {
 		f.Add(s.pt, []byte(s.patch))
