@@ -377,10 +377,14 @@ type writeOptions struct {
 func parseWriteOptions(req *request, kind string, dryRun []string, manager, validation string, errs ...*field.Error) (writeOptions, error) {
 	o := writeOptions{fieldManager: manager, fieldValidation: validation, dryRun: len(dryRun) > 0}
 	// In kube-apiserver's order, with apimachinery's checks; errs are the
-	// kind's own, found before.
-	errs = append(errs, metav1validation.ValidateFieldManager(manager, field.NewPath("fieldManager"))...)
-	errs = append(errs, metav1validation.ValidateDryRun(field.NewPath("dryRun"), dryRun)...)
-	errs = append(errs, metav1validation.ValidateFieldValidation(field.NewPath("fieldValidation"), validation)...)
+	// kind's own, found before. Options that plainly pass (every renewal's)
+	// skip them, and the paths they would allocate.
+	if len(errs) > 0 || !printable(manager, 128) || len(dryRun) > 0 ||
+		(validation != "" && validation != metav1.FieldValidationIgnore && validation != metav1.FieldValidationWarn && validation != metav1.FieldValidationStrict) {
+		errs = append(errs, metav1validation.ValidateFieldManager(manager, field.NewPath("fieldManager"))...)
+		errs = append(errs, metav1validation.ValidateDryRun(field.NewPath("dryRun"), dryRun)...)
+		errs = append(errs, metav1validation.ValidateFieldValidation(field.NewPath("fieldValidation"), validation)...)
+	}
 	if len(errs) > 0 {
 		return o, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 	}
@@ -388,17 +392,21 @@ func parseWriteOptions(req *request, kind string, dryRun []string, manager, vali
 		// Kubernetes names an unnamed manager after the client: the user
 		// agent's product, its printable characters, at most 128 bytes.
 		product, _, _ := strings.Cut(req.r.UserAgent(), "/")
-		var b strings.Builder
-		for _, r := range product {
-			if !unicode.IsPrint(r) {
-				continue
+		if printable(product, 128) {
+			o.fieldManager = product
+		} else {
+			var b strings.Builder
+			for _, r := range product {
+				if !unicode.IsPrint(r) {
+					continue
+				}
+				if b.Len() >= 128 {
+					break
+				}
+				b.WriteRune(r)
 			}
-			if b.Len() >= 128 {
-				break
-			}
-			b.WriteRune(r)
+			o.fieldManager = b.String()
 		}
-		o.fieldManager = b.String()
 	}
 	if o.fieldManager == "" {
 		// The name managedfields records for an unnamed manager; using it
@@ -406,6 +414,19 @@ func parseWriteOptions(req *request, kind string, dryRun []string, manager, vali
 		o.fieldManager = "unknown"
 	}
 	return o, nil
+}
+
+// printable says whether s is at most max bytes of printable characters.
+func printable(s string, max int) bool {
+	if len(s) > max {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeObject decodes the body into an object of the resource's kind,
