@@ -709,7 +709,10 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 		// Kubernetes' ratcheting lets unchanged fields stay.
 		errs = registry.ValidateObjectMetaUpdate(req.res, objectMeta(obj), objectMeta(cur))
 	}
-	if req.res.ValidateUpdate != nil {
+	switch {
+	case req.info.subresource == "finalize":
+		errs = append(errs, registry.ValidateNamespaceFinalize(obj.(*corev1.Namespace))...)
+	case req.res.ValidateUpdate != nil:
 		errs = append(errs, req.res.ValidateUpdate(obj, cur)...)
 	}
 	if len(errs) > 0 {

@@ -108,8 +108,20 @@ func validateNamespacePhase(ns *corev1.Namespace) field.ErrorList {
 	return nil
 }
 
-// validateNamespaceFinalizers checks spec.finalizers as Kubernetes does,
-// reporting at the list's path without an index.
+// ValidateNamespaceFinalize checks a namespace written through its
+// finalize subresource as Kubernetes does: each of spec.finalizers, at its
+// index.
+func ValidateNamespaceFinalize(ns *corev1.Namespace) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("spec", "finalizers")
+	for i, f := range ns.Spec.Finalizers {
+		errs = append(errs, validateFinalizerName(string(f), path.Index(i))...)
+	}
+	return errs
+}
+
+// validateNamespaceFinalizers checks spec.finalizers as Kubernetes does on
+// create and update, reporting at the list's path without an index.
 func validateNamespaceFinalizers(ns *corev1.Namespace) field.ErrorList {
 	var errs field.ErrorList
 	path := field.NewPath("spec", "finalizers")

@@ -466,3 +466,11 @@ func TestNodeAddressesAsSent(t *testing.T) {
 		t.Errorf("a status without a phase became %q, want Active", ns.Status.Phase)
 	}
 }
+
+// TestValidateNamespaceFinalize: a finalize names each bad finalizer at
+// its index, as Kubernetes' finalize validation does.
+func TestValidateNamespaceFinalize(t *testing.T) {
+	ns := &corev1.Namespace{Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"kubernetes", "foo"}}}
+	checkErrors(t, registry.ValidateNamespaceFinalize(ns), []wantErr{
+		{field.ErrorTypeInvalid, `spec.finalizers[1]: Invalid value: "foo": ` + notStandardFinalizer}})
+}
