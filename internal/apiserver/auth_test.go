@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -469,6 +470,76 @@ func TestEscalationPrevented(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "bob"}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Errorf("binding a role within her rights: %v", err)
+	}
+	// A binding to a role that is not there is the lookup's 404.
+	_, err = alice.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "to-nothing"},
+		RoleRef:    rbacv1.RoleRef{Kind: "Role", Name: "nope"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "bob"}},
+	}, metav1.CreateOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("binding a missing role: got %v, want NotFound", err)
+	}
+	// Finalizers and owner references are the garbage collector's: a
+	// change of them alone grants nothing, so it is not checked.
+	if _, err := admin.RbacV1().Roles("default").Create(ctx, role("beyond",
+		rbacv1.PolicyRule{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.RbacV1().Roles("default").Patch(ctx, "beyond", types.MergePatchType, []byte(`{"metadata":{"finalizers":["example.com/x"]}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("a finalizer on a role beyond her rights: %v", err)
+	}
+	if _, err := alice.RbacV1().Roles("default").Patch(ctx, "beyond", types.MergePatchType, []byte(`{"metadata":{"labels":{"a":"b"}}}`), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("a label on a role beyond her rights: got %v, want Forbidden", err)
+	}
+}
+
+// TestAggregationRuleNeedsEverything: a user who may write ClusterRoles,
+// but holds less than every permission, may not give one an
+// aggregationRule (which would gather cluster-admin's rules for her), as
+// Kubernetes refuses it; a grant of escalate by name covers updates of that
+// role, not its create.
+func TestAggregationRuleNeedsEverything(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Users: authUsers()})
+	ctx := context.Background()
+	admin := s.Client(t, "")
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "role-writer"},
+		Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"create", "get", "list", "update", "patch"}, APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles", "roles"}},
+			{Verbs: []string{"escalate"}, APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles"}, ResourceNames: []string{"named"}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-writes-roles"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "role-writer"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "alice"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	alice := clientFor(t, s, aliceToken)
+	eventuallyAuth(t, "a cluster role within her rights", func() error {
+		_, err := alice.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "small"},
+			Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}}}}, metav1.CreateOptions{})
+		return err
+	})
+	const msg = "must have cluster-admin privileges to use the aggregationRule"
+	_, err := alice.RbacV1().ClusterRoles().Patch(ctx, "small", types.MergePatchType,
+		[]byte(`{"aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"kubernetes.io/bootstrapping":"rbac-defaults"}}]}}`), metav1.PatchOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), msg) {
+		t.Errorf("an aggregationRule on an update: got %v, want Forbidden %q", err, msg)
+	}
+	_, err = alice.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "sneaky"},
+		AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"}}}}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), msg) {
+		t.Errorf("an aggregationRule on a create: got %v, want Forbidden %q", err, msg)
+	}
+	_, err = alice.RbacV1().Roles("default").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "named"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"*"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}}}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("a create of a role she may escalate by name: got %v, want Forbidden", err)
 	}
 }
 

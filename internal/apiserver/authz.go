@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -202,9 +203,33 @@ func (s *Server) admit(req *request, obj, cur runtime.Object) error {
 		}
 	}
 	if req.res.GroupVersion.Group == rbacv1.GroupName && req.info.subresource == "" && s.checksEscalation() {
-		return s.noEscalation(req, u, obj)
+		if cur != nil && onlyGCFieldsChanged(obj, cur) {
+			// As Kubernetes' RBAC storage: what the garbage collector
+			// needs to change (finalizers, owner references) grants nothing.
+			return nil
+		}
+		return s.noEscalation(req, u, obj, cur)
 	}
 	return nil
+}
+
+// onlyGCFieldsChanged says whether obj differs from cur in nothing but its
+// finalizers and owner references (and what the server sets), as
+// Kubernetes' IsOnlyMutatingGCFields judges an RBAC update.
+func onlyGCFieldsChanged(obj, cur runtime.Object) bool {
+	a, b := obj.DeepCopyObject(), cur.DeepCopyObject()
+	for _, o := range []runtime.Object{a, b} {
+		m := objectMeta(o)
+		m.Finalizers, m.OwnerReferences, m.ManagedFields, m.ResourceVersion, m.Generation = nil, nil, nil, "", 0
+	}
+	return apiequality.Semantic.DeepEqual(a, b)
+}
+
+// fullAuthority is every permission there is: what an aggregationRule may
+// gather, and so what using one takes, as in Kubernetes.
+var fullAuthority = []rbacv1.PolicyRule{
+	{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}},
+	{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}},
 }
 
 // authorizeCreateOnUpdate: a PUT that creates its object is allowed to
@@ -236,21 +261,31 @@ func (s *Server) checksEscalation() bool {
 // noEscalation refuses a role that grants, or a binding to a role that
 // grants, permissions the user does not hold, unless the user may escalate
 // (roles) or bind (bindings), as Kubernetes' RBAC storage does.
-func (s *Server) noEscalation(req *request, u *auth.User, obj runtime.Object) error {
+func (s *Server) noEscalation(req *request, u *auth.User, obj, cur runtime.Object) error {
 	var rules []rbacv1.PolicyRule
 	namespace := req.info.namespace
 	m, _ := meta.Accessor(obj)
+	aggregates := false
+	// The escalate verb is asked of the name on the URL, as in Kubernetes:
+	// none on a create (whose name create() filled in from the body), so
+	// a grant by name covers updates of that role only.
+	urlName := req.info.name
+	if req.info.verb == "create" {
+		urlName = ""
+	}
 	switch o := obj.(type) {
 	case *rbacv1.Role:
-		if s.may(req.ctx, u, "escalate", "roles", namespace, o.Name) {
+		if s.may(req.ctx, u, "escalate", "roles", namespace, urlName) {
 			return nil
 		}
 		rules = o.Rules
 	case *rbacv1.ClusterRole:
-		if s.may(req.ctx, u, "escalate", "clusterroles", "", o.Name) {
+		if s.may(req.ctx, u, "escalate", "clusterroles", "", urlName) {
 			return nil
 		}
 		rules = o.Rules
+		old, _ := cur.(*rbacv1.ClusterRole)
+		aggregates = o.AggregationRule != nil || old != nil && old.AggregationRule != nil
 	case *rbacv1.RoleBinding:
 		r, err := s.boundRules(req.ctx, u, o.RoleRef, namespace)
 		if err != nil || r == nil {
@@ -277,6 +312,11 @@ func (s *Server) noEscalation(req *request, u *auth.User, obj runtime.Object) er
 		}
 		return apierrors.NewForbidden(req.gr, m.GetName(), fmt.Errorf("user %q (groups=%q) is attempting to grant RBAC permissions not currently held:%s", u.Name, u.Groups, b.String()))
 	}
+	// An aggregationRule gathers whatever roles match its selectors, so
+	// setting, changing or keeping one takes every permission.
+	if ok, _ := auth.Covers(held, fullAuthority); aggregates && !ok {
+		return apierrors.NewForbidden(req.gr, m.GetName(), errors.New("must have cluster-admin privileges to use the aggregationRule"))
+	}
 	return nil
 }
 
@@ -289,9 +329,11 @@ func (s *Server) boundRules(ctx context.Context, u *auth.User, ref rbacv1.RoleRe
 		if s.may(ctx, u, "bind", "clusterroles", "", ref.Name) || (namespace != "" && s.may(ctx, u, "bind", "clusterroles", namespace, ref.Name)) {
 			return nil, nil
 		}
+		// A role that is not there is its lookup's error, 404, as
+		// Kubernetes answers.
 		obj, err := src.fresh(ctx, registry.ClusterRoles, "", ref.Name)
 		if err != nil {
-			return nil, apierrors.NewForbidden(registry.ClusterRoles.GroupResource(), ref.Name, fmt.Errorf("cannot bind: %w", err))
+			return nil, err
 		}
 		return obj.(*rbacv1.ClusterRole).Rules, nil
 	case "Role":
@@ -300,7 +342,7 @@ func (s *Server) boundRules(ctx context.Context, u *auth.User, ref rbacv1.RoleRe
 		}
 		obj, err := src.fresh(ctx, registry.Roles, namespace, ref.Name)
 		if err != nil {
-			return nil, apierrors.NewForbidden(registry.Roles.GroupResource(), ref.Name, fmt.Errorf("cannot bind: %w", err))
+			return nil, err
 		}
 		return obj.(*rbacv1.Role).Rules, nil
 	}
