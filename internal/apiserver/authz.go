@@ -153,9 +153,10 @@ func attributesFor(info requestInfo, u *auth.User, r *http.Request) auth.Attribu
 }
 
 // nonResourceVerb is Kubernetes' verb for a non-resource request: the
-// lower-case method, with HEAD read as get.
+// lower-case method, HEAD as head (which no built-in role grants), an
+// empty one (Go's client for GET) as get.
 func nonResourceVerb(method string) string {
-	if method == "HEAD" || method == "" {
+	if method == "" {
 		return "get"
 	}
 	return strings.ToLower(method)

@@ -348,6 +348,9 @@ func TestImpersonation(t *testing.T) {
 		{"uid and extra", map[string][]string{"Impersonate-User": {"alice"}, "Impersonate-Uid": {"u-1"}, "Impersonate-Extra-Scopes": {"view"}}, false, false,
 			[]string{"users/alice", "uids/u-1", "userextras/view"}, []string{GroupAuthenticated}},
 		{"groups without a user", map[string][]string{"Impersonate-Group": {"system:masters"}}, false, true, nil, nil},
+		// As Kubernetes: not made authenticated when unauthenticated.
+		{"a user in system:unauthenticated", map[string][]string{"Impersonate-User": {"carol"}, "Impersonate-Group": {GroupUnauthenticated}}, false, false,
+			[]string{"users/carol", "groups/" + GroupUnauthenticated}, []string{GroupUnauthenticated}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -115,7 +115,9 @@ func (imp *Impersonation) ImpersonatedUser() *User {
 		if !u.InGroup(GroupUnauthenticated) {
 			u.Groups = append(u.Groups, GroupUnauthenticated)
 		}
-	} else if !u.InGroup(GroupAuthenticated) {
+	} else if !u.InGroup(GroupAuthenticated) && !u.InGroup(GroupUnauthenticated) {
+		// As Kubernetes: one impersonating system:unauthenticated is
+		// not made authenticated too.
 		u.Groups = append(u.Groups, GroupAuthenticated)
 	}
 	return u

@@ -45,7 +45,8 @@ func (NodeAuthorizer) Authorize(_ context.Context, a Attributes) (Decision, stri
 			return DecisionAllow, "", nil
 		case a.Subresource == "" && a.Verb == "create":
 			return DecisionAllow, "", nil
-		case (a.Subresource == "" || a.Subresource == "status") && (a.Verb == "get" || a.Verb == "update" || a.Verb == "patch"):
+		case a.Subresource == "" && (a.Verb == "update" || a.Verb == "patch"),
+			a.Subresource == "status" && (a.Verb == "update" || a.Verb == "patch"):
 			if a.Name == node {
 				return DecisionAllow, "", nil
 			}
@@ -82,7 +83,7 @@ func (NodeAuthorizer) RulesFor(_ context.Context, u *User, namespace string) ([]
 	}
 	rules := []rbacv1.PolicyRule{
 		{Verbs: []string{"get", "list", "watch", "create"}, APIGroups: []string{""}, Resources: []string{"nodes"}},
-		{Verbs: []string{"get", "update", "patch"}, APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status"}, ResourceNames: []string{node}},
+		{Verbs: []string{"update", "patch"}, APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status"}, ResourceNames: []string{node}},
 		{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
 	}
 	if namespace == corev1.NamespaceNodeLease {

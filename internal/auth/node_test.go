@@ -29,6 +29,7 @@ func TestNodeAuthorizer(t *testing.T) {
 		{"create a node (name checked by admission)", node("create", "", ""), DecisionAllow},
 		{"update own node", node("update", "", "web-1"), DecisionAllow},
 		{"patch own node status", node("patch", "status", "web-1"), DecisionAllow},
+		{"get own node status (kube allows only writes there)", node("get", "status", "web-1"), DecisionNoOpinion},
 		{"update another node", node("update", "", "web-2"), DecisionNoOpinion},
 		{"update another node's status", node("update", "status", "web-2"), DecisionNoOpinion},
 		{"delete own node", node("delete", "", "web-1"), DecisionNoOpinion},
