@@ -854,12 +854,17 @@ func testResourceVersionMatch(t *testing.T, e *cgEnv) {
 	}
 	// A revision the server has not reached: kube-apiserver answers 504
 	// with the ResourceVersionTooLarge cause, which client-go's reflector
-	// recognizes.
+	// recognizes, and a Retry-After that client-go follows by itself (here
+	// not, to see the answer).
 	future := strconv.FormatInt(parseRV(t, l2.ResourceVersion)+1_000_000, 10)
 	for _, match := range []metav1.ResourceVersionMatch{metav1.ResourceVersionMatchNotOlderThan, metav1.ResourceVersionMatchExact} {
-		_, err := e.leases.List(ctx, metav1.ListOptions{ResourceVersion: future, ResourceVersionMatch: match})
+		err := e.cs.CoordinationV1().RESTClient().Get().Namespace(e.ns).Resource("leases").MaxRetries(0).
+			VersionedParams(&metav1.ListOptions{ResourceVersion: future, ResourceVersionMatch: match}, metav1.ParameterCodec).Do(ctx).Error()
 		if !apierrors.IsTimeout(err) || !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
 			t.Errorf("%s at a future revision: got %v (code %d), want 504 Timeout with cause ResourceVersionTooLarge", match, err, statusCode(err))
+		}
+		if delay, ok := apierrors.SuggestsClientDelay(err); !ok || delay != 1 {
+			t.Errorf("%s at a future revision: retry after %d (%v), want 1", match, delay, ok)
 		}
 	}
 }

@@ -48,7 +48,7 @@ func statusFor(err error, gr schema.GroupResource, name string) *metav1.Status {
 		st.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
 		return st
 	case errors.Is(err, context.DeadlineExceeded):
-		return status(apierrors.NewTimeoutError("request did not complete within the allowed duration", 1))
+		return status(apierrors.NewTimeoutError("request did not complete within the allotted timeout", 0))
 	default:
 		return status(apierrors.NewInternalError(err))
 	}
@@ -76,7 +76,10 @@ func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, st *metav1.
 	if st.Status == "" {
 		st.Status = metav1.StatusFailure
 	}
-	if st.Code == http.StatusTooManyRequests && st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+	// As kube-apiserver writes any Status that asks for a retry (a 429, a
+	// 504 of a resourceVersion not reached yet): client-go then retries
+	// by itself.
+	if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(st.Details.RetryAfterSeconds))
 	}
 	enc := s.negotiateOrJSON(r, r.URL.Query())

@@ -231,7 +231,7 @@ func TestErrorStatus(t *testing.T) {
 
 		// 504: the client's deadline passed; nothing was stored.
 		{name: "create past its timeout", method: "POST", path: base + "?timeout=1ns", contentType: "application/json", body: leaseBody("late", "", ""),
-			code: 504, reason: metav1.StatusReasonTimeout, message: "Timeout: request did not complete within the allowed duration"},
+			code: 504, reason: metav1.StatusReasonTimeout, message: "Timeout: request did not complete within the allotted timeout"},
 
 		// 422.
 		{name: "patch of the uid", method: "PATCH", path: base + "/existing", contentType: "application/merge-patch+json",

@@ -91,7 +91,7 @@ func TestServeWaitsForEtcd(t *testing.T) {
 		{"get", "leases", "-A"},
 	} {
 		_, stderr, err := st.s.runKubectl(t, args...)
-		if err == nil || !strings.Contains(stderr, "Error from server (Timeout): Timeout: request did not complete within the allowed duration") {
+		if err == nil || !strings.Contains(stderr, "Error from server (Timeout): Timeout: request did not complete within the allotted timeout") {
 			t.Errorf("kubectl %s with etcd stopped: %v, %q; want the server's 504", strings.Join(args, " "), err, stderr)
 		}
 	}
@@ -101,7 +101,7 @@ func TestServeWaitsForEtcd(t *testing.T) {
 	// What such a write did is unknown: etcd may still make it once it
 	// runs again.
 	_, stderr, err := st.s.runKubectl(t, "create", "namespace", "written-while-frozen")
-	if err == nil || !strings.Contains(stderr, "Error from server (Timeout): Timeout: request did not complete within the allowed duration") &&
+	if err == nil || !strings.Contains(stderr, "Error from server (Timeout): Timeout: request did not complete within the allotted timeout") &&
 		!strings.Contains(stderr, "Error from server (InternalError): Internal error occurred: rpc error: code = Unavailable desc = keepalive ping failed") {
 		t.Errorf("kubectl create namespace with etcd stopped: %v, %q; want the server's 504, or 500 from the keepalive", err, stderr)
 	}
