@@ -46,9 +46,10 @@ var ResourceQuotas = &Resource{
 	// kubectl's columns: what is used of each limit, under REQUEST, and
 	// of the limits.* ones (which no object count is) under LIMIT.
 	Columns: []metav1.TableColumnDefinition{
+		// kube-apiserver's columns, in its order and words.
+		{Name: "Request", Type: "string", Description: "Request represents a minimum amount of cpu/memory that a container may consume."},
+		{Name: "Limit", Type: "string", Description: "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node."},
 		AgeColumn,
-		{Name: "Request", Type: "string", Description: "Used and hard of each resource the quota limits."},
-		{Name: "Limit", Type: "string", Description: "Used and hard of each limits.* resource."},
 	},
 	Cells: func(obj runtime.Object, now time.Time) []interface{} {
 		q := obj.(*corev1.ResourceQuota)
@@ -62,7 +63,7 @@ var ResourceQuotas = &Resource{
 				request = append(request, cell)
 			}
 		}
-		return []interface{}{Age(q.CreationTimestamp, now), strings.Join(request, ", "), strings.Join(limit, ", ")}
+		return []interface{}{strings.Join(request, ", "), strings.Join(limit, ", "), Age(q.CreationTimestamp, now)}
 	},
 }
 
