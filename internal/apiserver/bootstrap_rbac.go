@@ -27,8 +27,8 @@ const (
 	// kubectl create rolebinding my-job --clusterrole=system:leader-election
 	// --user=my-job -n my-namespace.
 	ClusterRoleLeaderElection = "system:leader-election"
-	// ClusterRoleNode is what every node may do beyond its own Node and
-	// Lease (which the Node authorizer grants).
+	// ClusterRoleNode is Kubernetes' role of that name, bound to no one:
+	// the Node authorizer grants each node its own Node and Lease.
 	ClusterRoleNode = "system:node"
 	// UserClusterRoleAggregation is the identity that keeps
 	// aggregated ClusterRoles up to date.
@@ -157,7 +157,11 @@ func BootstrapClusterRoleBindings() []*rbacv1.ClusterRoleBinding {
 		crb("system:public-info-viewer", "system:public-info-viewer", group(auth.GroupAuthenticated), group(auth.GroupUnauthenticated)),
 		crb("system:basic-user", "system:basic-user", group(auth.GroupAuthenticated)),
 		crb("system:monitoring", "system:monitoring", group("system:monitoring")),
-		crb(ClusterRoleNode, ClusterRoleNode, group(auth.GroupNodes)),
+		// Bound to no one, as in Kubernetes since 1.8: the Node authorizer
+		// grants each node what it needs, its own Node and Lease, and
+		// this binding to the whole group would let any node read every
+		// Node (an upgraded cluster loses the subject: RemoveExtraSubjects).
+		crb(ClusterRoleNode, ClusterRoleNode),
 		crb("system:controller:namespace-controller", "system:controller:namespace-controller", sa("namespace-controller")),
 		crb("system:controller:generic-garbage-collector", "system:controller:generic-garbage-collector", sa("generic-garbage-collector")),
 		crb("system:controller:node-controller", "system:controller:node-controller", sa("node-controller")),
@@ -209,7 +213,8 @@ func (s *Server) bootstrapRBAC(ctx context.Context) error {
 	}
 	for _, b := range BootstrapClusterRoleBindings() {
 		bootstrapMeta(&b.ObjectMeta)
-		o := reconciliation.ReconcileRoleBindingOptions{RoleBinding: reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: b}, Confirm: true, Client: clusterRoleBindingStore{st}}
+		o := reconciliation.ReconcileRoleBindingOptions{RoleBinding: reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: b}, Confirm: true, Client: clusterRoleBindingStore{st},
+			RemoveExtraSubjects: b.Name == ClusterRoleNode}
 		if err := runReconcile(o.Run); err != nil {
 			return fmt.Errorf("bootstrap ClusterRoleBinding %s: %w", b.Name, err)
 		}

@@ -17,9 +17,11 @@ import (
 // system:nodes) what the node agent needs and no more, as Kubernetes' Node
 // authorizer does for kubelets:
 //
-//   - get, list and watch every Node (nodes may see their peers);
-//   - create a Node, and get, update and patch its own Node and its
-//     status (the name on create is checked by AdmitNode);
+//   - get, list and watch its own Node (a list or watch selecting it by
+//     metadata.name), as Kubernetes' authorizer allows since nodes were
+//     kept from reading their peers (AuthorizeNodeWithSelectors, 1.34);
+//   - create a Node, and update and patch its own Node and its status
+//     (the name on create is checked by AdmitNode);
 //   - create a Lease in kube-node-lease, and get, update, patch and delete
 //     its own Lease there;
 //   - create, update and patch Events.
@@ -42,7 +44,13 @@ func (NodeAuthorizer) Authorize(_ context.Context, a Attributes) (Decision, stri
 	case a.APIGroup == "" && a.Resource == "nodes":
 		switch {
 		case a.Subresource == "" && (a.Verb == "get" || a.Verb == "list" || a.Verb == "watch"):
-			return DecisionAllow, "", nil
+			switch a.Name {
+			case node:
+				return DecisionAllow, "", nil
+			case "":
+				return DecisionNoOpinion, fmt.Sprintf("node '%s' cannot read all nodes, only its own Node object", node), nil
+			}
+			return DecisionNoOpinion, fmt.Sprintf("node '%s' cannot read '%s', only its own Node object", node, a.Name), nil
 		case a.Subresource == "" && a.Verb == "create":
 			return DecisionAllow, "", nil
 		case a.Subresource == "" && (a.Verb == "update" || a.Verb == "patch"),
@@ -82,7 +90,8 @@ func (NodeAuthorizer) RulesFor(_ context.Context, u *User, namespace string) ([]
 		return nil, false, nil
 	}
 	rules := []rbacv1.PolicyRule{
-		{Verbs: []string{"get", "list", "watch", "create"}, APIGroups: []string{""}, Resources: []string{"nodes"}},
+		{Verbs: []string{"create"}, APIGroups: []string{""}, Resources: []string{"nodes"}},
+		{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"nodes"}, ResourceNames: []string{node}},
 		{Verbs: []string{"update", "patch"}, APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status"}, ResourceNames: []string{node}},
 		{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
 	}

@@ -23,9 +23,12 @@ func TestNodeAuthorizer(t *testing.T) {
 		want Decision
 	}{
 		{"get own node", node("get", "", "web-1"), DecisionAllow},
-		{"get another node", node("get", "", "web-2"), DecisionAllow},
-		{"list nodes", node("list", "", ""), DecisionAllow},
-		{"watch nodes", node("watch", "", ""), DecisionAllow},
+		// As Kubernetes' authorizer since 1.34: its own Node alone.
+		{"get another node", node("get", "", "web-2"), DecisionNoOpinion},
+		{"list nodes", node("list", "", ""), DecisionNoOpinion},
+		{"watch nodes", node("watch", "", ""), DecisionNoOpinion},
+		{"list its own node by name", node("list", "", "web-1"), DecisionAllow},
+		{"watch its own node by name", node("watch", "", "web-1"), DecisionAllow},
 		{"create a node (name checked by admission)", node("create", "", ""), DecisionAllow},
 		{"update own node", node("update", "", "web-1"), DecisionAllow},
 		{"patch own node status", node("patch", "status", "web-1"), DecisionAllow},

@@ -213,7 +213,7 @@ func TestAuthNodeIdentity(t *testing.T) {
 		{"web-1 replacing web-2's lease", nodeLease(web2), []string{"replace", "-f", "-"},
 			fmt.Sprintf(`leases.coordination.k8s.io %q is forbidden: User "system:node:%s" cannot update resource "leases"`, web2, web1)},
 		{"web-1 updating web-2's node", "", []string{"label", "node", web2, "x=y"},
-			fmt.Sprintf(`nodes %q is forbidden: User "system:node:%s" cannot patch resource "nodes" in API group "" at the cluster scope`, web2, web1)},
+			fmt.Sprintf(`nodes %q is forbidden: User "system:node:%s" cannot get resource "nodes" in API group "" at the cluster scope`, web2, web1)},
 		{"web-1 creating a lease named web-2", strings.Replace(nodeLease(web2), "name: "+web2, "name: "+web2+"-x", 1), []string{"create", "-f", "-"},
 			"can only access node lease with the same name as the requesting node"},
 		{"web-1 reading leases elsewhere", "", []string{"get", "lease", "-n", "default"}, "forbidden"},
@@ -228,8 +228,16 @@ func TestAuthNodeIdentity(t *testing.T) {
 			t.Errorf("%s: %v\n got %s\nwant it to contain %s", c.name, err, errOut, c.want)
 		}
 	}
-	if out, _, err := s.withKubeconfig(t, kc1, "", "get", "nodes", web2, "-o", "name"); err != nil || strings.TrimSpace(out) != "node/"+web2 {
-		t.Errorf("web-1 reading web-2's node: %q, %v", out, err)
+	// As Kubernetes' node authorizer since 1.34: a node reads its own
+	// Node, not its peers'.
+	if out, _, err := s.withKubeconfig(t, kc1, "", "get", "nodes", web1, "-o", "name"); err != nil || strings.TrimSpace(out) != "node/"+web1 {
+		t.Errorf("web-1 reading its own node: %q, %v", out, err)
+	}
+	if _, errOut, err := s.withKubeconfig(t, kc1, "", "get", "nodes", web2, "-o", "name"); err == nil || !strings.Contains(errOut, "forbidden") {
+		t.Errorf("web-1 reading web-2's node: %v %s, want forbidden", err, errOut)
+	}
+	if _, errOut, err := s.withKubeconfig(t, kc1, "", "get", "nodes"); err == nil || !strings.Contains(errOut, "forbidden") {
+		t.Errorf("web-1 listing the nodes: %v %s, want forbidden", err, errOut)
 	}
 	if out, _, err := s.withKubeconfig(t, kc1, "", "auth", "can-i", "update", "leases/"+web1, "-n", "kube-node-lease"); err != nil || strings.TrimSpace(out) != "yes" {
 		t.Errorf("can-i update own lease: %q %v", out, err)
