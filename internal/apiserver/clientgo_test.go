@@ -1107,6 +1107,28 @@ func testTable(t *testing.T, e *cgEnv) {
 			}
 		}
 	}
+
+	// A watch's Tables carry the column definitions in the first event
+	// alone, as kube-apiserver's do.
+	body, err := e.cs.CoordinationV1().RESTClient().Get().Namespace(e.ns).Resource("leases").
+		Param("watch", "true").Param("resourceVersion", "0").SetHeader("Accept", accept).Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	dec := json.NewDecoder(body)
+	for i, want := range []int{3, 0} {
+		var ev struct {
+			Type   string
+			Object metav1.Table
+		}
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("watch event %d: %v", i, err)
+		}
+		if len(ev.Object.ColumnDefinitions) != want || len(ev.Object.Rows) != 1 || len(ev.Object.Rows[0].Cells) != 3 {
+			t.Errorf("watch event %d: %d column definitions, rows %v; want %d and a row of 3 cells", i, len(ev.Object.ColumnDefinitions), ev.Object.Rows, want)
+		}
+	}
 }
 
 func testMetadataClient(t *testing.T, e *cgEnv) {

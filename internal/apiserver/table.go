@@ -20,7 +20,7 @@ import (
 // NAME column, the resource's own columns, and per row the object's
 // metadata (or the whole object, or nothing, per includeObject). Its rows
 // are made as the Table is encoded (a *tableStream; see encodeTo).
-func (s *Server) table(req *request, e encoding, obj runtime.Object) (runtime.Object, error) {
+func (s *Server) table(req *request, e encoding, obj runtime.Object) (*tableStream, error) {
 	include := metav1.IncludeObjectPolicy(req.info.query.Get("includeObject"))
 	switch include {
 	case "":

@@ -198,6 +198,9 @@ type eventWriter struct {
 	enc runtime.Encoder
 	out interface{ Write([]byte) (int, error) }
 	key string
+	// headed is set once an event has gone out: a Table's column
+	// definitions come only with the first, as kube-apiserver sends them.
+	headed bool
 	// The watch's series of apiserver_watch_events_total and
 	// apiserver_watch_events_sizes.
 	sent  prometheus.Counter
@@ -205,20 +208,25 @@ type eventWriter struct {
 }
 
 func (ew *eventWriter) write(ev *store.Event) error {
-	data, err := ev.Encoded(ew.key, func() ([]byte, error) {
+	key, headers := ew.key, ew.e.as == "Table" && !ew.headed
+	if headers {
+		key += "|headers"
+	}
+	data, err := ev.Encoded(key, func() ([]byte, error) {
 		// Every event, bookmarks included, carries the form the client asked
 		// for: metadata informers cannot decode anything else.
 		obj, gv := ev.Object, ew.req.res.GroupVersion
 		switch ew.e.as {
 		case "Table":
-			if ev.Type == watch.Bookmark {
-				m := objectMeta(obj)
-				obj, gv = &metav1.Table{ListMeta: metav1.ListMeta{ResourceVersion: m.ResourceVersion}}, ew.e.meta
-				break
-			}
 			t, err := ew.s.table(ew.req, ew.e, obj)
 			if err != nil {
 				return nil, err
+			}
+			if !headers {
+				t.head.ColumnDefinitions = nil
+			}
+			if ev.Type == watch.Bookmark {
+				t.n = 0 // a bookmark's Table carries a revision, no rows
 			}
 			obj, gv = t, ew.e.meta
 		case "PartialObjectMetadata", "PartialObjectMetadataList":
@@ -230,6 +238,7 @@ func (ew *eventWriter) write(ev *store.Event) error {
 		ew.s.log.Error("encoding watch event", "err", err)
 		return err
 	}
+	ew.headed = true
 	ew.sent.Inc()
 	ew.sizes.Observe(float64(len(data)))
 	_, err = ew.out.Write(data)
