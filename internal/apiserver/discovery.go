@@ -2,11 +2,12 @@ package apiserver
 
 import (
 	"encoding/json"
-	"mime"
 	"net/http"
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/munnerz/goautoneg"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,11 +41,8 @@ func groups() (names []string, versions map[string][]string) {
 // wantsAggregated reports whether the client asks for aggregated discovery
 // (apidiscovery.k8s.io/v2 APIGroupDiscoveryList) and in which serializer.
 func wantsAggregated(r *http.Request) (mediaType string, ok bool) {
-	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
+	for _, clause := range goautoneg.ParseAccept(r.Header.Get("Accept")) {
+		mt, params := clause.Type+"/"+clause.SubType, clause.Params
 		if params["as"] == "APIGroupDiscoveryList" && params["g"] == apidiscoveryv2.SchemeGroupVersion.Group && params["v"] == "v2" {
 			if mt == mediaJSON || mt == mediaProtobuf {
 				return mt, true

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/munnerz/goautoneg"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,8 +60,9 @@ func serializerFor(mediaType string) (runtime.SerializerInfo, bool) {
 	return runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), mediaType)
 }
 
-// negotiate reads the Accept header the way kube-apiserver does: the first
-// acceptable entry wins; wildcards mean JSON; as=Table and
+// negotiate reads the Accept header the way kube-apiserver does: the
+// acceptable entry of the highest quality wins, the first of equals;
+// wildcards mean JSON; as=Table and
 // as=PartialObjectMetadata[List] with g=meta.k8s.io turn objects into those
 // forms. query is r's parsed URL query.
 func (s *Server) negotiate(r *http.Request, query url.Values) (encoding, error) {
@@ -69,11 +72,8 @@ func (s *Server) negotiate(r *http.Request, query url.Values) (encoding, error) 
 		info, _ := serializerFor(mediaJSON)
 		return encoding{info: info, mediaType: mediaJSON, pretty: pretty}, nil
 	}
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
+	for _, clause := range goautoneg.ParseAccept(accept) {
+		mt, params := clause.Type+"/"+clause.SubType, clause.Params
 		switch mt {
 		case "*/*", "application/*":
 			mt = mediaJSON

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"fmt"
+	"net/http/httptest"
 	"net/url"
 	"sync"
 	"testing"
@@ -228,4 +229,25 @@ func FuzzDecodeProtobufBody(f *testing.F) {
 			t.Fatalf("decoded %#v, the serializer %#v", got, want)
 		}
 	})
+}
+
+// TestNegotiateQuality: the Accept header's q-values order its entries, as
+// kube-apiserver reads them, whatever their order in the header.
+func TestNegotiateQuality(t *testing.T) {
+	for _, tc := range []struct{ accept, want string }{
+		{"application/json;q=0.5, application/yaml", mediaYAML},
+		{"application/yaml;q=0, application/json", mediaJSON},
+		{"text/html, application/json;q=0.9", mediaJSON},
+		{"application/json;q=0", mediaJSON},
+		{"*/*;q=0.1, application/vnd.kubernetes.protobuf", mediaProtobuf},
+		{"application/json;q=0.5, application/json;as=Table;v=v1;g=meta.k8s.io", mediaJSON + ";as=Table;v=v1;g=meta.k8s.io"},
+		{"application/yaml, application/json", mediaYAML},
+	} {
+		r := httptest.NewRequest("GET", "/api/v1/nodes", nil)
+		r.Header.Set("Accept", tc.accept)
+		e, err := (&Server{}).negotiate(r, r.URL.Query())
+		if err != nil || e.mediaType != tc.want {
+			t.Errorf("Accept %q: %q, %v; want %q", tc.accept, e.mediaType, err, tc.want)
+		}
+	}
 }
