@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -227,6 +228,16 @@ var ErrNoWebhookConfig = errors.New("authorization mode Webhook needs --authoriz
 func AuthorizationConfigFromModes(modes []string, wh AuthorizationWebhookFlags) (*apiserver.AuthorizationConfiguration, error) {
 	cfg := &apiserver.AuthorizationConfiguration{}
 	webhook := false
+	if wh.ConfigFile != "" {
+		// A path relative to the working directory, as kube-apiserver's
+		// flag takes it; the configuration file's rule (absolute paths
+		// only) is not the flag's.
+		abs, err := filepath.Abs(wh.ConfigFile)
+		if err != nil {
+			return nil, err
+		}
+		wh.ConfigFile = abs
+	}
 	for _, m := range modes {
 		a := apiserver.AuthorizerConfiguration{Type: apiserver.AuthorizerType(m), Name: strings.ToLower(m)}
 		if m == AuthorizerWebhook {

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,13 @@ func TestAuthorizationConfigFromModes(t *testing.T) {
 	}
 	if _, err := AuthorizationConfigFromModes([]string{"Webhook"}, AuthorizationWebhookFlags{}); !errors.Is(err, ErrNoWebhookConfig) {
 		t.Errorf("Webhook without a file: %v", err)
+	}
+	// The flag takes a path relative to the working directory, as
+	// kube-apiserver's does.
+	t.Chdir(filepath.Dir(wh.ConfigFile))
+	cfg, err = AuthorizationConfigFromModes([]string{"Webhook"}, AuthorizationWebhookFlags{ConfigFile: filepath.Base(wh.ConfigFile)})
+	if err != nil || *cfg.Authorizers[0].Webhook.ConnectionInfo.KubeConfigFile != wh.ConfigFile {
+		t.Errorf("a relative path: %+v, %v; want the file at %s", cfg, err, wh.ConfigFile)
 	}
 }
 
