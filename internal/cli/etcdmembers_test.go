@@ -8,11 +8,13 @@ import (
 	"net/url"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	testingclock "k8s.io/utils/clock/testing"
@@ -206,4 +208,25 @@ func hostOf(t *testing.T, endpoint string) string {
 		t.Fatal(err)
 	}
 	return u.Host
+}
+
+// TestJoinCommand: the command member add prints starts the new member as
+// the cluster runs, with its certificate flags when the peers speak TLS.
+func TestJoinCommand(t *testing.T) {
+	members := []*pb.Member{{ID: 1, Name: "a", PeerURLs: []string{"https://10.0.0.1:2380"}}, {ID: 4, PeerURLs: []string{"https://10.0.0.4:2380"}}}
+	got := joinCommand("d", 4, []string{"https://10.0.0.4:2380"}, members)
+	for _, want := range []string{
+		"leasehold etcd cert --member d --hosts HOST",
+		"--initial-cluster a=https://10.0.0.1:2380,d=https://10.0.0.4:2380 --initial-cluster-state existing",
+		"--cert-file PKI/d.crt --key-file PKI/d.key --trusted-ca-file PKI/ca.crt --client-cert-auth",
+		"--peer-cert-file PKI/d.crt --peer-key-file PKI/d.key --peer-trusted-ca-file PKI/ca.crt --peer-client-cert-auth",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("on TLS: %s\nwant %q in it", got, want)
+		}
+	}
+	members[0].PeerURLs = []string{"http://10.0.0.1:2380"}
+	if got := joinCommand("d", 4, []string{"http://10.0.0.4:2380"}, members); strings.Contains(got, "cert") {
+		t.Errorf("without TLS: %s", got)
+	}
 }

@@ -277,10 +277,20 @@ func joinCommand(name string, id uint64, peerURLs []string, members []*pb.Member
 		}
 	}
 	peers := strings.Join(peerURLs, ",")
-	return fmt.Sprintf("  leasehold etcd --name %s --data-dir DIR --listen-client-urls URL \\\n"+
+	cmd := fmt.Sprintf("  leasehold etcd --name %s --data-dir DIR --listen-client-urls URL \\\n"+
 		"    --listen-peer-urls %s --initial-advertise-peer-urls %s \\\n"+
 		"    --initial-cluster %s --initial-cluster-state %s",
 		name, peers, peers, strings.Join(cluster, ","), embed.ClusterStateFlagExisting)
+	if !slices.ContainsFunc(peerURLs, func(u string) bool { return strings.HasPrefix(u, "https://") }) {
+		return cmd
+	}
+	// A cluster on TLS: the member needs a certificate of the cluster's CA
+	// and the flags of the other members.
+	return fmt.Sprintf("  leasehold etcd cert --member %[1]s --hosts HOST    # where the cluster's CA is; copy %[1]s.crt, %[1]s.key and ca.crt to PKI\n"+
+		"%[2]s \\\n"+
+		"    --cert-file PKI/%[1]s.crt --key-file PKI/%[1]s.key --trusted-ca-file PKI/ca.crt --client-cert-auth \\\n"+
+		"    --peer-cert-file PKI/%[1]s.crt --peer-key-file PKI/%[1]s.key --peer-trusted-ca-file PKI/ca.crt --peer-client-cert-auth",
+		name, cmd)
 }
 
 // memberRemove removes the member named, by its name or its hexadecimal ID.

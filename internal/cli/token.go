@@ -395,6 +395,10 @@ func tokenDelete(args []string) error {
 	switch {
 	case err != nil:
 		return err
+	case removed == 0 && expired && len(ids) == 0 && user == "":
+		// A clean-up with nothing to clean (as from cron) did its job.
+		fmt.Fprintln(os.Stderr, "no token has expired")
+		return nil
 	case removed == 0:
 		return errNoToken
 	}
