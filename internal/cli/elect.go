@@ -152,7 +152,7 @@ func runElect(ctx context.Context, args []string) error {
 			if id == "" {
 				id = "<none>"
 			}
-			fmt.Printf("%s\t%s\n", time.Now().UTC().Format(time.RFC3339Nano), id)
+			fmt.Printf("%s\t%s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"), id)
 		}
 		el, err := election.New(cfg)
 		if err != nil {

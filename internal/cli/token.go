@@ -318,7 +318,7 @@ func kubeconfigSpec(dataDir, server, user string) (pki.KubeconfigSpec, error) {
 	if !trusted {
 		caPEM, err := os.ReadFile(filepath.Join(dataDir, pki.CACertFile))
 		if err != nil {
-			return pki.KubeconfigSpec{}, fmt.Errorf("reading the server CA: %w", err)
+			return pki.KubeconfigSpec{}, fmt.Errorf("reading the server CA: %w (a kubeconfig takes the server's address and CA from --data-dir, a server's data directory)", err)
 		}
 		spec.CAPEM = caPEM
 	}
