@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
 
 	"github.com/leasehold/leasehold/internal/auth"
@@ -97,5 +98,66 @@ func TestCredentialsSharedDirectory(t *testing.T) {
 				t.Fatalf("round %d: admin.kubeconfig trusts a CA other than the one on disk", round)
 			}
 		}
+	}
+}
+
+// TestAdminCredentialsCopied: a replica's data directory given another's
+// admin-token.sha256 but no admin.kubeconfig gets a kubeconfig of its own,
+// and the copied token stays valid beside it (it was replaced, which
+// locked every kubeconfig made with it out of the replica's next start).
+// The kubeconfig follows a new --listen port, and keeps a server set by
+// hand.
+func TestAdminCredentialsCopied(t *testing.T) {
+	first := t.TempDir()
+	if _, _, _, err := credentials(serveFlags{dataDir: first, listen: "127.0.0.1:6443"}, "127.0.0.1", nil, auth.NewTokens(), clock.RealClock{}); err != nil {
+		t.Fatal(err)
+	}
+	firstKC, err := clientcmd.LoadFromFile(filepath.Join(first, "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := t.TempDir()
+	for _, name := range []string{pki.CACertFile, pki.CAKeyFile, "admin-token.sha256"} {
+		data, err := os.ReadFile(filepath.Join(first, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(second, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accepts := func(tokens *auth.Tokens, kc *clientcmdapi.Config) bool {
+		req := httptest.NewRequest(http.MethodGet, "/api", nil)
+		req.Header.Set("Authorization", "Bearer "+kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo].Token)
+		u, ok, err := tokens.Authenticate(req)
+		return ok && err == nil && u.Name == "leasehold-admin"
+	}
+	for start, listen := range []string{"127.0.0.1:6443", "127.0.0.1:7443"} {
+		tokens := auth.NewTokens()
+		if _, _, _, err := credentials(serveFlags{dataDir: second, listen: listen}, "127.0.0.1", nil, tokens, clock.RealClock{}); err != nil {
+			t.Fatal(err)
+		}
+		secondKC, err := clientcmd.LoadFromFile(filepath.Join(second, "admin.kubeconfig"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !accepts(tokens, firstKC) || !accepts(tokens, secondKC) {
+			t.Errorf("start %d: the first kubeconfig accepted %v, the replica's own %v; want both", start, accepts(tokens, firstKC), accepts(tokens, secondKC))
+		}
+		if got := secondKC.Clusters[pki.KubeconfigCluster].Server; got != "https://"+listen {
+			t.Errorf("start %d on %s: the kubeconfig's server is %s", start, listen, got)
+		}
+	}
+	path := filepath.Join(second, "admin.kubeconfig")
+	kc, _ := clientcmd.LoadFromFile(path)
+	kc.Clusters[pki.KubeconfigCluster].Server = "https://leasehold.example:6443"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := credentials(serveFlags{dataDir: second, listen: "127.0.0.1:8443"}, "127.0.0.1", nil, auth.NewTokens(), clock.RealClock{}); err != nil {
+		t.Fatal(err)
+	}
+	if kc, _ = clientcmd.LoadFromFile(path); kc.Clusters[pki.KubeconfigCluster].Server != "https://leasehold.example:6443" {
+		t.Errorf("a server set by hand became %s", kc.Clusters[pki.KubeconfigCluster].Server)
 	}
 }

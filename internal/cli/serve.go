@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -10,11 +11,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	iofs "io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -1243,22 +1246,37 @@ func certificateFileExpiry(files map[string]string) []prometheus.Collector {
 	return out
 }
 
-// adminCredentials loads the admin token digest, or on first start makes an
-// admin token, keeps its digest and writes admin.kubeconfig with it. The
-// kubeconfig trusts trust (none: the system's roots), also when it exists
-// already, so that it follows --tls-cert-file coming and going.
+// adminCredentials loads the admin token digests, or on first start makes
+// an admin token, keeps its digest and writes admin.kubeconfig with it.
+// The kubeconfig trusts trust (none: the system's roots), also when it
+// exists already, so that it follows --tls-cert-file coming and going, and
+// follows a new --listen port (see followListen).
+//
+// A data directory holding digests but no admin.kubeconfig (a replica's,
+// given the files of another, or one whose kubeconfig was deleted) gets a
+// new token whose digest is added beside the others, which stay valid:
+// replacing them would lock out every kubeconfig made with them.
 func adminCredentials(f serveFlags, trust []byte, host string, tokens *auth.Tokens) (string, error) {
 	admin := &auth.User{Name: "leasehold-admin", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}
 	digestPath := filepath.Join(f.dataDir, "admin-token.sha256")
 	kubeconfig := filepath.Join(f.dataDir, "admin.kubeconfig")
-	if data, err := os.ReadFile(digestPath); err == nil {
-		sum, err := hex.DecodeString(strings.TrimSpace(string(data)))
+	data, err := os.ReadFile(digestPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		data = nil
+	case err != nil:
+		return "", err
+	}
+	for _, line := range strings.Fields(string(data)) {
+		sum, err := hex.DecodeString(line)
 		if err != nil || len(sum) != sha256.Size {
-			return "", fmt.Errorf("%s is corrupt", digestPath)
+			return "", fmt.Errorf("%s is corrupt: remove it, and admin.kubeconfig, for a new admin token", digestPath)
 		}
 		tokens.AddDigest([sha256.Size]byte(sum), admin)
+	}
+	if len(data) > 0 {
 		if _, err := os.Stat(kubeconfig); err == nil {
-			_, err := pki.SetKubeconfigCA(kubeconfig, trust)
+			_, err := pki.UpdateKubeconfigCluster(kubeconfig, trust, followListen("https://"+adminServer(f, host)))
 			return "", err
 		}
 	}
@@ -1267,12 +1285,28 @@ func adminCredentials(f serveFlags, trust []byte, host string, tokens *auth.Toke
 		return "", err
 	}
 	sum := sha256.Sum256([]byte(token))
-	if err := os.WriteFile(digestPath, []byte(hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+	data = append(bytes.TrimSpace(data), []byte("\n"+hex.EncodeToString(sum[:])+"\n")...)
+	if err := pki.WriteFileAtomic(digestPath, bytes.TrimLeft(data, "\n"), 0o600); err != nil {
 		return "", err
 	}
 	tokens.AddDigest(sum, admin)
 	err = pki.WriteKubeconfig(kubeconfig, pki.KubeconfigSpec{Server: "https://" + adminServer(f, host), CAPEM: trust, User: admin.Name, Token: token})
 	return token, err
+}
+
+// followListen gives the admin kubeconfig's server URL: the one it has,
+// unless that names the host a new kubeconfig would name (url's) on
+// another port, as after a change of --listen. A server set by hand to
+// another host is kept.
+func followListen(url string) func(old string) string {
+	return func(old string) string {
+		o, err1 := neturl.Parse(old)
+		n, err2 := neturl.Parse(url)
+		if err1 != nil || err2 != nil || o.Scheme != n.Scheme || o.Hostname() != n.Hostname() || o.Path != "" {
+			return old
+		}
+		return url
+	}
 }
 
 // adminServer is the HOST:PORT a new admin kubeconfig reaches the server
@@ -1741,6 +1775,9 @@ func caPool(ca *pki.CA) *x509.CertPool {
 	return pool
 }
 
+// maxAuditLogs bounds the audit logs of servers sharing a data directory.
+const maxAuditLogs = 64
+
 // openAudit opens the audit log, or returns nil when it is disabled.
 func openAudit(f serveFlags, clk clock.Clock, log *slog.Logger) (*audit.Logger, error) {
 	policy := audit.DefaultPolicy()
@@ -1772,18 +1809,35 @@ func openAudit(f serveFlags, clk clock.Clock, log *slog.Logger) (*audit.Logger, 
 	case "-":
 		out = struct{ io.Writer }{os.Stdout} // not closed at the end
 	default:
-		path := f.auditLogPath
-		if path == "" {
-			path = filepath.Join(f.dataDir, "audit.log")
+		// Replicas sharing a data directory each write a log of their own
+		// there: audit.log, then audit.2.log, audit.3.log, ... as they
+		// find them in use.
+		path, defaulted := f.auditLogPath, f.auditLogPath == ""
+		for n := 1; ; n++ {
+			if defaulted {
+				path = filepath.Join(f.dataDir, "audit.log")
+				if n > 1 {
+					path = filepath.Join(f.dataDir, fmt.Sprintf("audit.%d.log", n))
+				}
+			}
+			rf, err := audit.OpenRotating(audit.RotateConfig{
+				Path: path, MaxBytes: int64(f.auditMaxSize) << 20,
+				MaxAge: time.Duration(f.auditMaxAge) * 24 * time.Hour, MaxBackups: f.auditMaxBackup, Compress: f.auditCompress,
+			})
+			switch {
+			case errors.Is(err, audit.ErrInUse) && defaulted && n < maxAuditLogs:
+				continue
+			case errors.Is(err, audit.ErrInUse):
+				return nil, fmt.Errorf("audit log: %w; give each server its own --audit-log-path", err)
+			case err != nil:
+				return nil, fmt.Errorf("audit log: %w", err)
+			}
+			if path != filepath.Join(f.dataDir, "audit.log") && defaulted {
+				log.Info("audit.log is another server's: writing the audit log to a file of its own", "path", path)
+			}
+			out = rf
+			break
 		}
-		rf, err := audit.OpenRotating(audit.RotateConfig{
-			Path: path, MaxBytes: int64(f.auditMaxSize) << 20,
-			MaxAge: time.Duration(f.auditMaxAge) * 24 * time.Hour, MaxBackups: f.auditMaxBackup, Compress: f.auditCompress,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("audit log: %w", err)
-		}
-		out = rf
 	}
 	return audit.New(audit.Config{Out: out, Webhook: webhook, Policy: policy, BufferSize: f.auditBufferSize, BatchMaxWait: f.auditBatchMaxWait, Clock: clk, Logger: log})
 }

@@ -164,7 +164,7 @@ func snapshotRestore(args []string) error {
 	fmt.Printf("Restored %s into %s. Start leasehold serve --data-dir %s: its clients see the revision moved on by %d, and list again.\n",
 		fs.Arg(0), dir, *dataDir, embedded.RestoreRevisionBump)
 	if _, err := os.Stat(filepath.Join(*dataDir, pki.CAKeyFile)); errors.Is(err, os.ErrNotExist) {
-		fmt.Printf("%s holds no CA: copy ca.crt, ca.key, admin-token.sha256 and tokens.json into it from the backup first, or the server makes a CA and admin token of its own, which no kubeconfig or agent of the old one trusts.\n", *dataDir)
+		fmt.Printf("%s holds no CA: copy ca.crt, ca.key, admin-token.sha256, admin.kubeconfig and tokens.json into it from the backup first, or the server makes a CA and admin token of its own, which no kubeconfig or agent of the old one trusts.\n", *dataDir)
 	}
 	return nil
 }

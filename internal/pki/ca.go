@@ -98,10 +98,10 @@ func createCA(dir string, clk clock.PassiveClock) (*CA, error) {
 	// The key goes first: a crash between the two writes leaves a key
 	// without a certificate, which the next start reports, never a
 	// certificate whose key is lost.
-	if err := writeFileAtomic(filepath.Join(dir, CAKeyFile), keyPEM, 0o600); err != nil {
+	if err := WriteFileAtomic(filepath.Join(dir, CAKeyFile), keyPEM, 0o600); err != nil {
 		return nil, fmt.Errorf("write CA key: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, CACertFile), certPEM, 0o600); err != nil {
+	if err := WriteFileAtomic(filepath.Join(dir, CACertFile), certPEM, 0o600); err != nil {
 		return nil, fmt.Errorf("write CA certificate: %w", err)
 	}
 	return &CA{Cert: cert, Key: key, CertPEM: certPEM}, nil

@@ -48,7 +48,7 @@ func WriteKubeconfig(path string, c KubeconfigSpec) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
-	if err := writeFileAtomic(path, data, 0o600); err != nil {
+	if err := WriteFileAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return nil
@@ -93,10 +93,11 @@ func kubeconfig(c KubeconfigSpec) (*clientcmdapi.Config, error) {
 	return cfg, nil
 }
 
-// SetKubeconfigCA makes caPEM what the kubeconfig at path trusts for the
-// "leasehold" cluster (none: the system's roots), leaving the rest of the
-// file as it is; it reports whether the file changed.
-func SetKubeconfigCA(path string, caPEM []byte) (bool, error) {
+// UpdateKubeconfigCluster makes caPEM what the kubeconfig at path trusts
+// for the "leasehold" cluster (none: the system's roots), and server(old)
+// its server URL, leaving the rest of the file as it is; it reports whether
+// the file changed.
+func UpdateKubeconfigCluster(path string, caPEM []byte, server func(old string) string) (bool, error) {
 	cfg, err := clientcmd.LoadFromFile(path)
 	if err != nil {
 		return false, err
@@ -105,14 +106,16 @@ func SetKubeconfigCA(path string, caPEM []byte) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("%s has no cluster %q", path, KubeconfigCluster)
 	}
-	if bytes.Equal(cluster.CertificateAuthorityData, caPEM) && cluster.CertificateAuthority == "" {
+	url := server(cluster.Server)
+	if bytes.Equal(cluster.CertificateAuthorityData, caPEM) && cluster.CertificateAuthority == "" && url == cluster.Server {
 		return false, nil
 	}
 	cluster.CertificateAuthorityData = caPEM
 	cluster.CertificateAuthority = ""
+	cluster.Server = url
 	data, err := clientcmd.Write(*cfg)
 	if err != nil {
 		return false, err
 	}
-	return true, writeFileAtomic(path, data, 0o600)
+	return true, WriteFileAtomic(path, data, 0o600)
 }

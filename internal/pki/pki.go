@@ -104,10 +104,10 @@ func readPair(certPath, keyPath string) (certPEM, keyPEM []byte, err error) {
 	return certPEM, keyPEM, nil
 }
 
-// writeFileAtomic writes data to path with mode perm: it writes a temporary
+// WriteFileAtomic writes data to path with mode perm: it writes a temporary
 // file in the same directory, syncs it, renames it over path and syncs the
 // directory.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
+func WriteFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -146,8 +146,8 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
 // key first: a crash between the two leaves the old certificate beside a
 // new key, which does not load, never a certificate whose key is lost.
 func WritePair(certPath, keyPath string, certPEM, keyPEM []byte) error {
-	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+	if err := WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
 		return err
 	}
-	return writeFileAtomic(certPath, certPEM, 0o600)
+	return WriteFileAtomic(certPath, certPEM, 0o600)
 }

@@ -482,7 +482,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
 	for _, content := range []string{"one", "two, longer", ""} {
-		if err := writeFileAtomic(path, []byte(content), 0o600); err != nil {
+		if err := WriteFileAtomic(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := os.ReadFile(path)
@@ -492,7 +492,7 @@ func TestWriteFileAtomic(t *testing.T) {
 		checkMode(t, path)
 		checkOnly(t, dir, "f")
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); !errors.Is(err, fs.ErrNotExist) {
+	if err := WriteFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("write into a missing directory: got %v, want not-exist", err)
 	}
 }

@@ -103,10 +103,10 @@ func (ca *CA) issueServing(dir string, dnsNames []string, ips []net.IP, clk cloc
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("issue serving certificate: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, ServingKeyFile), keyPEM, 0o600); err != nil {
+	if err := WriteFileAtomic(filepath.Join(dir, ServingKeyFile), keyPEM, 0o600); err != nil {
 		return tls.Certificate{}, fmt.Errorf("write serving key: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, ServingCertFile), encodeCertPEM(cert.Raw), 0o600); err != nil {
+	if err := WriteFileAtomic(filepath.Join(dir, ServingCertFile), encodeCertPEM(cert.Raw), 0o600); err != nil {
 		return tls.Certificate{}, fmt.Errorf("write serving certificate: %w", err)
 	}
 	return tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}, nil
