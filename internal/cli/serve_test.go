@@ -5,13 +5,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/leasehold/leasehold/internal/apiserver"
+	"github.com/leasehold/leasehold/internal/auth/audit"
 )
 
 // TestBulkLoadGC: the collector's setting is raised for the fill and put
@@ -199,4 +203,29 @@ func TestKeyValuesFlag(t *testing.T) {
 	if got := kv.String(); got != "hd=example.com,team=ops,tier=gold" {
 		t.Errorf("got %q", got)
 	}
+}
+
+// TestAuditLogsOfSharedDirectory: servers sharing a data directory each
+// write an audit log of their own there (they rotate their files alone);
+// a path given twice is refused.
+func TestAuditLogsOfSharedDirectory(t *testing.T) {
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	f := serveFlags{dataDir: dir, auditMaxSize: 100, auditBufferSize: 10}
+	var open []*audit.Logger // each holds its file's lock
+	for _, want := range []string{"audit.log", "audit.2.log"} {
+		l, err := openAudit(f, clock.RealClock{}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, l)
+		if _, err := os.Stat(filepath.Join(dir, want)); err != nil {
+			t.Errorf("%s: %v", want, err)
+		}
+	}
+	f.auditLogPath = filepath.Join(dir, "audit.log")
+	if _, err := openAudit(f, clock.RealClock{}, log); err == nil || !strings.Contains(err.Error(), "give each server its own --audit-log-path") {
+		t.Errorf("an explicit path in use: %v", err)
+	}
+	runtime.KeepAlive(open)
 }

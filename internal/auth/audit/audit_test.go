@@ -192,6 +192,12 @@ func TestRotatingFile(t *testing.T) {
 		t.Errorf("live file size %d mode %v, want 60 and 0600", fi.Size(), fi.Mode().Perm())
 	}
 
+	// The file is this one's alone while it is open.
+	if _, err := OpenRotating(RotateConfig{Path: filepath.Join(dir, "audit.log")}); !errors.Is(err, ErrInUse) {
+		t.Errorf("a second open of the file: %v, want ErrInUse", err)
+	}
+	rf.Close()
+
 	// Age: backups older than MaxAge go at the next rotation.
 	rf2, err := OpenRotating(RotateConfig{Path: filepath.Join(dir, "audit.log"), MaxBytes: 100, MaxAge: time.Hour, Clock: clk})
 	if err != nil {
@@ -563,8 +569,8 @@ func TestRotatingFileCompress(t *testing.T) {
 		t.Fatal(err)
 	}
 	names, _ := filepath.Glob(filepath.Join(dir, "*"))
-	if len(backups) != 2 || len(names) != 3 {
-		t.Fatalf("backups %q among %q; want the 2 newest, compressed, and the live file", backups, names)
+	if len(backups) != 2 || len(names) != 4 {
+		t.Fatalf("backups %q among %q; want the 2 newest, compressed, the live file and its lock", backups, names)
 	}
 	for i, b := range backups {
 		if !strings.HasSuffix(b, ".log.gz") {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"k8s.io/utils/clock"
 )
 
@@ -35,7 +36,13 @@ type RotatingFile struct {
 	f      *os.File // nil after Close, or after a rotation that failed
 	size   int64
 	closed bool
+	lock   *fileutil.LockedFile // Path.lock, held while open
 }
+
+// ErrInUse is a log that another process has open: each rotates its file
+// alone, so two writing one file would rename and remove it under each
+// other, losing events.
+var ErrInUse = errors.New("written by another process")
 
 // RotateConfig configures a RotatingFile; zero values disable each limit.
 type RotateConfig struct {
@@ -54,13 +61,27 @@ type RotateConfig struct {
 	Clock clock.PassiveClock
 }
 
-// OpenRotating opens (creating, mode 0600) the file at cfg.Path.
+// OpenRotating opens (creating, mode 0600) the file at cfg.Path, locking
+// Path.lock for as long as it is open: a file another process holds so is
+// ErrInUse.
 func OpenRotating(cfg RotateConfig) (*RotatingFile, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
 	r := &RotatingFile{path: cfg.Path, maxBytes: cfg.MaxBytes, maxAge: cfg.MaxAge, maxBackups: cfg.MaxBackups, compress: cfg.Compress, clock: cfg.Clock}
+	if err := os.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
+		return nil, err
+	}
+	lock, err := fileutil.TryLockFile(r.path+".lock", os.O_CREATE|os.O_WRONLY, 0o600)
+	switch {
+	case errors.Is(err, fileutil.ErrLocked):
+		return nil, fmt.Errorf("%s: %w", r.path, ErrInUse)
+	case err != nil:
+		return nil, err
+	}
+	r.lock = lock
 	if err := r.open(); err != nil {
+		lock.Close()
 		return nil, err
 	}
 	return r, nil
@@ -247,6 +268,7 @@ func (r *RotatingFile) Sync() error {
 func (r *RotatingFile) Close() error {
 	r.compressing.Wait()
 	r.closed = true
+	defer r.lock.Close()
 	if r.f == nil {
 		return nil
 	}
