@@ -52,7 +52,7 @@ func Main(args []string) int {
 		usage(os.Stderr)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	err := c.run(ctx, args[1:])
 	var exit exitError
@@ -67,6 +67,24 @@ func Main(args []string) int {
 		fmt.Fprintf(os.Stderr, "leasehold %s: %v\n", c.name, err)
 		return 1
 	}
+}
+
+// signalContext ends with the first SIGINT or SIGTERM, which starts a
+// command's graceful stop; a second one ends the process at once, with
+// status 1, as kube-apiserver's does (a stop waiting on a stuck request or
+// a full disk is cut short by asking again).
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel()
+		<-sigs
+		fmt.Fprintln(os.Stderr, "leasehold: a second signal: exiting at once")
+		os.Exit(1)
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel() }
 }
 
 func usage(w io.Writer) {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -188,6 +189,46 @@ func TestRequestLimitFlags(t *testing.T) {
 	notLimited("carol, once the others' requests ended", carol, http.StatusForbidden)
 	if out := s.kubectl(t, "get", "lease", "-n", "default", "-o", "name"); strings.TrimSpace(out) != "lease.coordination.k8s.io/bob" {
 		t.Errorf("leases in default: %q; want bob's alone", out)
+	}
+}
+
+// TestSecondSignalExits: a second SIGTERM during a graceful stop ends the
+// server at once, with status 1, as kube-apiserver's second signal does;
+// what it had answered is there at the next start.
+func TestSecondSignalExits(t *testing.T) {
+	t.Parallel()
+	needKubectl(t)
+	s := newServer(t, "--shutdown-grace-period", "5m")
+	ns := testNamespace(t, s)
+	s.kubectlStdin(t, leaseJSON("kept"), "create", "-n", ns, "-f", "-")
+	admin := mustConfig(t, s).BearerToken
+	// A request whose body never comes holds the graceful stop.
+	startSlowRequest(t, s, admin, "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases", leaseJSON("held"))
+	if err := s.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the first signal's stop under way
+	select {
+	case <-s.exited:
+		t.Fatalf("the server exited on the first SIGTERM with a request in flight: %v", s.err)
+	default:
+	}
+	if err := s.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server still runs 20 s after a second SIGTERM")
+	}
+	var exit *exec.ExitError
+	if !errors.As(s.err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("the exit after a second SIGTERM: %v; want status 1", s.err)
+	}
+	s.killed.Store(true) // not the clean exit the test's cleanup checks for
+	s = s.restart(t)
+	if got := strings.Fields(s.kubectl(t, "get", "lease", "-n", ns, "-o", "name")); len(got) != 1 || got[0] != "lease.coordination.k8s.io/kept" {
+		t.Errorf("leases after a restart: %q; want the one created", got)
 	}
 }
 
