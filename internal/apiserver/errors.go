@@ -35,10 +35,11 @@ func statusFor(err error, gr schema.GroupResource, name string) *metav1.Status {
 	case errors.Is(err, store.ErrCompacted):
 		return status(apierrors.NewResourceExpired("too old resource version: " + err.Error()))
 	case errors.As(err, &badRV):
-		// As kube-apiserver answers a watch from one (a list from one is a
-		// 500 there, which is no answer to a client's mistake).
-		return status(apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: gr.Resource}, name,
-			field.ErrorList{field.Invalid(field.NewPath("resourceVersion"), badRV.RV, badRV.Err.Error())}))
+		// As kube-apiserver answers a list from one, in its words (a get or
+		// a watch from one is a 500 there, which is no answer to a
+		// client's mistake).
+		return status(apierrors.NewBadRequest("invalid resource version: " +
+			field.ErrorList{field.Invalid(field.NewPath("resourceVersion"), badRV.RV, badRV.Err.Error())}.ToAggregate().Error()))
 	case errors.Is(err, store.ErrInvalidContinue):
 		return status(apierrors.NewBadRequest(err.Error()))
 	case errors.Is(err, store.ErrTooLargeResourceVersion):

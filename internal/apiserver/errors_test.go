@@ -344,15 +344,17 @@ func TestErrorStatus(t *testing.T) {
 			body: leaseBody("strict", "", `"holderIdentity":"x","bogus":true`),
 			code: 400, reason: metav1.StatusReasonBadRequest, contains: []string{`Lease in version "v1" cannot be handled as a Lease: strict decoding error: unknown field "spec.bogus"`}},
 
-		// 422: a resourceVersion that is no revision (a 500 before, and
-		// logged as the server's own error).
+		// 400: a resourceVersion that is no revision, in kube-apiserver's
+		// words for a list (a get or watch from one is a 500 there).
 		{name: "list from a resourceVersion that is not one", method: "GET", path: base + "?resourceVersion=A",
-			code: 422, reason: metav1.StatusReasonInvalid,
-			contains: []string{`leases.coordination.k8s.io "" is invalid: resourceVersion: Invalid value: "A": strconv.ParseUint: parsing "A": invalid syntax`}},
-		// As kube-apiserver: before the watch starts, so an answer, not an
-		// ERROR event.
+			code: 400, reason: metav1.StatusReasonBadRequest,
+			contains: []string{`invalid resource version: resourceVersion: Invalid value: "A": strconv.ParseUint: parsing "A": invalid syntax`}},
+		{name: "get at a resourceVersion that is not one", method: "GET", path: base + "/x?resourceVersion=A",
+			code: 400, reason: metav1.StatusReasonBadRequest,
+			contains: []string{`invalid resource version: resourceVersion: Invalid value: "A": strconv.ParseUint: parsing "A": invalid syntax`}},
+		// Before the watch starts, so an answer, not an ERROR event.
 		{name: "watch from a negative resourceVersion", method: "GET", path: base + "?watch=true&resourceVersion=-1",
-			code: 422, reason: metav1.StatusReasonInvalid},
+			code: 400, reason: metav1.StatusReasonBadRequest},
 
 		// 410.
 		{name: "watch from a compacted revision", method: "GET", path: base + "?watch=true&resourceVersion=" + compacted, watch: true,

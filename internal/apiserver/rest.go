@@ -227,9 +227,17 @@ func (s *Server) get(req *request) error {
 	key := req.kind.Key(req.info.namespace, req.info.name)
 	var obj runtime.Object
 	var err error
-	if opts.ResourceVersion == "0" {
+	switch opts.ResourceVersion {
+	case "0":
 		obj, err = req.kind.Cached(req.ctx, key)
-	} else {
+	default:
+		// Any other revision is served as a consistent read, which is at
+		// least as new; one that is no revision at all is refused.
+		if _, err := store.ParseResourceVersion(opts.ResourceVersion); err != nil {
+			return err
+		}
+		fallthrough
+	case "":
 		obj, err = req.kind.Get(req.ctx, key)
 	}
 	if err != nil {

@@ -116,7 +116,7 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 	case rv == "0":
 		return k.listNotOlderThan(ctx, opts, 0)
 	default:
-		n, err := parseResourceVersion(rv)
+		n, err := ParseResourceVersion(rv)
 		if err != nil {
 			return nil, err
 		}

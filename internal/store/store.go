@@ -67,8 +67,9 @@ func (e *InvalidResourceVersionError) Error() string {
 	return fmt.Sprintf("invalid resourceVersion %q: %v", e.RV, e.Err)
 }
 
-// parseResourceVersion reads a resourceVersion that is not "" or "0".
-func parseResourceVersion(rv string) (int64, error) {
+// ParseResourceVersion reads a resourceVersion that is not "" or "0"; one
+// that is no revision is an *InvalidResourceVersionError.
+func ParseResourceVersion(rv string) (int64, error) {
 	n, err := strconv.ParseUint(rv, 10, 64)
 	if err == nil && n > math.MaxInt64 {
 		err = fmt.Errorf("%d is beyond the largest revision, %d", n, int64(math.MaxInt64))

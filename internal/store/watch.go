@@ -88,7 +88,7 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 		minRV = cur
 	case "0":
 	default:
-		n, err := parseResourceVersion(rv)
+		n, err := ParseResourceVersion(rv)
 		if err != nil {
 			return nil, err
 		}
