@@ -186,6 +186,9 @@ func TestErrorStatus(t *testing.T) {
 		// 405.
 		{name: "create on an object path", method: "POST", path: base + "/existing", contentType: "application/json", body: leaseBody("via-post", "", ""),
 			code: 405, reason: metav1.StatusReasonMethodNotAllowed, message: "the server does not allow this method on the requested resource"},
+		// HEAD is authorized as a get, then not routed, as in kube-apiserver.
+		{name: "HEAD of a lease", method: "HEAD", path: base + "/existing", code: 405},
+		{name: "HEAD of the leases", method: "HEAD", path: base, code: 405},
 		{name: "delete of every namespace", method: "DELETE", path: "/api/v1/namespaces",
 			code: 405, reason: metav1.StatusReasonMethodNotAllowed, message: "the server does not allow this method on the requested resource"},
 		// Of every namespace, leases are listed and watched, nothing else.
@@ -450,6 +453,9 @@ func doErrorRequest(t *testing.T, client *http.Client, baseURL string, tc errCas
 	defer resp.Body.Close()
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	if tc.method == http.MethodHead {
+		return &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure, Code: int32(resp.StatusCode)} // the headers alone
 	}
 	if tc.watch {
 		if resp.StatusCode != http.StatusOK {

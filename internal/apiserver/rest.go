@@ -147,6 +147,11 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		s.writeError(w, r, methodNotAllowed(), req.gr, "")
 		return
 	}
+	if r.Method == http.MethodHead {
+		// Authorized as a get, and then not routed, as in kube-apiserver.
+		s.writeError(w, r, methodNotAllowed(), req.gr, info.name)
+		return
+	}
 	verbs := res.AllVerbs()
 	if info.subresource != "" {
 		for _, sr := range subresources(res) {
