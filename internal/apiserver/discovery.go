@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -111,6 +113,7 @@ func resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: r.Name, SingularName: r.SingularName, Namespaced: r.Namespaced, Kind: r.Kind,
 			Verbs: r.AllVerbs(), ShortNames: r.ShortNames, Categories: r.Categories,
+			StorageVersionHash: storageVersionHash(r),
 		})
 		for _, sub := range subresources(r) {
 			list.APIResources = append(list.APIResources, metav1.APIResource{
@@ -119,6 +122,23 @@ func resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
 		}
 	}
 	return list
+}
+
+// storageVersionHash is kube-apiserver's hash of the group, version and
+// kind a resource's objects are stored as (the first 8 bytes of the SHA-256
+// of "group/version/kind", in base64), which the storage version migrator
+// compares; none for a resource without storage. (The function of
+// k8s.io/apiserver that computes it comes with that module's whole
+// endpoint stack.)
+func storageVersionHash(r *registry.Resource) string {
+	if r.Virtual {
+		return ""
+	}
+	if r.Storage != nil {
+		r = r.Storage
+	}
+	sum := sha256.Sum256([]byte(r.GroupVersion.Group + "/" + r.GroupVersion.Version + "/" + r.Kind))
+	return base64.StdEncoding.EncodeToString(sum[:8])
 }
 
 type subresource struct {
