@@ -108,8 +108,17 @@ func runEtcdMember(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, etcdMemberTimeout)
 	defer cancel()
 	if err := run(ctx, c, fs.Args()); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("etcd at %s did not answer within %s", strings.Join(urls, ","), etcdMemberTimeout)
+		hint := ""
+		if certFile == "" && slices.ContainsFunc(urls, func(u string) bool { return strings.HasPrefix(u, "https://") }) {
+			// etcd answers a TLS client without a certificate it asks for
+			// with nothing but a closed connection.
+			hint = " (on https: a cluster that asks for client certificates needs --etcd-cafile, --etcd-certfile and --etcd-keyfile)"
+		}
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			return fmt.Errorf("etcd at %s did not answer within %s%s", strings.Join(urls, ","), etcdMemberTimeout, hint)
+		case errors.Is(err, errNoAnswer):
+			return fmt.Errorf("%w%s", err, hint)
 		}
 		return err
 	}
@@ -175,10 +184,13 @@ func endpointStatus(ctx context.Context, c *clientv3.Client, w io.Writer) error 
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%s did not answer", strings.Join(failed, ", "))
+		return fmt.Errorf("%s %w", strings.Join(failed, ", "), errNoAnswer)
 	}
 	return nil
 }
+
+// errNoAnswer is endpoints that did not answer a status request.
+var errNoAnswer = errors.New("did not answer")
 
 // etcdSnapshot saves a snapshot of the cluster at c into file, as
 // `leasehold snapshot save` saves one through a server: for a cluster of
