@@ -203,6 +203,9 @@ func (f *tokenStoreFlags) openStore() (tokenStoreAccess, func(), error) {
 					}
 					return out, nil
 				})
+				if errors.Is(err, errNoToken) {
+					return 0, nil // as the etcd store says it
+				}
 				return removed, err
 			},
 			where: "the server",
