@@ -14,9 +14,11 @@
 // like any client's. A read-only user needs get, list and watch on nodes
 // and leases.
 //
-// Ages are the browser's clock against the Lease's renewTime, for display
-// only; whether a node is Ready is the node lifecycle controller's
-// judgement, read from the Node.
+// Ages are the Lease's renewTime against the server's clock, which the
+// page learns from the Date header of the server's answers (so a browser
+// whose clock is off still shows them right), and are for display only:
+// whether a node is Ready is the node lifecycle controller's judgement,
+// read from the Node.
 package dashboard
 
 import (

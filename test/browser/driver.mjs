@@ -93,6 +93,24 @@ const commands = {
       return { error: String(err) };
     }
   }, { url: c.url, token: c.token }),
+  // failNext answers the next c.times requests to URLs matching c.url (a
+  // glob) with c.status and a Status body, as a proxy in front of a
+  // restarting server would.
+  failNext: (c) => page.route(c.url, (route) => route.fulfill({
+    status: c.status,
+    contentType: 'application/json',
+    body: JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'injected by the test', reason: 'ServiceUnavailable', code: c.status }),
+  }), { times: c.times || 1 }),
+  // clockAhead sets the page's clock c.ms ahead of the real one, running,
+  // from the next load on.
+  clockAhead: async (c) => {
+    await page.clock.install({ time: Date.now() + c.ms });
+    await page.clock.resume();
+  },
+  viewport: (c) => page.setViewportSize({ width: c.width, height: c.height }),
+  // overflow returns how far the page is wider than the window, in CSS
+  // pixels: 0 when nothing scrolls the page sideways.
+  overflow: () => page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth),
   sessionToken: () => page.evaluate(() => sessionStorage.getItem('leasehold.token')),
   screenshot: (c) => page.screenshot({ path: c.path, fullPage: c.fullPage !== false }).then(() => c.path),
   problems: () => problems.splice(0),

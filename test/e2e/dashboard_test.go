@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -163,11 +164,31 @@ func (b *browser) do(t *testing.T, out any, op string, args map[string]any) {
 // waitText waits until the element's text contains text.
 func (b *browser) waitText(t *testing.T, selector, text string, timeout time.Duration) {
 	t.Helper()
-	if _, err := b.call(t, "waitText", map[string]any{"selector": selector, "text": text, "timeoutMs": timeout.Milliseconds()}); err != nil {
+	b.waitFor(t, selector, text, timeout, false)
+}
+
+// waitTextGone waits until the element's text no longer contains text.
+func (b *browser) waitTextGone(t *testing.T, selector, text string, timeout time.Duration) {
+	t.Helper()
+	b.waitFor(t, selector, text, timeout, true)
+}
+
+func (b *browser) waitFor(t *testing.T, selector, text string, timeout time.Duration, absent bool) {
+	t.Helper()
+	args := map[string]any{"selector": selector, "text": text, "timeoutMs": timeout.Milliseconds(), "absent": absent}
+	if _, err := b.call(t, "waitText", args); err != nil {
 		var now string
 		b.do(t, &now, "text", map[string]any{"selector": selector})
 		t.Fatalf("%v\n%s now reads %q", err, selector, now)
 	}
+}
+
+// count returns how many elements selector matches.
+func (b *browser) count(t *testing.T, selector string) int {
+	t.Helper()
+	var n int
+	b.do(t, &n, "count", map[string]any{"selector": selector})
+	return n
 }
 
 func (b *browser) text(t *testing.T, selector string) string {
@@ -235,6 +256,11 @@ func TestDashboard(t *testing.T) {
 	})
 	b.waitText(t, "#nodes-error", "forbidden", 20*time.Second)
 	b.waitText(t, "#nodes-error", "(403 Forbidden)", time.Second)
+	// Nothing listed is not an empty fleet.
+	if n := b.text(t, "#count-nodes"); n != "–" {
+		t.Errorf("nodes card %q while the list is forbidden, want –", n)
+	}
+	b.waitText(t, "#nodes tbody", "Not loaded", 5*time.Second)
 
 	// Grant get, list and watch: the page's retries get through.
 	s.kubectl(t, "create", "clusterrole", "fleet-viewer", "--verb=get,list,watch", "--resource=nodes,leases.coordination.k8s.io")
@@ -274,6 +300,8 @@ func TestDashboard(t *testing.T) {
 	b.waitRow(t, "#nodes", "web-2", nodeGrace+2*nodePeriod+15*time.Second, func(c []string) bool {
 		return len(c) == 6 && c[1] == "NotReady" && strings.Contains(c[3], "node.kubernetes.io/unreachable:NoSchedule")
 	})
+	// Its Lease is older than its duration: said in words, not in red alone.
+	b.waitRow(t, "#nodes", "web-2", 5*time.Second, func(c []string) bool { return len(c) == 6 && strings.HasSuffix(c[2], "ago, expired") })
 	b.waitText(t, "#count-notready", "1", 5*time.Second)
 	if got := b.text(t, "#nodes tbody tr:first-child td:first-child"); got != "web-2" {
 		t.Errorf("first node row %q, want web-2: NotReady nodes come first", got)
@@ -290,6 +318,26 @@ func TestDashboard(t *testing.T) {
 	b.waitRow(t, "#elections", ns, 10*time.Second, func(c []string) bool { return len(c) == 6 && c[2] == "worker-b" && c[5] == "1" })
 	s.kubectl(t, "delete", "lease", "reports", "-n", ns)
 	b.waitRow(t, "#elections", ns, 10*time.Second, func(c []string) bool { return c == nil })
+
+	// More elections than the page draws: the first MAX_ROWS (200), and
+	// a line that says so.
+	const many = 205
+	var list strings.Builder
+	list.WriteString("apiVersion: v1\nkind: List\nitems:\n")
+	for i := range many {
+		fmt.Fprintf(&list, "- apiVersion: coordination.k8s.io/v1\n  kind: Lease\n  metadata: {name: job-%03d, namespace: %s}\n  spec: {holderIdentity: worker-%03d-%s, leaseDurationSeconds: 15}\n", i, ns, i, strings.Repeat("x", 200))
+	}
+	before, err := strconv.Atoi(b.text(t, "#count-elections")) // the controller manager's is one
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.kubectlStdin(t, list.String(), "apply", "-f", "-")
+	b.waitText(t, "#elections-shown", fmt.Sprintf("Showing the first 200 of %d leader elections", before+many), 20*time.Second)
+	if rows := b.count(t, "#elections tbody tr"); rows != 200 {
+		t.Errorf("%d election rows drawn, want 200", rows)
+	}
+	s.kubectl(t, "delete", "leases", "--all", "-n", ns)
+	b.waitTextGone(t, "#elections-shown", "Showing", 20*time.Second)
 
 	// A restart of the server ends the page's watches; it retries until the
 	// server is back and resumes from the last resourceVersion it saw.
@@ -310,32 +358,57 @@ func TestDashboard(t *testing.T) {
 
 	// The filter, a reload (the tab keeps its token) and signing out.
 	b.do(t, nil, "fill", map[string]any{"selector": "#filter", "value": "web-1"})
-	var rows int
-	b.do(t, &rows, "count", map[string]any{"selector": "#nodes tbody tr"})
-	if rows != 1 || b.row(t, "#nodes", "web-1") == nil {
+	if rows := b.count(t, "#nodes tbody tr"); rows != 1 || b.row(t, "#nodes", "web-1") == nil {
 		t.Errorf("filtered by web-1: %d rows, want web-1's alone", rows)
 	}
 	b.do(t, nil, "reload", nil)
 	b.waitText(t, "#user", viewer, 20*time.Second)
 	b.waitText(t, "#count-nodes", "2", 20*time.Second)
+
+	// A reload while something in front of the server answers 503: the
+	// page keeps the tab's token and tries again, as it does a watch.
+	b.do(t, nil, "failNext", map[string]any{"url": "**/apis/authentication.k8s.io/v1/selfsubjectreviews", "status": 503, "times": 2})
+	b.do(t, nil, "reload", nil)
+	b.waitText(t, "#user", viewer, 20*time.Second)
+	var kept *string
+	if b.do(t, &kept, "sessionToken", nil); kept == nil {
+		t.Error("the tab's token was dropped after a 503 to the sign-in check")
+	}
+
+	// A browser whose clock is an hour fast: the ages are the server's.
+	b.do(t, nil, "clockAhead", map[string]any{"ms": time.Hour.Milliseconds()})
+	b.do(t, nil, "reload", nil)
+	b.waitText(t, "#connection", "clock is 60m ahead of the server's", 20*time.Second)
+	b.waitRow(t, "#nodes", "web-1", 10*time.Second, func(c []string) bool {
+		return len(c) == 6 && strings.HasSuffix(c[2], "s ago") && !strings.Contains(c[2], "m")
+	})
+
+	// A phone's width: the tables scroll, the page does not.
+	b.do(t, nil, "viewport", map[string]any{"width": 375, "height": 800})
+	var overflow int
+	if b.do(t, &overflow, "overflow", nil); overflow > 0 {
+		t.Errorf("at 375 px the page is %d px wider than the window", overflow)
+	}
+	b.do(t, nil, "screenshot", map[string]any{"path": filepath.Join(dir, "dashboard-375.png")})
+	b.do(t, nil, "viewport", map[string]any{"width": 1280, "height": 900})
 	b.do(t, nil, "screenshot", map[string]any{"path": filepath.Join(dir, "dashboard.png")})
 	b.do(t, nil, "click", map[string]any{"selector": "#sign-out"})
 	var visible bool
 	if b.do(t, &visible, "visible", map[string]any{"selector": "#sign-in"}); !visible {
 		t.Error("the sign-in form is not shown after signing out")
 	}
-	var kept *string
 	if b.do(t, &kept, "sessionToken", nil); kept != nil {
 		t.Errorf("the token is still in sessionStorage after signing out")
 	}
 
 	// Only the answers the test asked for may show as errors: the 401, the
-	// 403s and the refused connections while the server restarted. No
-	// script error and no Content-Security-Policy violation.
+	// 403s, the 503s and the refused connections while the server
+	// restarted. No script error and no Content-Security-Policy violation.
 	var problems []string
 	b.do(t, &problems, "problems", nil)
 	for _, p := range problems {
 		if !strings.Contains(p, "Failed to load resource: the server responded with a status of 40") &&
+			!strings.Contains(p, "Failed to load resource: the server responded with a status of 503") &&
 			!strings.Contains(p, "Failed to load resource: net::ERR_CONNECTION_REFUSED") {
 			t.Errorf("browser: %s", p)
 		}

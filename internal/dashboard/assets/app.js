@@ -5,7 +5,7 @@
 
 const TOKEN_KEY = 'leasehold.token';
 const PAGE_SIZE = 500; // objects per list page
-const MAX_ROWS = 200; // node rows drawn at once
+const MAX_ROWS = 200; // rows of a table drawn at once
 const MAX_BACKOFF_MS = 10000; // between retries after an error
 const NODE_LEASE_NAMESPACE = 'kube-node-lease';
 const IDENTITY_LABEL = 'apiserver.kubernetes.io/identity';
@@ -24,10 +24,34 @@ class APIError extends Error {
 
 let token = '';
 let session = null; // the signed-in state: {abort, reflectors, ticker}
+let restoreTimer = 0; // the next attempt to sign in with the tab's saved token
+let attempts = 0; // sign-in attempts: only the latest one's answer counts
+
+// serverOffset is the server's clock minus this browser's, in ms, learnt
+// from the Date header of the server's answers; 0 while the two agree
+// within what the header can tell (it is truncated to the second). Ages
+// are reckoned on the server's clock, so a browser whose clock is off
+// shows neither fresh heartbeats as expired nor dead ones as fresh.
+let serverOffset = 0;
+
+function noteServerDate(header, sent, received) {
+  const server = Date.parse(header || '');
+  if (!Number.isFinite(server)) return;
+  // The server read its clock somewhere in [server, server+1000) while
+  // this browser's read somewhere in [sent, received].
+  const offset = server + 500 - (sent + received) / 2;
+  serverOffset = Math.abs(offset) <= 1000 + (received - sent) / 2 ? 0 : Math.round(offset);
+}
+
+function serverNow() {
+  return Date.now() + serverOffset;
+}
 
 async function api(path, init = {}) {
   const headers = { Accept: 'application/json', Authorization: `Bearer ${token}`, ...init.headers };
+  const sent = Date.now();
   const res = await fetch(path, { ...init, headers, cache: 'no-store' });
+  noteServerDate(res.headers.get('Date'), sent, Date.now());
   if (!res.ok) {
     let status = null;
     try {
@@ -40,10 +64,17 @@ async function api(path, init = {}) {
   return res;
 }
 
+// sleep waits ms, or less when signal aborts. It leaves no listener on
+// the signal behind, which lives as long as the session.
 function sleep(ms, signal) {
   return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done);
   });
 }
 
@@ -58,6 +89,7 @@ class Reflector {
     this.selector = selector;
     this.compact = compact;
     this.items = new Map();
+    this.listed = false; // once a list has been answered: items mean something
     this.state = 'listing';
     this.error = null;
     this.version = 0; // counts changes, for the views' caches
@@ -116,6 +148,7 @@ class Reflector {
       rv = rv || body.metadata.resourceVersion;
     } while (cont);
     this.items = items;
+    this.listed = true;
     this.version++;
     return rv;
   }
@@ -237,91 +270,128 @@ function fill(table, rows, empty) {
   body.replaceChildren(...rows);
 }
 
-// heartbeat describes a node's Lease: how long since its renewTime, by this
-// browser's clock, and whether that is longer than its duration.
+// heartbeat describes a Lease: how long since its renewTime, by the
+// server's clock, and whether that is longer than its duration (said in
+// words as well as in red).
 function heartbeat(lease, now) {
   if (!lease) return { text: 'no lease', className: 'stale' };
   if (!Number.isFinite(lease.renewed)) return { text: 'never renewed', className: 'stale' };
   const ms = now - lease.renewed;
   const stale = lease.duration > 0 && ms > lease.duration * 1000;
   return {
-    text: `${age(ms)} ago`,
+    text: stale ? `${age(ms)} ago, expired` : `${age(ms)} ago`,
     className: stale ? 'stale' : '',
     title: `renewed ${new Date(lease.renewed).toISOString()} by ${lease.holder || 'no holder'}, duration ${lease.duration}s`,
   };
 }
 
-// sortedNodes returns the nodes NotReady first, then by name, computed
-// again only when the nodes changed.
-let sortCache = { version: -1, nodes: [] };
-function sortedNodes(reflector) {
-  if (sortCache.version !== reflector.version) {
-    const nodes = [...reflector.items.values()];
-    nodes.sort((a, b) => (a.ok === b.ok ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.ok ? 1 : -1));
-    sortCache = { version: reflector.version, nodes };
+// memo keeps what render derives from a reflector's items (sorted, split)
+// until they change: the page renders every second to move the ages on,
+// and a fleet's lists do not change that often.
+let memo = new Map();
+function memoized(name, version, compute) {
+  const m = memo.get(name);
+  if (m && m.version === version) return m.value;
+  const value = compute();
+  memo.set(name, { version, value });
+  return value;
+}
+
+const byNodeStatus = (a, b) => (a.ok === b.ok ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.ok ? 1 : -1);
+const byNamespacedName = (a, b) => {
+  const x = `${a.namespace}/${a.name}`;
+  const y = `${b.namespace}/${b.name}`;
+  return x < y ? -1 : x > y ? 1 : 0;
+};
+
+// firstRows returns up to MAX_ROWS of items that pass keep, and how many
+// pass.
+function firstRows(items, keep) {
+  const shown = [];
+  let matching = 0;
+  for (const x of items) {
+    if (!keep(x)) continue;
+    matching++;
+    if (shown.length < MAX_ROWS) shown.push(x);
   }
-  return sortCache.nodes;
+  return { shown, matching };
+}
+
+// emptyText is what a table with no rows says: why, when its collection
+// has not been listed yet.
+function emptyText(r, none) {
+  if (r.listed) return none;
+  return r.state === 'listing' ? 'Loading…' : 'Not loaded: see the error above.';
+}
+
+function clockNote() {
+  if (!serverOffset) return '';
+  const ahead = serverOffset < 0;
+  return ` This browser's clock is ${age(Math.abs(serverOffset))} ${ahead ? 'ahead of' : 'behind'} the server's; ages are reckoned on the server's.`;
 }
 
 function render() {
   if (!session) return;
   const [nodes, nodeLeases, leases] = session.reflectors;
-  const now = Date.now();
+  const now = serverNow();
 
-  const all = sortedNodes(nodes);
-  const ready = all.reduce((n, x) => n + (x.ok ? 1 : 0), 0);
-  const others = [...leases.items.values()];
-  const servers = others.filter((l) => l.identity && l.namespace === 'kube-system');
-  const elections = others.filter((l) => !l.identity);
-  const synced = (r) => r.state !== 'listing' || r.items.size > 0;
-  $('count-nodes').textContent = synced(nodes) ? count(all.length) : '–';
-  $('count-ready').textContent = synced(nodes) ? count(ready) : '–';
-  $('count-notready').textContent = synced(nodes) ? count(all.length - ready) : '–';
-  $('count-elections').textContent = synced(leases) ? count(elections.length) : '–';
-  $('count-servers').textContent = synced(leases) ? count(servers.length) : '–';
+  const all = memoized('nodes', nodes.version, () => [...nodes.items.values()].sort(byNodeStatus));
+  const ready = memoized('ready', nodes.version, () => all.reduce((n, x) => n + (x.ok ? 1 : 0), 0));
+  const { servers, elections } = memoized('leases', leases.version, () => {
+    const split = { servers: [], elections: [] };
+    for (const l of leases.items.values()) {
+      if (!l.identity) split.elections.push(l);
+      else if (l.namespace === 'kube-system') split.servers.push(l);
+    }
+    split.servers.sort(byNamespacedName);
+    split.elections.sort(byNamespacedName);
+    return split;
+  });
+  $('count-nodes').textContent = nodes.listed ? count(all.length) : '–';
+  $('count-ready').textContent = nodes.listed ? count(ready) : '–';
+  $('count-notready').textContent = nodes.listed ? count(all.length - ready) : '–';
+  $('count-elections').textContent = leases.listed ? count(elections.length) : '–';
+  $('count-servers').textContent = leases.listed ? count(servers.length) : '–';
 
   const filter = $('filter').value.trim().toLowerCase();
-  const shown = [];
-  let matching = 0;
-  for (const n of all) {
-    if (filter && !n.name.toLowerCase().includes(filter)) continue;
-    matching++;
-    if (shown.length < MAX_ROWS) shown.push(n);
-  }
+  const { shown, matching } = firstRows(all, (n) => !filter || n.name.toLowerCase().includes(filter));
   fill('nodes', shown.map((n) => row([
     n.name,
     { text: n.status, className: n.ok ? 'ok' : 'bad' },
     heartbeat(nodeLeases.items.get(`${NODE_LEASE_NAMESPACE}/${n.name}`), now),
-    n.taints.join(', '),
+    { text: n.taints.join(', '), className: 'wrap' },
     n.version,
     age(now - n.created),
-  ])), nodes.state === 'listing' ? 'Loading…' : filter ? 'No node matches the filter.' : 'No nodes.');
+  ])), emptyText(nodes, filter ? 'No node matches the filter.' : 'No nodes.'));
   $('nodes-shown').textContent = matching > shown.length
     ? `Showing ${count(shown.length)} of ${count(matching)} nodes, NotReady first; filter by name to find others.`
     : '';
 
-  const byName = (a, b) => (a.namespace + '/' + a.name < b.namespace + '/' + b.name ? -1 : 1);
-  fill('elections', elections.sort(byName).map((l) => row([
+  const first = firstRows(elections, () => true);
+  fill('elections', first.shown.map((l) => row([
     l.namespace,
     l.name,
-    l.holder || { text: 'none', className: 'stale' },
+    l.holder ? { text: l.holder, className: 'wrap' } : { text: 'none', className: 'stale' },
     heartbeat(l, now),
     l.duration ? `${l.duration}s` : '',
     String(l.transitions),
-  ])), leases.state === 'listing' ? 'Loading…' : 'No leader elections.');
-  fill('servers', servers.sort(byName).map((l) => row([
+  ])), emptyText(leases, 'No leader elections.'));
+  $('elections-shown').textContent = first.matching > first.shown.length
+    ? `Showing the first ${count(first.shown.length)} of ${count(first.matching)} leader elections, by namespace and name.`
+    : '';
+  fill('servers', servers.map((l) => row([
     l.name,
     l.host,
-    l.holder,
+    { text: l.holder, className: 'wrap' },
     heartbeat(l, now),
-  ])), leases.state === 'listing' ? 'Loading…' : 'No server identity leases.');
+  ])), emptyText(leases, 'No server identity leases.'));
 
   showError('nodes-error', nodes.error || nodeLeases.error);
   showError('leases-error', leases.error);
   const states = session.reflectors.map((r) => r.state);
-  $('connection').textContent = states.every((s) => s === 'watching')
+  $('connection').textContent = (states.every((s) => s === 'watching')
     ? 'Live: watching nodes and leases.'
-    : states.includes('retrying') ? 'Reconnecting…' : 'Loading…';
+    : states.includes('retrying') ? 'Reconnecting…' : 'Loading…') + clockNote();
 }
 
 function showError(id, err) {
@@ -360,27 +430,40 @@ function start() {
   render();
 }
 
-function signOut(message) {
+// showSignIn ends the session, if any, and shows the sign-in form with
+// message and value in the token field.
+function showSignIn(message, value) {
   if (session) {
     session.abort.abort();
     clearInterval(session.ticker);
     session = null;
   }
-  token = '';
-  sessionStorage.removeItem(TOKEN_KEY);
-  sortCache = { version: -1, nodes: [] };
+  memo = new Map();
   $('fleet').hidden = true;
   $('sign-out').hidden = true;
   $('user').textContent = '';
   $('sign-in').hidden = false;
   $('sign-in-error').textContent = message || '';
-  $('token').value = '';
+  $('token').value = value;
   $('token').focus();
 }
 
+function signOut(message) {
+  clearTimeout(restoreTimer);
+  attempts++;
+  token = '';
+  sessionStorage.removeItem(TOKEN_KEY);
+  showSignIn(message, '');
+}
+
 // signIn checks the token with a SelfSubjectReview, which every
-// authenticated user may create, and shows who it names.
-async function signIn(candidate) {
+// authenticated user may create, and shows who it names. Only a 401 says
+// the token is no good: any other failure (the server restarting, a
+// proxy's 502) leaves it in the form, and a token the tab had saved is
+// tried again until the server answers.
+async function signIn(candidate, restoring = false, backoff = 1000) {
+  clearTimeout(restoreTimer);
+  const attempt = ++attempts;
   token = candidate;
   let review;
   try {
@@ -391,11 +474,18 @@ async function signIn(candidate) {
     });
     review = await res.json();
   } catch (err) {
-    signOut(err instanceof APIError && err.code === 401
-      ? 'The server does not accept this token (401 Unauthorized).'
-      : describe(err));
+    if (attempt !== attempts) return;
+    if (err instanceof APIError && err.code === 401) {
+      signOut('The server does not accept this token (401 Unauthorized).');
+      return;
+    }
+    showSignIn(describe(err) + (restoring ? '. Trying again…' : ''), candidate);
+    if (restoring) {
+      restoreTimer = setTimeout(() => signIn(candidate, true, Math.min(2 * backoff, MAX_BACKOFF_MS)), backoff);
+    }
     return;
   }
+  if (attempt !== attempts) return;
   sessionStorage.setItem(TOKEN_KEY, candidate);
   $('user').textContent = (review.status && review.status.userInfo && review.status.userInfo.username) || '';
   $('sign-in').hidden = true;
@@ -424,6 +514,6 @@ document.addEventListener('DOMContentLoaded', () => {
   $('filter').addEventListener('input', render);
   showVersion();
   const saved = sessionStorage.getItem(TOKEN_KEY);
-  if (saved) signIn(saved);
+  if (saved) signIn(saved, true);
   else signOut('');
 });
