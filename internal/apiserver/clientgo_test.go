@@ -867,6 +867,23 @@ func testResourceVersionMatch(t *testing.T, e *cgEnv) {
 			t.Errorf("%s at a future revision: retry after %d (%v), want 1", match, delay, ok)
 		}
 	}
+	// A get names a minimum revision too: served once the server has
+	// reached it, the same 504 if it does not.
+	err = e.cs.CoordinationV1().RESTClient().Get().Namespace(e.ns).Resource("leases").Name("rv2").MaxRetries(0).
+		VersionedParams(&metav1.GetOptions{ResourceVersion: future}, metav1.ParameterCodec).Do(ctx).Error()
+	if !apierrors.IsTimeout(err) || !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		t.Errorf("get at a future revision: got %v (code %d), want 504 Timeout with cause ResourceVersionTooLarge", err, statusCode(err))
+	}
+	rv2, err := e.leases.Get(ctx, "rv2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.leases.Get(ctx, "rv2", metav1.GetOptions{ResourceVersion: rv2.ResourceVersion}); err != nil || got.ResourceVersion != rv2.ResourceVersion {
+		t.Errorf("get at its own revision %s: %v %v", rv2.ResourceVersion, got, err)
+	}
+	if _, err := e.leases.Get(ctx, "absent", metav1.GetOptions{ResourceVersion: rv2.ResourceVersion}); !apierrors.IsNotFound(err) {
+		t.Errorf("get of a lease that is not there, at revision %s: %v, want NotFound", rv2.ResourceVersion, err)
+	}
 }
 
 func testWatchResume(t *testing.T, e *cgEnv) {

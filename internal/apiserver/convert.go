@@ -16,6 +16,7 @@ type objectStore interface {
 	Key(namespace, name string) string
 	Get(ctx context.Context, key string) (runtime.Object, error)
 	Cached(ctx context.Context, key string) (runtime.Object, error)
+	GetNotOlderThan(ctx context.Context, key string, minRV int64) (runtime.Object, error)
 	Create(ctx context.Context, key string, obj runtime.Object, dryRun bool) (runtime.Object, error)
 	Update(ctx context.Context, key string, opts store.UpdateOptions, fn store.UpdateFunc) (runtime.Object, error)
 	Delete(ctx context.Context, key string, dryRun bool, check store.DeleteFunc) (runtime.Object, error)
@@ -53,6 +54,10 @@ func (c converted) Get(ctx context.Context, key string) (runtime.Object, error) 
 
 func (c converted) Cached(ctx context.Context, key string) (runtime.Object, error) {
 	return c.from(c.Kind.Cached(ctx, key))
+}
+
+func (c converted) GetNotOlderThan(ctx context.Context, key string, minRV int64) (runtime.Object, error) {
+	return c.from(c.Kind.GetNotOlderThan(ctx, key, minRV))
 }
 
 func (c converted) Create(ctx context.Context, key string, obj runtime.Object, dryRun bool) (runtime.Object, error) {

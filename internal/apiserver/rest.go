@@ -233,17 +233,19 @@ func (s *Server) get(req *request) error {
 	var obj runtime.Object
 	var err error
 	switch opts.ResourceVersion {
+	case "":
+		obj, err = req.kind.Get(req.ctx, key)
 	case "0":
 		obj, err = req.kind.Cached(req.ctx, key)
 	default:
-		// Any other revision is served as a consistent read, which is at
-		// least as new; one that is no revision at all is refused.
-		if _, err := store.ParseResourceVersion(opts.ResourceVersion); err != nil {
-			return err
+		// Not older than the revision named: the watch cache once it has
+		// reached it, 504 with the ResourceVersionTooLarge cause if it does
+		// not within 3 s, as kube-apiserver answers.
+		rv, perr := store.ParseResourceVersion(opts.ResourceVersion)
+		if perr != nil {
+			return perr
 		}
-		fallthrough
-	case "":
-		obj, err = req.kind.Get(req.ctx, key)
+		obj, err = req.kind.GetNotOlderThan(req.ctx, key, rv)
 	}
 	if err != nil {
 		return err

@@ -182,3 +182,56 @@ func runLeaseStore(t testing.TB, resource string, cfg Config, setup func(*Kind))
 	t.Cleanup(func() { cancel(); <-done })
 	return s, k, ctx
 }
+
+// TestGetNotOlderThanWhileCacheLags: a get that names a revision the cache
+// has not reached waits for it, answers ErrTooLargeResourceVersion once it
+// has waited waitTimeout in vain, and the object once the cache has it.
+func TestGetNotOlderThanWhileCacheLags(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	gate := make(chan struct{})
+	s, k, ctx := runLeaseStore(t, "laggingget", Config{Clock: clk}, func(k *Kind) { k.cache.applyGate = gate })
+	t.Cleanup(func() { close(gate) })
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := sampleLease()
+	l.Name, l.ManagedFields = "a", nil
+	key := k.Key(l.Namespace, l.Name)
+	created, err := k.Create(ctx, key, l, false) // after the fill: the cache does not apply it
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := ParseResourceVersion(created.(*coordinationv1.Lease).ResourceVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	failed := make(chan error, 1)
+	go func() {
+		_, err := k.GetNotOlderThan(ctx, key, rv)
+		failed <- err
+	}()
+	for deadline := time.After(30 * time.Second); ; {
+		clk.Step(waitTimeout) // the wait is on the fake clock
+		select {
+		case err := <-failed:
+			if !errors.Is(err, ErrTooLargeResourceVersion) {
+				t.Fatalf("get at revision %d the cache has not reached: %v, want ErrTooLargeResourceVersion", rv, err)
+			}
+		case <-deadline:
+			t.Fatal("the get did not end")
+		case <-time.After(20 * time.Millisecond):
+			continue
+		}
+		break
+	}
+
+	gate <- struct{}{} // let the create through
+	obj, err := k.GetNotOlderThan(ctx, key, rv)
+	if err != nil {
+		t.Fatalf("get at revision %d once the cache has it: %v", rv, err)
+	}
+	if got := obj.(*coordinationv1.Lease).ResourceVersion; got != created.(*coordinationv1.Lease).ResourceVersion {
+		t.Errorf("got resourceVersion %s, want %s", got, created.(*coordinationv1.Lease).ResourceVersion)
+	}
+}

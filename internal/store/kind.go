@@ -218,6 +218,35 @@ func (k *Kind) Cached(ctx context.Context, key string) (runtime.Object, error) {
 	return k.Get(ctx, key)
 }
 
+// GetNotOlderThan reads the object at key as of a revision no older than
+// minRV, as kube-apiserver answers a get that names a resourceVersion: from
+// the watch cache once it has reached minRV, after waiting up to
+// waitTimeout for it, or else ErrTooLargeResourceVersion; a kind without a
+// watch cache, or whose cache is still filling, reads etcd, and a revision
+// etcd has not reached is refused at once, as kube-apiserver's storage
+// layer does.
+func (k *Kind) GetNotOlderThan(ctx context.Context, key string, minRV int64) (runtime.Object, error) {
+	if c := k.filledCache(); c != nil {
+		if err := c.waitFor(ctx, minRV); err != nil {
+			return nil, err
+		}
+		return c.get(key)
+	}
+	start := k.s.cfg.Clock.Now()
+	resp, err := k.s.client.Get(ctx, key)
+	k.observe(opGet, start)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Header.Revision < minRV {
+		return nil, ErrTooLargeResourceVersion
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, ErrNotFound
+	}
+	return k.decode(resp.Kvs[0])
+}
+
 // filledCache returns the kind's watch cache once it holds the kind's
 // state, or nil: reads of a kind whose cache is still filling go to etcd,
 // as kube-apiserver delegates reads while a watch cache initializes, so the
