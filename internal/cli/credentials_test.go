@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,7 +43,7 @@ func TestCredentialsSharedDirectory(t *testing.T) {
 				f := serveFlags{dataDir: dir, listen: "127.0.0.1:6443"}
 				r := &results[i]
 				r.tokens = auth.NewTokens()
-				r.ca, _, _, r.err = credentials(f, "127.0.0.1", nil, r.tokens, clock.RealClock{})
+				r.ca, _, _, r.err = credentials(f, "127.0.0.1", nil, r.tokens, clock.RealClock{}, slog.New(slog.DiscardHandler))
 			})
 		}
 		wg.Wait()
@@ -109,7 +110,7 @@ func TestCredentialsSharedDirectory(t *testing.T) {
 // hand.
 func TestAdminCredentialsCopied(t *testing.T) {
 	first := t.TempDir()
-	if _, _, _, err := credentials(serveFlags{dataDir: first, listen: "127.0.0.1:6443"}, "127.0.0.1", nil, auth.NewTokens(), clock.RealClock{}); err != nil {
+	if _, _, _, err := credentials(serveFlags{dataDir: first, listen: "127.0.0.1:6443"}, "127.0.0.1", nil, auth.NewTokens(), clock.RealClock{}, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	firstKC, err := clientcmd.LoadFromFile(filepath.Join(first, "admin.kubeconfig"))
@@ -134,7 +135,7 @@ func TestAdminCredentialsCopied(t *testing.T) {
 	}
 	for start, listen := range []string{"127.0.0.1:6443", "127.0.0.1:7443"} {
 		tokens := auth.NewTokens()
-		if _, _, _, err := credentials(serveFlags{dataDir: second, listen: listen}, "127.0.0.1", nil, tokens, clock.RealClock{}); err != nil {
+		if _, _, _, err := credentials(serveFlags{dataDir: second, listen: listen}, "127.0.0.1", nil, tokens, clock.RealClock{}, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatal(err)
 		}
 		secondKC, err := clientcmd.LoadFromFile(filepath.Join(second, "admin.kubeconfig"))
@@ -154,10 +155,39 @@ func TestAdminCredentialsCopied(t *testing.T) {
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := credentials(serveFlags{dataDir: second, listen: "127.0.0.1:8443"}, "127.0.0.1", nil, auth.NewTokens(), clock.RealClock{}); err != nil {
+	if _, _, _, err := credentials(serveFlags{dataDir: second, listen: "127.0.0.1:8443"}, "127.0.0.1", nil, auth.NewTokens(), clock.RealClock{}, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	if kc, _ = clientcmd.LoadFromFile(path); kc.Clusters[pki.KubeconfigCluster].Server != "https://leasehold.example:6443" {
 		t.Errorf("a server set by hand became %s", kc.Clusters[pki.KubeconfigCluster].Server)
+	}
+}
+
+// TestCredentialsNewCAWarns: a start that finds an earlier start's serving
+// certificate but no CA makes a new one, and warns that the clients set up
+// before do not trust it; a first start does not warn.
+func TestCredentialsNewCAWarns(t *testing.T) {
+	dir := t.TempDir()
+	start := func() string {
+		t.Helper()
+		var logged bytes.Buffer
+		if _, _, _, err := credentials(serveFlags{dataDir: dir, listen: "127.0.0.1:6443"}, "127.0.0.1", nil, auth.NewTokens(), clock.RealClock{}, slog.New(slog.NewTextHandler(&logged, nil))); err != nil {
+			t.Fatal(err)
+		}
+		return logged.String()
+	}
+	if out := start(); out != "" {
+		t.Errorf("a first start logged %q", out)
+	}
+	if out := start(); out != "" {
+		t.Errorf("a second start, the CA in place, logged %q", out)
+	}
+	for _, f := range []string{pki.CACertFile, pki.CAKeyFile} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := start(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "made a new CA") {
+		t.Errorf("a start without the CA logged %q, want a warning about the new CA", out)
 	}
 }

@@ -1091,7 +1091,7 @@ func loadCertificates(f serveFlags, host string, tokens *auth.Tokens, clk clock.
 		}
 		c.sni = append(c.sni, pki.SNIPair{Pair: pair, Names: names, Flag: v})
 	}
-	if c.ca, c.own, adminToken, err = credentials(f, host, c.files, tokens, clk); err != nil {
+	if c.ca, c.own, adminToken, err = credentials(f, host, c.files, tokens, clk, log); err != nil {
 		return nil, "", err
 	}
 	c.pool = caPool(c.ca)
@@ -1154,14 +1154,25 @@ func (c *serverCerts) clientRoots() *x509.CertPool {
 //
 // The admin kubeconfig trusts the server's CA, or with servedCert (from
 // --tls-cert-file) what pki.TrustAnchorPEM finds in its chain.
-func credentials(f serveFlags, host string, servedCert *pki.Reloading[*tls.Certificate], tokens *auth.Tokens, clk clock.PassiveClock) (ca *pki.CA, serving *pki.Serving, adminToken string, err error) {
+func credentials(f serveFlags, host string, servedCert *pki.Reloading[*tls.Certificate], tokens *auth.Tokens, clk clock.PassiveClock, log *slog.Logger) (ca *pki.CA, serving *pki.Serving, adminToken string, err error) {
 	release, err := pki.LockDir(f.dataDir)
 	if err != nil {
 		return nil, nil, "", err
 	}
 	defer release()
+	// A CA made anew where an earlier start left its serving certificate
+	// (ca.crt and ca.key deleted, or lost) is one that no client of that
+	// start trusts: say so, since what they will see is an unknown
+	// authority.
+	caPath := filepath.Join(f.dataDir, pki.CACertFile)
+	_, caErr := os.Stat(caPath)
+	_, servingErr := os.Stat(filepath.Join(f.dataDir, pki.ServingCertFile))
 	if ca, err = pki.LoadOrCreateCA(f.dataDir, clk); err != nil {
 		return nil, nil, "", err
+	}
+	if errors.Is(caErr, fs.ErrNotExist) && servingErr == nil {
+		log.Warn("the data directory held an earlier start's serving certificate but no CA: made a new CA, which the kubeconfigs and agents set up before do not trust; give them the new ca.crt",
+			"ca", caPath)
 	}
 	hosts := []string{"localhost", "127.0.0.1", "::1"}
 	if host != "" && host != "0.0.0.0" && host != "::" {
