@@ -324,10 +324,15 @@ function emptyText(r, none) {
   return r.state === 'listing' ? 'Loading…' : 'Not loaded: see the error above.';
 }
 
+// clockNote says how far this browser's clock is off, if it is: to the
+// second under two minutes, to the minute above (the estimate is good to
+// about a second).
 function clockNote() {
   if (!serverOffset) return '';
+  const off = Math.abs(serverOffset);
+  const unit = off < 120000 ? 1000 : 60000;
   const ahead = serverOffset < 0;
-  return ` This browser's clock is ${age(Math.abs(serverOffset))} ${ahead ? 'ahead of' : 'behind'} the server's; ages are reckoned on the server's.`;
+  return ` This browser's clock is ${age(Math.round(off / unit) * unit)} ${ahead ? 'ahead of' : 'behind'} the server's; ages are reckoned on the server's.`;
 }
 
 function render() {
