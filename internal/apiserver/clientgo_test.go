@@ -874,6 +874,9 @@ func testResourceVersionMatch(t *testing.T, e *cgEnv) {
 	if !apierrors.IsTimeout(err) || !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
 		t.Errorf("get at a future revision: got %v (code %d), want 504 Timeout with cause ResourceVersionTooLarge", err, statusCode(err))
 	}
+	if want := "Too large resource version: " + future + ", current: "; !strings.Contains(err.Error(), want) {
+		t.Errorf("get at a future revision: %q, want it to say %q and the revision reached, as kube-apiserver does", err, want)
+	}
 	rv2, err := e.leases.Get(ctx, "rv2", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,12 @@ func statusFor(err error, gr schema.GroupResource, name string) *metav1.Status {
 	case errors.Is(err, store.ErrTooLargeResourceVersion):
 		// As kube-apiserver: a timeout the client may retry, with a cause
 		// saying why.
-		st := status(apierrors.NewTimeoutError("Too large resource version", 1))
+		msg := "Too large resource version"
+		var tl *store.TooLargeResourceVersionError
+		if errors.As(err, &tl) {
+			msg = fmt.Sprintf("%s: %d, current: %d", msg, tl.Requested, tl.Current)
+		}
+		st := status(apierrors.NewTimeoutError(msg, 1))
 		st.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
 		return st
 	case errors.Is(err, context.DeadlineExceeded):

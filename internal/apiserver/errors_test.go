@@ -329,7 +329,9 @@ func TestErrorStatus(t *testing.T) {
 					Message: `Invalid value: "Not_A_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`}}}},
 		{name: "failed JSON patch test", method: "PATCH", path: base + "/existing", contentType: "application/json-patch+json",
 			body: `[{"op":"test","path":"/spec/holderIdentity","value":"nope"}]`,
-			code: 422, reason: metav1.StatusReasonInvalid},
+			code: 422, reason: metav1.StatusReasonInvalid,
+			details: &metav1.StatusDetails{Name: "existing", Group: "coordination.k8s.io", Kind: "leases", Causes: []metav1.StatusCause{
+				{Type: metav1.CauseTypeFieldValueInvalid, Field: "patch", Message: "the JSON patch could not be applied: testing value /spec/holderIdentity failed: test failed"}}}},
 		{name: "apply without fieldManager", method: "PATCH", path: base + "/existing", contentType: "application/apply-patch+yaml",
 			body: "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: existing\n",
 			code: 422, reason: metav1.StatusReasonInvalid,
@@ -371,9 +373,10 @@ func TestErrorStatus(t *testing.T) {
 
 		// 400: list and watch parameters.
 		{name: "bad continue token", method: "GET", path: base + "?limit=1&continue=not-a-token",
-			code: 400, reason: metav1.StatusReasonBadRequest},
+			code: 400, reason: metav1.StatusReasonBadRequest, message: `invalid continue token: continue key is not valid: invalid character '\u009e' looking for beginning of value`},
 		{name: "continue token of valid base64 but bad content", method: "GET", path: base + "?limit=1&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MH0",
-			code: 400, reason: metav1.StatusReasonBadRequest},
+			code: 400, reason: metav1.StatusReasonBadRequest,
+			message: "invalid continue token: continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"},
 		{name: "continue with a resourceVersion", method: "GET", path: base + "?limit=1&resourceVersion=5&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MH0",
 			code: 400, reason: metav1.StatusReasonBadRequest, message: "specifying resource version is not allowed when using continue"},
 		{name: "unknown field selector on list", method: "GET", path: base + "?fieldSelector=spec.holderIdentity%3Dx",

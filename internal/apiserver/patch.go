@@ -195,7 +195,7 @@ func (s *Server) applyPatch(req *request, pt types.PatchType, patch []byte, cur 
 			return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 				Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid, Message: msg,
 				Details: &metav1.StatusDetails{Name: req.info.name, Group: req.gr.Group, Kind: req.gr.Resource,
-					Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Message: msg}}},
+					Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Field: "patch", Message: msg}}},
 			}}
 		}
 		shownPatch = string(patched)

@@ -650,7 +650,10 @@ func (c *cache) waitFor(ctx context.Context, rev int64) error {
 		case <-watching:
 		case <-retry:
 		case <-timeout:
-			return ErrTooLargeResourceVersion
+			c.mu.RLock()
+			cur := c.rv
+			c.mu.RUnlock()
+			return tooLargeResourceVersion(rev, cur)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -218,6 +218,10 @@ func TestGetNotOlderThanWhileCacheLags(t *testing.T) {
 			if !errors.Is(err, ErrTooLargeResourceVersion) {
 				t.Fatalf("get at revision %d the cache has not reached: %v, want ErrTooLargeResourceVersion", rv, err)
 			}
+			var tl *TooLargeResourceVersionError
+			if !errors.As(err, &tl) || tl.Requested != rv || tl.Current >= rv {
+				t.Errorf("the error %v does not name revision %d and the one the cache had reached", err, rv)
+			}
 		case <-deadline:
 			t.Fatal("the get did not end")
 		case <-time.After(20 * time.Millisecond):

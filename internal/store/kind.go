@@ -239,7 +239,7 @@ func (k *Kind) GetNotOlderThan(ctx context.Context, key string, minRV int64) (ru
 		return nil, err
 	}
 	if resp.Header.Revision < minRV {
-		return nil, ErrTooLargeResourceVersion
+		return nil, tooLargeResourceVersion(minRV, resp.Header.Revision)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, ErrNotFound

@@ -62,13 +62,19 @@ func decodeContinue(s string) (continueToken, error) {
 	var t continueToken
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return t, fmt.Errorf("%w: %v", ErrInvalidContinue, err)
+		return t, fmt.Errorf("%w: continue key is not valid: %v", ErrInvalidContinue, err)
 	}
 	if err := json.Unmarshal(b, &t); err != nil {
-		return t, fmt.Errorf("%w: %v", ErrInvalidContinue, err)
+		return t, fmt.Errorf("%w: continue key is not valid: %v", ErrInvalidContinue, err)
 	}
-	if t.APIVersion != "meta.k8s.io/v1" || t.Revision <= 0 || strings.Contains(t.Start, "..") {
-		return t, fmt.Errorf("%w: unexpected content", ErrInvalidContinue)
+	// kube-apiserver's words for each (k8s.io/apiserver/pkg/storage).
+	switch {
+	case t.APIVersion != "meta.k8s.io/v1":
+		return t, fmt.Errorf("%w: continue key is not valid: server does not recognize this encoded version %s", ErrInvalidContinue, t.APIVersion)
+	case t.Revision <= 0:
+		return t, fmt.Errorf("%w: continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)", ErrInvalidContinue)
+	case strings.Contains(t.Start, ".."):
+		return t, fmt.Errorf("%w: continue key is not valid: %s", ErrInvalidContinue, t.Start)
 	}
 	return t, nil
 }
@@ -143,7 +149,7 @@ func (k *Kind) listNotOlderThan(ctx context.Context, opts ListOptions, minRV int
 		return nil, err
 	}
 	if res.ResourceVersion < minRV {
-		return nil, ErrTooLargeResourceVersion
+		return nil, tooLargeResourceVersion(minRV, res.ResourceVersion)
 	}
 	return res, nil
 }

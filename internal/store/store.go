@@ -56,6 +56,23 @@ var (
 	ErrTooLargeResourceVersion = errors.New("too large resource version")
 )
 
+// TooLargeResourceVersionError is an ErrTooLargeResourceVersion that knows
+// the revisions: the one asked for and the one the store had reached.
+type TooLargeResourceVersionError struct{ Requested, Current int64 }
+
+func (e *TooLargeResourceVersionError) Error() string {
+	return fmt.Sprintf("too large resource version: %d, current: %d", e.Requested, e.Current)
+}
+
+// Is makes errors.Is(err, ErrTooLargeResourceVersion) hold.
+func (e *TooLargeResourceVersionError) Is(target error) bool {
+	return target == ErrTooLargeResourceVersion
+}
+
+func tooLargeResourceVersion(requested, current int64) error {
+	return &TooLargeResourceVersionError{Requested: requested, Current: current}
+}
+
 // InvalidResourceVersionError is a list's or a watch's resourceVersion that
 // is no revision at all.
 type InvalidResourceVersionError struct {

@@ -259,7 +259,7 @@ func (k *Kind) watchUncached(ctx context.Context, w *watcher, namespace string, 
 			return nil, err
 		}
 		if res.ResourceVersion < minRV {
-			return nil, ErrTooLargeResourceVersion
+			return nil, tooLargeResourceVersion(minRV, res.ResourceVersion)
 		}
 		for _, obj := range res.Items {
 			events = append(events, &Event{Type: watch.Added, Object: obj, RV: Revision(obj)})
