@@ -491,6 +491,15 @@ func testNodeHeartbeats(t *testing.T, serveFlags ...string) {
 		if !hasNodeEvent(t, s, victim, "NodeNotReady") {
 			return fmt.Errorf("kubectl get events -A shows no NodeNotReady event for node/%s", victim)
 		}
+		// The controller's events name the node by its uid, as Kubernetes'
+		// do: describe finds them by it.
+		uid := s.kubectl(t, "get", "node", victim, "-o", "jsonpath={.metadata.uid}")
+		if out := s.kubectl(t, "get", "events", "--field-selector", "involvedObject.uid="+uid, "-o", "jsonpath={.items[*].reason}"); !strings.Contains(out, "NodeNotReady") {
+			return fmt.Errorf("events about node %s by its uid %s: %q, want NodeNotReady among them", victim, uid, out)
+		}
+		if out := s.kubectl(t, "describe", "node", victim); !regexp.MustCompile(`Normal +NodeNotReady +\S+ +node-controller +Node `+victim+` is now NotReady`).MatchString(out) {
+			return fmt.Errorf("kubectl describe node %s lists no NodeNotReady event from node-controller\n%s", victim, out)
+		}
 		return nil
 	})
 

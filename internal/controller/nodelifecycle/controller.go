@@ -915,7 +915,7 @@ func (c *Controller) monitor(ctx context.Context) {
 // forgetNode drops a node that is gone, announcing it if it was
 // registered.
 func (c *Controller) forgetNode(name string) {
-	var removed bool
+	var removed types.UID
 	c.locked(func() {
 		h := c.health[name]
 		if h == nil || h.node.seen() {
@@ -930,11 +930,11 @@ func (c *Controller) forgetNode(name string) {
 		c.countLocked(h.ready, -1)
 		c.unplaceLocked(h)
 		delete(c.health, name)
-		removed = true
+		removed = h.uid
 	})
-	if removed {
+	if removed != "" {
 		c.log.Info("node deleted", "node", name)
-		c.event(name, EventRemovingNode, "Remove", "Node %s was deleted; the node lifecycle controller stops monitoring it", name)
+		c.event(name, removed, EventRemovingNode, "Remove", "Node %s was deleted; the node lifecycle controller stops monitoring it", name)
 	}
 }
 
@@ -1057,14 +1057,14 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 		seen = stateOfNode(written, true)
 	}
 	if replaced != "" {
-		c.event(name, EventRemovingNode, "Remove", "Node %s was replaced by a new node of that name", name)
+		c.event(name, replaced, EventRemovingNode, "Remove", "Node %s was replaced by a new node of that name", name)
 	}
 	if registered {
 		// Every node counts as registered when a term starts, so at Info a
 		// new leader would log one line per node of the fleet; Kubernetes'
 		// controller logs this at verbosity 1 too.
 		c.log.Debug("node registered", "node", name)
-		c.event(name, EventRegisteredNode, "Register", "Node %s is monitored by the node lifecycle controller", name)
+		c.event(name, seen.uid(), EventRegisteredNode, "Register", "Node %s is monitored by the node lifecycle controller", name)
 	}
 
 	var (
@@ -1124,7 +1124,9 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 				if !cordoned {
 					reason = EventNodeNotSchedulable
 				}
-				c.event(name, reason, "StatusChange", "Node %s status is now: %s", name, reason)
+				// The kubelet's events in Kubernetes, which name the node
+				// by its name alone.
+				c.event(name, types.UID(name), reason, "StatusChange", "Node %s status is now: %s", name, reason)
 			}
 		}
 		after = readyStatus(cur)
@@ -1171,7 +1173,7 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 	c.metrics.transitions.WithLabelValues(stateOf(after)).Inc()
 	switch {
 	case after == corev1.ConditionTrue:
-		c.event(name, EventNodeReady, "StatusChange", "Node %s is now Ready", name)
+		c.event(name, seen.uid(), EventNodeReady, "StatusChange", "Node %s is now Ready", name)
 	case before == corev1.ConditionTrue:
 		if cur != nil {
 			reason = ""
@@ -1179,7 +1181,7 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 				reason = rc.Reason
 			}
 		}
-		c.event(name, EventNodeNotReady, "StatusChange", "Node %s is now NotReady (Ready=%s, %s)", name, after, reason)
+		c.event(name, seen.uid(), EventNodeNotReady, "StatusChange", "Node %s is now NotReady (Ready=%s, %s)", name, after, reason)
 	}
 	return after
 }
@@ -1230,14 +1232,14 @@ func scratchCopy(n *corev1.Node) *corev1.Node {
 	return &c
 }
 
-// event records an Event about the node name. The reference carries the
-// node's name as its uid, which is how kubectl describe node finds the
-// events of a node.
-func (c *Controller) event(name, reason, action, note string, args ...any) {
+// event records an Event about the node name whose uid is uid. Kubernetes'
+// node lifecycle controller names a node by its uid, the kubelet by its
+// name in the uid's place; kubectl describe node looks for both.
+func (c *Controller) event(name string, uid types.UID, reason, action, note string, args ...any) {
 	if c.eventLimit != nil && !c.eventLimit.TryAccept() {
 		c.drops.drop("events recorded faster than they can be written", reason, name)
 		return
 	}
-	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name, UID: types.UID(name)}
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name, UID: uid}
 	c.recorder.Eventf(ref, nil, corev1.EventTypeNormal, reason, action, note, args...)
 }

@@ -670,7 +670,7 @@ func TestNodeDeleted(t *testing.T) {
 	e.wantEvents("web-1", EventRegisteredNode, EventRemovingNode)
 	e.wantEvents("web-2", EventRegisteredNode)
 	for _, ev := range e.rec.all() {
-		if ev.reason == EventRemovingNode && ev.ref != (corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "web-1", UID: "web-1"}) {
+		if ev.reason == EventRemovingNode && ev.ref != (corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "web-1", UID: "uid-web-1"}) {
 			t.Errorf("RemovingNode about %+v", ev.ref)
 		}
 	}
@@ -1034,7 +1034,7 @@ func TestEvents(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("got %d events, want %d: %+v", len(got), len(want), got)
 	}
-	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "web-1", UID: "web-1"}
+	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "web-1", UID: "uid-web-1"} // by uid, as Kubernetes' controller
 	for i, w := range want {
 		g := got[i]
 		if g.reason != w.reason || g.action != w.action || g.note != w.note || g.typ != corev1.EventTypeNormal {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -99,7 +100,7 @@ func TestEventLimit(t *testing.T) {
 	c.eventLimit = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(eventQPS, eventBurst, clk)
 	record := func(n int) {
 		for i := range n {
-			c.event(fmt.Sprint("node-", i), EventRegisteredNode, "Register", "Node %s is monitored", "x")
+			c.event(fmt.Sprint("node-", i), types.UID(fmt.Sprint("uid-", i)), EventRegisteredNode, "Register", "Node %s is monitored", "x")
 		}
 	}
 	check := func(when string, recorded int, dropped uint64) {

@@ -195,10 +195,10 @@ func renewer(t *testing.T, client kubernetes.Interface, name string, interval ti
 
 // nodeEvents lists the reasons of the Events about a node the way kubectl
 // describe node finds them: by involvedObject with the node's name as uid.
-func nodeEvents(t *testing.T, client kubernetes.Interface, name string) []string {
+func nodeEvents(t *testing.T, client kubernetes.Interface, name, uid string) []string {
 	t.Helper()
 	events := client.CoreV1().Events(metav1.NamespaceAll)
-	ns, kind, uid := "", "Node", name
+	ns, kind := "", "Node"
 	list, err := events.List(context.Background(), metav1.ListOptions{
 		FieldSelector: events.GetFieldSelector(&name, &ns, &kind, &uid).String(),
 	})
@@ -216,9 +216,12 @@ func nodeEvents(t *testing.T, client kubernetes.Interface, name string) []string
 	return reasons
 }
 
-func wantEvents(t *testing.T, client kubernetes.Interface, name string, want ...string) func() string {
+// wantEvents checks the controller's events about the node name whose uid
+// is uid: they name it by its uid, as Kubernetes' node lifecycle
+// controller's do.
+func wantEvents(t *testing.T, client kubernetes.Interface, name, uid string, want ...string) func() string {
 	return func() string {
-		if got := nodeEvents(t, client, name); !slices.Equal(got, want) {
+		if got := nodeEvents(t, client, name, uid); !slices.Equal(got, want) {
 			return fmt.Sprintf("events about %s: %v, want %v", name, got, want)
 		}
 		return ""
@@ -249,24 +252,29 @@ func TestServer(t *testing.T) {
 	startController(t, client, s)
 	renewer(t, client, "web-2", testRenew)
 
+	web1, err := client.CoreV1().Nodes().Get(ctx, "web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := string(web1.UID)
 	stop := renewer(t, client, "web-1", testRenew)
 	stays(t, testGrace+testGrace/2, wantState(t, client, "web-1", "Ready=True/TestAgentReady taints=[]"))
-	eventually(t, 10*time.Second, wantEvents(t, client, "web-1", nodelifecycle.EventRegisteredNode))
+	eventually(t, 10*time.Second, wantEvents(t, client, "web-1", uid, nodelifecycle.EventRegisteredNode))
 
 	stop()
 	eventually(t, testGrace+10*time.Second, wantState(t, client, "web-1", stateUnreachable))
-	eventually(t, 10*time.Second, wantEvents(t, client, "web-1", nodelifecycle.EventRegisteredNode, nodelifecycle.EventNodeNotReady))
+	eventually(t, 10*time.Second, wantEvents(t, client, "web-1", uid, nodelifecycle.EventRegisteredNode, nodelifecycle.EventNodeNotReady))
 
 	renewer(t, client, "web-1", testRenew)
 	eventually(t, 10*time.Second, wantState(t, client, "web-1", stateRenewed))
 	stays(t, testGrace+testGrace/2, wantState(t, client, "web-1", stateRenewed))
-	eventually(t, 10*time.Second, wantEvents(t, client, "web-1",
+	eventually(t, 10*time.Second, wantEvents(t, client, "web-1", uid,
 		nodelifecycle.EventRegisteredNode, nodelifecycle.EventNodeNotReady, nodelifecycle.EventNodeReady))
 
 	if err := client.CoreV1().Nodes().Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, wantEvents(t, client, "web-1",
+	eventually(t, 10*time.Second, wantEvents(t, client, "web-1", uid,
 		nodelifecycle.EventRegisteredNode, nodelifecycle.EventNodeNotReady, nodelifecycle.EventNodeReady, nodelifecycle.EventRemovingNode))
 }
 
