@@ -20,5 +20,5 @@ func ExampleNodeAuthorizer() {
 	}
 	// Output:
 	// web-1: allow ""
-	// web-2: no opinion "node \"web-1\" may only update its own Lease"
+	// web-2: no opinion "can only access node lease with the same name as the requesting node"
 }

@@ -20,13 +20,16 @@ import (
 //   - get, list and watch its own Node (a list or watch selecting it by
 //     metadata.name), as Kubernetes' authorizer allows since nodes were
 //     kept from reading their peers (AuthorizeNodeWithSelectors, 1.34);
-//   - create a Node, and update and patch its own Node and its status
-//     (the name on create is checked by AdmitNode);
+//   - create, update and patch Nodes, and update and patch their status:
+//     any name, as in Kubernetes, where it is admission (AdmitNode here)
+//     that holds a node to its own, so that kubectl auth can-i answers as
+//     it does there;
 //   - create a Lease in kube-node-lease, and get, update, patch and delete
 //     its own Lease there;
 //   - create, update and patch Events.
 //
-// Everything else has no opinion, for RBAC to decide.
+// Everything else has no opinion, for RBAC to decide. The reasons given
+// are kube-apiserver's.
 type NodeAuthorizer struct{}
 
 var (
@@ -51,30 +54,25 @@ func (NodeAuthorizer) Authorize(_ context.Context, a Attributes) (Decision, stri
 				return DecisionNoOpinion, fmt.Sprintf("node '%s' cannot read all nodes, only its own Node object", node), nil
 			}
 			return DecisionNoOpinion, fmt.Sprintf("node '%s' cannot read '%s', only its own Node object", node, a.Name), nil
-		case a.Subresource == "" && a.Verb == "create":
-			return DecisionAllow, "", nil
-		case a.Subresource == "" && (a.Verb == "update" || a.Verb == "patch"),
+		case a.Subresource == "" && (a.Verb == "create" || a.Verb == "update" || a.Verb == "patch"),
 			a.Subresource == "status" && (a.Verb == "update" || a.Verb == "patch"):
-			if a.Name == node {
-				return DecisionAllow, "", nil
-			}
-			return DecisionNoOpinion, fmt.Sprintf("node %q may only %s its own Node", node, a.Verb), nil
+			return DecisionAllow, "", nil // AdmitNode holds the node to its own
 		}
-		return DecisionNoOpinion, fmt.Sprintf("node %q may not %s nodes", node, a.Verb), nil
+		return DecisionNoOpinion, "", nil
 	case a.APIGroup == "coordination.k8s.io" && a.Resource == "leases" && a.Subresource == "":
-		if a.Namespace != corev1.NamespaceNodeLease {
-			return DecisionNoOpinion, fmt.Sprintf("node %q may only access leases in the %q namespace", node, corev1.NamespaceNodeLease), nil
-		}
 		switch a.Verb {
-		case "create":
-			return DecisionAllow, "", nil
-		case "get", "update", "patch", "delete":
-			if a.Name == node {
-				return DecisionAllow, "", nil
-			}
-			return DecisionNoOpinion, fmt.Sprintf("node %q may only %s its own Lease", node, a.Verb), nil
+		case "get", "create", "update", "patch", "delete":
+		default:
+			return DecisionNoOpinion, "can only get, create, update, patch, or delete a node lease", nil
 		}
-		return DecisionNoOpinion, fmt.Sprintf("node %q may not %s leases", node, a.Verb), nil
+		if a.Namespace != corev1.NamespaceNodeLease {
+			return DecisionNoOpinion, fmt.Sprintf("can only access leases in the %q system namespace", corev1.NamespaceNodeLease), nil
+		}
+		// A create names no object yet: AdmitNode checks the name.
+		if a.Verb != "create" && a.Name != node {
+			return DecisionNoOpinion, "can only access node lease with the same name as the requesting node", nil
+		}
+		return DecisionAllow, "", nil
 	case (a.APIGroup == "" || a.APIGroup == "events.k8s.io") && a.Resource == "events" && a.Subresource == "":
 		if a.Verb == "create" || a.Verb == "update" || a.Verb == "patch" {
 			return DecisionAllow, "", nil
@@ -90,9 +88,9 @@ func (NodeAuthorizer) RulesFor(_ context.Context, u *User, namespace string) ([]
 		return nil, false, nil
 	}
 	rules := []rbacv1.PolicyRule{
-		{Verbs: []string{"create"}, APIGroups: []string{""}, Resources: []string{"nodes"}},
+		{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{""}, Resources: []string{"nodes"}},
+		{Verbs: []string{"update", "patch"}, APIGroups: []string{""}, Resources: []string{"nodes/status"}},
 		{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"nodes"}, ResourceNames: []string{node}},
-		{Verbs: []string{"update", "patch"}, APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status"}, ResourceNames: []string{node}},
 		{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
 	}
 	if namespace == corev1.NamespaceNodeLease {

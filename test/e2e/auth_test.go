@@ -214,6 +214,12 @@ func TestAuthNodeIdentity(t *testing.T) {
 			fmt.Sprintf(`leases.coordination.k8s.io %q is forbidden: User "system:node:%s" cannot update resource "leases"`, web2, web1)},
 		{"web-1 updating web-2's node", "", []string{"label", "node", web2, "x=y"},
 			fmt.Sprintf(`nodes %q is forbidden: User "system:node:%s" cannot get resource "nodes" in API group "" at the cluster scope`, web2, web1)},
+		// Authorized, as in Kubernetes, and refused by node restriction.
+		// (kubectl replace sends the PUT without reading the node first.)
+		{"web-1 replacing web-2's node", "apiVersion: v1\nkind: Node\nmetadata:\n  name: " + web2 + "\n", []string{"replace", "-f", "-"},
+			fmt.Sprintf(`nodes %q is forbidden: node %q is not allowed to modify node %q`, web2, web1, web2)},
+		{"web-1 replacing web-2's node status", "apiVersion: v1\nkind: Node\nmetadata:\n  name: " + web2 + "\n", []string{"replace", "--subresource=status", "-f", "-"},
+			fmt.Sprintf(`nodes %q is forbidden: node %q is not allowed to modify node %q`, web2, web1, web2)},
 		{"web-1 creating a lease named web-2", strings.Replace(nodeLease(web2), "name: "+web2, "name: "+web2+"-x", 1), []string{"create", "-f", "-"},
 			"can only access node lease with the same name as the requesting node"},
 		{"web-1 reading leases elsewhere", "", []string{"get", "lease", "-n", "default"}, "forbidden"},
@@ -244,6 +250,11 @@ func TestAuthNodeIdentity(t *testing.T) {
 	}
 	if out, _, _ := s.withKubeconfig(t, kc1, "", "auth", "can-i", "update", "leases/"+web2, "-n", "kube-node-lease"); !strings.HasPrefix(strings.TrimSpace(out), "no") {
 		t.Errorf("can-i update web-2's lease: %q", out)
+	}
+	// Kubernetes' node authorizer allows writes of any Node, and its
+	// NodeRestriction admission refuses another node's: can-i says yes.
+	if out, _, err := s.withKubeconfig(t, kc1, "", "auth", "can-i", "patch", "nodes/"+web2); err != nil || strings.TrimSpace(out) != "yes" {
+		t.Errorf("can-i patch web-2's node: %q %v, want yes as in Kubernetes", out, err)
 	}
 }
 
