@@ -50,8 +50,10 @@ type Term struct {
 type Callbacks struct {
 	// OnStartedLeading is called, in its own goroutine, when a term starts.
 	// ctx is cancelled as soon as leadership may be lost (or is being given
-	// up); the work guarded by the election must stop when it is. Required
-	// by Run.
+	// up); the work guarded by the election must stop when it is.
+	// context.Cause(ctx) says which: ErrRenewDeadlinePassed or
+	// ErrLeaseHeldByAnother when it was lost, context.Canceled when it is
+	// given up while the Lease is still held. Required by Run.
 	OnStartedLeading func(ctx context.Context, term Term)
 	// OnStoppedLeading is called once a term has ended and OnStartedLeading
 	// has returned (and after the Lease was released, when it is). Unlike

@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,16 @@ var (
 	// ErrHandedOver: spec.preferredHolder named another contender, and
 	// this one released the Lease to it.
 	ErrHandedOver = errors.New("election: leadership handed over to the preferred holder")
+)
+
+// Why a term was lost: the cause (context.Cause) of the ctx given to
+// OnStartedLeading when it is cancelled for a loss. Each is an
+// ErrLeadershipLost. After ErrRenewDeadlinePassed a successor may start
+// LeaseDuration - RenewDeadline later at the earliest; after
+// ErrLeaseHeldByAnother one may already have.
+var (
+	ErrRenewDeadlinePassed = fmt.Errorf("%w: no renewal succeeded within the renew deadline", ErrLeadershipLost)
+	ErrLeaseHeldByAnother  = fmt.Errorf("%w: the lease is held by another", ErrLeadershipLost)
 )
 
 // Elector campaigns for one Lease. Create it with New; call Run (or
@@ -268,8 +279,8 @@ type renewResult struct {
 //     renewed until OnStartedLeading returns, then released (always for a
 //     handover, with ReleaseOnCancel when ctx ended).
 func (e *Elector) lead(ctx context.Context, term Term, sent time.Time) error {
-	leadCtx, cancelLead := context.WithCancel(ctx)
-	defer cancelLead()
+	leadCtx, cancelLead := context.WithCancelCause(ctx)
+	defer cancelLead(nil)
 	e.mu.Lock()
 	e.term = &term
 	e.mu.Unlock()
@@ -297,29 +308,39 @@ func (e *Elector) lead(ctx context.Context, term Term, sent time.Time) error {
 		callbackReturn bool
 		result         error
 	)
-	endTerm := func() {
+	endTerm := func(cause error) {
 		e.mu.Lock()
 		e.term = nil
 		e.mu.Unlock()
-		cancelLead()
+		cancelLead(cause)
 	}
 	stop := func(reason error, rel bool, why string) {
 		stopping, result, release = true, reason, rel
-		endTerm()
+		endTerm(nil)
 		e.log.Info("stopping leading", "why", why, "release", rel)
 	}
+	// A watchdog ends the term at the renew deadline apart from this loop,
+	// so that nothing the loop waits on (a log line to a pipe nobody reads)
+	// can keep the guarded work running past it.
+	var watched atomic.Pointer[time.Time]
+	first := validUntil
+	watched.Store(&first)
+	go e.watchdog(leadCtx, &watched, func() { endTerm(ErrRenewDeadlinePassed) })
 	for {
 		now := e.clock.Now()
 		obs, changed := e.snapshot()
+		// The term ends before anything is logged: a logger that blocks (a
+		// full pipe) must not keep the guarded work running.
 		if !now.Before(validUntil) {
-			lost = true
+			endTerm(ErrRenewDeadlinePassed)
 			e.log.Warn("leadership may be lost: no renewal succeeded within renewDeadline", "lastValidUntil", validUntil)
-		} else if h := holderOf(obs.lease); h != e.cfg.Identity {
 			lost = true
+		} else if h := holderOf(obs.lease); h != e.cfg.Identity {
+			endTerm(ErrLeaseHeldByAnother)
 			e.log.Warn("leadership lost: lease now held by another", "holder", h, "exists", obs.lease != nil)
+			lost = true
 		}
 		if lost {
-			endTerm()
 			result = ErrLeadershipLost
 			break
 		}
@@ -367,6 +388,7 @@ func (e *Elector) lead(ctx context.Context, term Term, sent time.Time) error {
 				e.setObserved(r.lease, r.lease.ResourceVersion)
 				if v := r.sent.Add(e.cfg.RenewDeadline); v.After(validUntil) {
 					validUntil = v
+					watched.Store(&v)
 				}
 				nextRenew = r.sent.Add(e.cfg.RetryPeriod)
 			case r.fresh != nil:
@@ -404,6 +426,26 @@ func (e *Elector) lead(ctx context.Context, term Term, sent time.Time) error {
 		e.cfg.Callbacks.OnStoppedLeading()
 	}
 	return result
+}
+
+// watchdog calls expire once the clock reaches *deadline (which may move
+// later meanwhile), unless ctx ends first.
+func (e *Elector) watchdog(ctx context.Context, deadline *atomic.Pointer[time.Time], expire func()) {
+	t := e.clock.NewTimer(deadline.Load().Sub(e.clock.Now()))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		if left := deadline.Load().Sub(e.clock.Now()); left > 0 {
+			t.Reset(left)
+			continue
+		}
+		expire()
+		return
+	}
 }
 
 // renew sends one renewal of base, giving up at validUntil.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -149,7 +150,7 @@ func TestRenewFailsUntilDeadline(t *testing.T) {
 		advance(clk, 10*time.Second-time.Millisecond, 100*time.Millisecond)
 		a.mustNotEnd()
 		advance(clk, time.Millisecond, time.Millisecond)
-		a.mustEnd()
+		a.mustEndFor(ErrRenewDeadlinePassed)
 		if a.e.IsLeader() {
 			t.Error("a: IsLeader after its ctx was cancelled")
 		}
@@ -557,7 +558,7 @@ func TestLeaseTakenWhileLeading(t *testing.T) {
 		a := newContender(t, api, clk, "a", nil).start()
 		a.mustStart()
 		api.edit(t, testLease, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("intruder") })
-		a.mustEnd()
+		a.mustEndFor(ErrLeaseHeldByAnother)
 		if err := a.waitResult(); !errors.Is(err, ErrLeadershipLost) {
 			t.Errorf("Run = %v, want ErrLeadershipLost", err)
 		}
@@ -572,7 +573,7 @@ func TestLeaseDeletedWhileLeading(t *testing.T) {
 		if err := api.tracker.Delete(leasesResource, testNamespace, testLease); err != nil {
 			t.Fatal(err)
 		}
-		a.mustEnd()
+		a.mustEndFor(ErrLeaseHeldByAnother)
 		if err := a.waitResult(); !errors.Is(err, ErrLeadershipLost) {
 			t.Errorf("Run = %v, want ErrLeadershipLost", err)
 		}
@@ -688,4 +689,39 @@ func TestContextForCause(t *testing.T) {
 	if cause := context.Cause(ctx); cause != context.Canceled {
 		t.Errorf("the cause after a cancel: %v; want %v", cause, context.Canceled)
 	}
+}
+
+// blockingHandler is a log handler that blocks every warning until
+// release is closed, as a logger writing to a pipe nobody reads.
+type blockingHandler struct {
+	release chan struct{}
+}
+
+func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h blockingHandler) WithGroup(string) slog.Handler            { return h }
+func (h blockingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		<-h.release
+	}
+	return nil
+}
+
+// TestTermEndsWhileLoggerBlocks: the term ends at the renew deadline even
+// when the elector's warnings cannot be written (the first failed renewal's
+// blocks its loop): the watchdog ends it.
+func TestTermEndsWhileLoggerBlocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api, clk := newFakeAPI(), clocktesting.NewFakeClock(t0)
+		h := blockingHandler{release: make(chan struct{})}
+		a := newContender(t, api, clk, "a", func(c *Config) { c.Logger = slog.New(h) }).start()
+		a.mustStart()
+		a.conn.down.Store(true)
+		advance(clk, 10*time.Second, 100*time.Millisecond)
+		a.mustEndFor(ErrRenewDeadlinePassed) // the warnings still blocked
+		close(h.release)
+		if err := a.waitResult(); !errors.Is(err, ErrLeadershipLost) {
+			t.Errorf("Run = %v, want ErrLeadershipLost", err)
+		}
+	})
 }

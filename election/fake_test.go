@@ -178,6 +178,7 @@ type contender struct {
 
 	started chan Term     // a term started
 	ended   chan Term     // OnStartedLeading's ctx was cancelled
+	causes  chan error    // and why (context.Cause)
 	stopped chan struct{} // OnStoppedLeading
 	leaders chan string   // OnNewLeader
 	hold    chan struct{} // when non-nil, OnStartedLeading returns only once closed
@@ -193,6 +194,7 @@ func newContender(t *testing.T, api *fakeAPI, clk *clocktesting.FakeClock, id st
 		t: t, id: id, conn: api.connect(),
 		started: make(chan Term, 10),
 		ended:   make(chan Term, 10),
+		causes:  make(chan error, 10),
 		stopped: make(chan struct{}, 10),
 		leaders: make(chan string, 100),
 	}
@@ -206,6 +208,7 @@ func newContender(t *testing.T, api *fakeAPI, clk *clocktesting.FakeClock, id st
 			OnStartedLeading: func(ctx context.Context, term Term) {
 				c.started <- term
 				<-ctx.Done()
+				c.causes <- context.Cause(ctx)
 				c.ended <- term
 				if c.hold != nil {
 					<-c.hold
@@ -294,6 +297,15 @@ func (c *contender) mustEnd() {
 	case <-c.ended:
 	default:
 		c.t.Fatalf("%s: OnStartedLeading's ctx not cancelled", c.id)
+	}
+}
+
+// mustEndFor is mustEnd, the term's ctx cancelled for cause.
+func (c *contender) mustEndFor(cause error) {
+	c.t.Helper()
+	c.mustEnd()
+	if got := <-c.causes; !errors.Is(got, cause) {
+		c.t.Errorf("%s: the term ended for %v, want %v", c.id, got, cause)
 	}
 }
 
