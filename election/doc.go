@@ -9,7 +9,8 @@
 //
 //   - contenders watch the Lease instead of polling it, so a standby takes
 //     over a released Lease within one watch event and one write, not after
-//     up to RetryPeriod;
+//     up to 2.2 × RetryPeriod (client-go's poll, RetryPeriod with a jitter
+//     factor of 1.2);
 //   - every term carries a fencing token that strictly increases;
 //   - OnStartedLeading's ctx is cancelled by a deadline counted from when
 //     the last successful renewal was sent, not from a polling loop;

@@ -74,6 +74,20 @@ func runElect(ctx context.Context, args []string) error {
 	if !f.observe && len(command) == 0 {
 		return errors.New("a command to run is required after --, or --observe")
 	}
+	if f.observe && (len(command) > 0 || f.retry) {
+		return errors.New("--observe runs no command: it takes neither a command nor --retry")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--lease-duration", f.leaseDuration}, {"--renew-deadline", f.renewDeadline}, {"--retry-period", f.retryPeriod}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be positive, not %v", d.name, d.v)
+		}
+	}
+	if f.grace < 0 {
+		return fmt.Errorf("--grace must not be negative, not %v", f.grace)
+	}
 	if f.coordinated && f.observe {
 		return errors.New("--coordinated and --observe exclude each other")
 	}
@@ -99,7 +113,7 @@ func runElect(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := preflight(ctx, client, f.namespace, f.lease); err != nil {
+	if err := preflight(ctx, client, f.namespace, f.lease, !f.observe); err != nil {
 		return err
 	}
 	if f.identity == "" {
@@ -164,8 +178,9 @@ func runElect(ctx context.Context, args []string) error {
 }
 
 // preflight turns the common mistakes into clear errors before campaigning:
-// a namespace that does not exist, or no permission on leases.
-func preflight(ctx context.Context, c kubernetes.Interface, namespace, lease string) error {
+// a namespace that does not exist, or no permission on leases (to write
+// them too when writes is set; an observer only reads).
+func preflight(ctx context.Context, c kubernetes.Interface, namespace, lease string, writes bool) error {
 	if _, err := c.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		return fmt.Errorf("namespace %q does not exist", namespace)
 	}
@@ -176,6 +191,9 @@ func preflight(ctx context.Context, c kubernetes.Interface, namespace, lease str
 		return fmt.Errorf("no permission to use lease %s/%s: %w", namespace, lease, err)
 	default:
 		return fmt.Errorf("reaching the server: %w", err)
+	}
+	if !writes {
+		return nil
 	}
 	// Reading is not enough to lead: ask the server whether this identity
 	// may also create and update the Lease.
@@ -205,7 +223,7 @@ func lead(ctx context.Context, cfg election.Config, command []string, f electFla
 		runCtx, cancelRun := context.WithCancel(ctx)
 		exited, status := false, 0
 		cfg.Callbacks.OnStartedLeading = func(lctx context.Context, term election.Term) {
-			exited, status = runWhileLeading(lctx, command, term, f.grace)
+			exited, status = runWhileLeading(lctx, command, term, f.stopGrace)
 			if exited {
 				// The command finished by itself: give up the Lease.
 				cancelRun()
@@ -241,8 +259,9 @@ func lead(ctx context.Context, cfg election.Config, command []string, f electFla
 
 // runWhileLeading starts the command in its own process group and waits
 // for it to exit or for the term to end; then it sends SIGTERM to the group,
-// waits grace, and sends SIGKILL. exited says the command ended by itself.
-func runWhileLeading(ctx context.Context, command []string, term election.Term, grace time.Duration) (exited bool, status int) {
+// waits grace(why the term ended), and sends SIGKILL. exited says the
+// command ended by itself.
+func runWhileLeading(ctx context.Context, command []string, term election.Term, grace func(cause error) time.Duration) (exited bool, status int) {
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(),
@@ -265,10 +284,32 @@ func runWhileLeading(ctx context.Context, command []string, term election.Term, 
 	select {
 	case err := <-done:
 		return false, exitStatus(err)
-	case <-time.After(grace):
+	case <-time.After(grace(context.Cause(ctx))):
 	}
 	syscall.Kill(pgid, syscall.SIGKILL)
 	return false, exitStatus(<-done)
+}
+
+// stopGrace is how long the command has between SIGTERM and SIGKILL once
+// its term has ended for cause. Given up on purpose (elect told to stop, a
+// handover), the Lease is still held and renewed meanwhile: --grace. Lost,
+// the command must be gone before a successor may start: one second short
+// of lease-duration - renew-deadline after the renew deadline passed, at
+// once when another already holds the Lease.
+func (f electFlags) stopGrace(cause error) time.Duration {
+	var grace time.Duration
+	switch {
+	case errors.Is(cause, election.ErrLeaseHeldByAnother):
+		grace = 0
+	case errors.Is(cause, election.ErrRenewDeadlinePassed):
+		grace = max(0, min(f.grace, f.leaseDuration-f.renewDeadline-time.Second))
+	default:
+		return f.grace
+	}
+	if grace < f.grace {
+		fmt.Fprintf(os.Stderr, "leasehold elect: %v; the command gets %v after SIGTERM, not --grace %v, to be gone before another leader may start\n", cause, grace, f.grace)
+	}
+	return grace
 }
 
 func exitStatus(err error) int {

@@ -602,6 +602,66 @@ func TestElectThroughAFrozenServer(t *testing.T) {
 	}
 }
 
+// stubbornScript is workScript for a command that ignores SIGTERM: only
+// SIGKILL stops it.
+const stubbornScript = `#!/bin/sh
+trap '' TERM
+echo "$LEASEHOLD_LEADER_IDENTITY $LEASEHOLD_FENCING_TOKEN start $$" >> "$WORK_FILE"
+while :; do
+	echo "$LEASEHOLD_LEADER_IDENTITY $LEASEHOLD_FENCING_TOKEN work $$" >> "$WORK_FILE"
+	sleep 0.1
+done
+`
+
+// TestElectLostLeaderStopsBeforeSuccessor: a leader cut off from the
+// server (the replica it talks to frozen) loses its term at the renew
+// deadline; its command, which ignores SIGTERM, is killed before a
+// standby on another replica may start, however long --grace is. The
+// work file shows the old term's last line before the new term's first.
+func TestElectLostLeaderStopsBeforeSuccessor(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	rs := sharedReplicas(t, dir, 2)
+	a, b := rs[0], rs[1]
+	ns := testNamespace(t, a)
+	_, work := electWork(t, dir)
+	script := filepath.Join(dir, "stubborn.sh")
+	if err := os.WriteFile(script, []byte(stubbornScript), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	contend := func(s *server, id string) *electProc {
+		return startElect(t, s, id, []string{"WORK_FILE=" + work},
+			"--server", s.url(), "--namespace", ns, "--lease", "cut-off", "--identity", id,
+			"--lease-duration", electLeaseDuration.String(),
+			"--renew-deadline", electRenewDeadline.String(),
+			"--retry-period", electRetryPeriod.String(),
+			"--grace", "30s", "--log-level", "info", "--", "/bin/sh", script)
+	}
+	old := contend(a, "old")
+	waitStarts(t, work, 1, time.Minute)
+	contend(b, "new")
+
+	if err := a.signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.signal(syscall.SIGCONT) })
+	waitStarts(t, work, 2, time.Minute)
+	time.Sleep(time.Second) // what the old command would write after it
+	lines := readWork(t, work)
+	if terms := checkWork(t, lines); len(terms) != 2 || terms[0].id != "old" || terms[1].id != "new" {
+		t.Errorf("terms %v, want old's then new's", terms)
+	}
+	if t.Failed() {
+		t.Logf("work file:\n%s\nold elect's log:\n%s", readFile(t, work), tail(old.stderr.String(), 3000))
+	}
+	if log := old.stderr.String(); !strings.Contains(log, "to be gone before another leader may start") {
+		t.Errorf("old elect did not say why the command got less than --grace:\n%s", tail(log, 3000))
+	}
+	if err := a.signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestElectAcrossReplicas: contenders that talk to different replicas of
 // one etcd elect one leader at a time. A standby on one replica sees a
 // release made through the other at once, through that replica's watch of
