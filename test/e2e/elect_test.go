@@ -550,6 +550,25 @@ func TestElectErrors(t *testing.T) {
 		}
 		t.Logf("exit status %d: %s", code, strings.TrimSpace(stderr))
 	})
+
+	t.Run("observe with read access alone", func(t *testing.T) {
+		const user = "e2e-elect-reader"
+		s.kubectl(t, "create", "role", "lease-reader", "-n", ns, "--verb=get,list,watch", "--resource=leases")
+		s.kubectl(t, "create", "rolebinding", "lease-reader", "-n", ns, "--role=lease-reader", "--user="+user)
+		kc := writeKubeconfig(t, s, func(c *clientcmdapi.Config) {
+			for _, a := range c.AuthInfos {
+				a.Impersonate = user
+			}
+		})
+		s.kubectlStdin(t, leaseManifest("observed", ns, "someone", "  leaseDurationSeconds: 15"), "apply", "-f", "-")
+		p := startElect(t, s, "reader", nil, "--kubeconfig", kc, "--namespace", ns, "--lease", "observed", "--observe")
+		eventually(t, 20*time.Second, func() error {
+			if !strings.Contains(p.stdout.String(), "\tsomeone") {
+				return fmt.Errorf("observer printed %q, stderr %q; want the lease's holder someone", p.stdout.String(), p.stderr.String())
+			}
+			return nil
+		})
+	})
 }
 
 // TestElectThroughAFrozenServer: leasehold elect given two servers keeps its
