@@ -252,7 +252,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	for k, v := range cfg.Labels {
 		switch k {
-		case corev1.LabelHostname, corev1.LabelOSStable, corev1.LabelArchStable:
+		case corev1.LabelHostname, corev1.LabelOSStable, corev1.LabelArchStable, kubeletapis.LabelOS, kubeletapis.LabelArch:
 			return nil, fmt.Errorf("agent: label %s is set by the agent itself", k)
 		}
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
@@ -388,12 +388,13 @@ func (a *Agent) syncWith(ctx context.Context, c kubernetes.Interface) error {
 		return err
 	}
 	now := a.cfg.Clock.Now()
-	if !a.renewedAt.IsZero() && now.Sub(a.renewedAt) > a.cfg.LeaseDuration && a.posted != nil {
-		// Silent for longer than its lease (stopped, starved, cut off):
-		// the node lifecycle controller has likely set the node's
-		// conditions to Unknown, so the status goes again now, as the
-		// kubelet posts it when the Node on the server differs from its own.
-		a.log.Info("the lease went unrenewed for longer than its duration: posting the node status again", "silentFor", now.Sub(a.renewedAt).Round(time.Second))
+	if !a.renewedAt.IsZero() && now.Sub(a.renewedAt) > silentAfter(a.cfg.LeaseDuration, a.cfg.RenewInterval) && a.posted != nil {
+		// Silent long enough (stopped, starved, cut off) that the node
+		// lifecycle controller may have set the node's conditions to
+		// Unknown, whose grace period the agent does not know: the status
+		// goes again now, as the kubelet posts it when the Node on the
+		// server differs from its own.
+		a.log.Info("the lease went unrenewed for a while: posting the node status again", "silentFor", now.Sub(a.renewedAt).Round(time.Second))
 		a.posted = nil
 	}
 	a.renewedAt = now
@@ -402,6 +403,14 @@ func (a *Agent) syncWith(ctx context.Context, c kubernetes.Interface) error {
 	}
 	a.writeEvents(ctx, c)
 	return nil
+}
+
+// silentAfter is how long without a renewal makes the agent post its
+// status again at the next one: two renew intervals missed, or the lease's
+// duration if that is shorter. (The grace period is the server's, and may
+// be shorter than the lease's duration.)
+func silentAfter(lease, renew time.Duration) time.Duration {
+	return min(lease, 3*renew)
 }
 
 // serverUnavailable tells whether err means the server could not serve the

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -369,6 +370,8 @@ func TestRegisters(t *testing.T) {
 		corev1.LabelHostname:   nodeName,
 		corev1.LabelOSStable:   runtime.GOOS,
 		corev1.LabelArchStable: runtime.GOARCH,
+		kubeletapis.LabelOS:    runtime.GOOS, // the kubelet's beta labels too
+		kubeletapis.LabelArch:  runtime.GOARCH,
 	} {
 		if got := n.Labels[k]; got != want {
 			t.Errorf("got label %s=%q, want %q", k, got, want)
@@ -494,6 +497,18 @@ func TestStatusPostedAfterSilence(t *testing.T) {
 	h.resume()
 	h.expectWait(10 * time.Second)
 	expectCalls(t, c, "update leases", "update nodes/status")
+	h.resume()
+	h.expectWait(10 * time.Second)
+	expectCalls(t, c, "update leases")
+
+	// Stopped for 30 s, short of the lease's 40 s but longer than a server
+	// with a 20 s grace period waits: posted again too. A renewal a little
+	// late is not.
+	h.clock.Step(30 * time.Second)
+	h.resume()
+	h.expectWait(10 * time.Second)
+	expectCalls(t, c, "update leases", "update nodes/status")
+	h.clock.Step(10 * time.Second)
 	h.resume()
 	h.expectWait(10 * time.Second)
 	expectCalls(t, c, "update leases")

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 )
 
 // nodeStatus is the part of the Node status the agent decides.
@@ -53,11 +54,15 @@ func errString(err error) string {
 
 // labels returns the labels the agent puts on its Node.
 func (a *Agent) labels() map[string]string {
-	l := make(map[string]string, len(a.cfg.Labels)+3)
+	l := make(map[string]string, len(a.cfg.Labels)+5)
 	maps.Copy(l, a.cfg.Labels)
 	l[corev1.LabelHostname] = a.cfg.NodeName
 	l[corev1.LabelOSStable] = runtime.GOOS
 	l[corev1.LabelArchStable] = runtime.GOARCH
+	// The deprecated beta labels, which the kubelet still sets, for the
+	// nodeSelectors written against them.
+	l[kubeletapis.LabelOS] = runtime.GOOS
+	l[kubeletapis.LabelArch] = runtime.GOARCH
 	return l
 }
 
