@@ -54,7 +54,7 @@ func runAgent(ctx context.Context, args []string) error {
 	fs.StringVar(&metricsAddr, "metrics-listen", "", "HOST:PORT to serve /metrics on (off by default)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	log, err := newLogger(logFormat, logLevel)

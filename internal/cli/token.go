@@ -335,7 +335,7 @@ func tokenList(args []string) error {
 	var stores tokenStoreFlags
 	fs := newFlagSet("token list")
 	stores.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	store, ctx, done, err := stores.open()

@@ -13,7 +13,7 @@ func init() {
 
 func runVersion(_ context.Context, args []string) error {
 	fs := newFlagSet("version")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	info := version.Info()
