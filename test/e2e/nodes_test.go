@@ -497,7 +497,7 @@ func testNodeHeartbeats(t *testing.T, serveFlags ...string) {
 		if out := s.kubectl(t, "get", "events", "--field-selector", "involvedObject.uid="+uid, "-o", "jsonpath={.items[*].reason}"); !strings.Contains(out, "NodeNotReady") {
 			return fmt.Errorf("events about node %s by its uid %s: %q, want NodeNotReady among them", victim, uid, out)
 		}
-		if out := s.kubectl(t, "describe", "node", victim); !regexp.MustCompile(`Normal +NodeNotReady +\S+ +node-controller +Node ` + victim + ` is now NotReady`).MatchString(out) {
+		if out := s.kubectl(t, "describe", "node", victim); !regexp.MustCompile(`Normal +NodeNotReady +\S+ +node-controller +Node ` + victim + ` status is now: NodeNotReady`).MatchString(out) {
 			return fmt.Errorf("kubectl describe node %s lists no NodeNotReady event from node-controller\n%s", victim, out)
 		}
 		return nil

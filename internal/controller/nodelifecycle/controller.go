@@ -307,10 +307,8 @@ type nodeState struct {
 type nodeSummary struct {
 	uid types.UID
 	rv  string
-	// ready is the status of the Ready condition ("" without one), and
-	// reason its reason while it is not True (for the NodeNotReady event).
-	ready  corev1.ConditionStatus
-	reason string
+	// ready is the status of the Ready condition ("" without one).
+	ready corev1.ConditionStatus
 	// unknown: markUnknown would change nothing; taintsMatch:
 	// reconcileTaints would change nothing for ready, adding no NoExecute
 	// taint; noExecute: the node has a lifecycle NoExecute taint.
@@ -361,9 +359,6 @@ func stateOfNode(n *corev1.Node, keep bool) nodeState {
 		sum.ready = corev1.ConditionUnknown
 	default:
 		sum.ready = ready
-	}
-	if rc := readyCondition(n); rc != nil && sum.ready != corev1.ConditionTrue {
-		sum.reason = rc.Reason
 	}
 	// Whether the changes of a pass would change anything, asked of a
 	// scratch node holding what they read and edit. Neither answer depends
@@ -934,7 +929,7 @@ func (c *Controller) forgetNode(name string) {
 	})
 	if removed != "" {
 		c.log.Info("node deleted", "node", name)
-		c.event(name, removed, EventRemovingNode, "Remove", "Node %s was deleted; the node lifecycle controller stops monitoring it", name)
+		c.event(name, removed, EventRemovingNode, "Remove", "Node %s event: Removing Node %s from Controller", name, name)
 	}
 }
 
@@ -1057,22 +1052,21 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 		seen = stateOfNode(written, true)
 	}
 	if replaced != "" {
-		c.event(name, replaced, EventRemovingNode, "Remove", "Node %s was replaced by a new node of that name", name)
+		c.event(name, replaced, EventRemovingNode, "Remove", "Node %s event: Removing Node %s from Controller", name, name)
 	}
 	if registered {
 		// Every node counts as registered when a term starts, so at Info a
 		// new leader would log one line per node of the fleet; Kubernetes'
 		// controller logs this at verbosity 1 too.
 		c.log.Debug("node registered", "node", name)
-		c.event(name, seen.uid(), EventRegisteredNode, "Register", "Node %s is monitored by the node lifecycle controller", name)
+		c.event(name, seen.uid(), EventRegisteredNode, "Register", "Node %s event: Registered Node %s in Controller", name, name)
 	}
 
 	var (
-		cur    *corev1.Node
-		wrote  bool
-		err    error
-		after  corev1.ConditionStatus
-		reason string // of Ready, when cur is nil
+		cur   *corev1.Node
+		wrote bool
+		err   error
+		after corev1.ConditionStatus
 	)
 	// Most nodes in most passes need nothing written, which the summary
 	// tells; a node that does is read again unless the feed's own copy is
@@ -1080,7 +1074,7 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 	silent := expired(probe, c.grace, now)
 	n := seen.obj
 	if sum := seen.sum; sum != nil {
-		after, reason = sum.ready, sum.reason
+		after = sum.ready
 		if silent && !sum.unknown || !silent && renewed && sum.ready == corev1.ConditionUnknown || !sum.taintsMatch ||
 			ne == noExecuteAdd && !sum.noExecute && needsNoExecute(sum.ready) || ne == noExecuteDrop && sum.noExecute {
 			got, gerr := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -1171,17 +1165,12 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 		return after
 	}
 	c.metrics.transitions.WithLabelValues(stateOf(after)).Inc()
+	// The notes are kube-controller-manager's, which alerts match.
 	switch {
 	case after == corev1.ConditionTrue:
-		c.event(name, seen.uid(), EventNodeReady, "StatusChange", "Node %s is now Ready", name)
+		c.event(name, seen.uid(), EventNodeReady, "StatusChange", "Node %s status is now: %s", name, EventNodeReady)
 	case before == corev1.ConditionTrue:
-		if cur != nil {
-			reason = ""
-			if rc := readyCondition(cur); rc != nil {
-				reason = rc.Reason
-			}
-		}
-		c.event(name, seen.uid(), EventNodeNotReady, "StatusChange", "Node %s is now NotReady (Ready=%s, %s)", name, after, reason)
+		c.event(name, seen.uid(), EventNodeNotReady, "StatusChange", "Node %s status is now: %s", name, EventNodeNotReady)
 	}
 	return after
 }

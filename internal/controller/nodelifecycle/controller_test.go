@@ -1025,10 +1025,11 @@ func TestEvents(t *testing.T) {
 		e.step(period)
 	}
 	want := []struct{ reason, action, note string }{
-		{EventRegisteredNode, "Register", "Node web-1 is monitored by the node lifecycle controller"},
-		{EventNodeNotReady, "StatusChange", "Node web-1 is now NotReady (Ready=Unknown, NodeStatusUnknown)"},
-		{EventNodeReady, "StatusChange", "Node web-1 is now Ready"},
-		{EventRemovingNode, "Remove", "Node web-1 was deleted; the node lifecycle controller stops monitoring it"},
+		// kube-controller-manager's words.
+		{EventRegisteredNode, "Register", "Node web-1 event: Registered Node web-1 in Controller"},
+		{EventNodeNotReady, "StatusChange", "Node web-1 status is now: NodeNotReady"},
+		{EventNodeReady, "StatusChange", "Node web-1 status is now: NodeReady"},
+		{EventRemovingNode, "Remove", "Node web-1 event: Removing Node web-1 from Controller"},
 	}
 	got := e.rec.all()
 	if len(got) != len(want) {
