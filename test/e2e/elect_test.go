@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -623,14 +624,7 @@ func TestElectThroughAFrozenServer(t *testing.T) {
 
 // stubbornScript is workScript for a command that ignores SIGTERM: only
 // SIGKILL stops it.
-const stubbornScript = `#!/bin/sh
-trap '' TERM
-echo "$LEASEHOLD_LEADER_IDENTITY $LEASEHOLD_FENCING_TOKEN start $$" >> "$WORK_FILE"
-while :; do
-	echo "$LEASEHOLD_LEADER_IDENTITY $LEASEHOLD_FENCING_TOKEN work $$" >> "$WORK_FILE"
-	sleep 0.1
-done
-`
+var stubbornScript = regexp.MustCompile(`(?m)^trap .* TERM$`).ReplaceAllLiteralString(workScript, "trap '' TERM")
 
 // TestElectLostLeaderStopsBeforeSuccessor: a leader cut off from the
 // server (the replica it talks to frozen) loses its term at the renew
@@ -645,6 +639,9 @@ func TestElectLostLeaderStopsBeforeSuccessor(t *testing.T) {
 	ns := testNamespace(t, a)
 	_, work := electWork(t, dir)
 	script := filepath.Join(dir, "stubborn.sh")
+	if !strings.Contains(stubbornScript, "trap '' TERM") {
+		t.Fatalf("no stubborn script made of:\n%s", workScript)
+	}
 	if err := os.WriteFile(script, []byte(stubbornScript), 0o700); err != nil {
 		t.Fatal(err)
 	}
