@@ -95,6 +95,7 @@ type serveFlags struct {
 	watchCacheSizes                        string
 	cacheSizes                             map[schema.GroupResource]int // watchCacheSizes, parsed
 	nodeMonitorPeriod, nodeMonitorGrace    time.Duration
+	nodeStartupGrace                       time.Duration
 	tlsMinVersionName, tlsCipherSuiteNames string
 	tlsMinVersion                          uint16   // tlsMinVersionName, parsed
 	tlsCipherSuites                        []uint16 // tlsCipherSuiteNames, parsed
@@ -192,6 +193,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ (to cluster-admins unless RBAC grants more)")
 	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks node leases")
 	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", 50*time.Second, "how long a node's lease may go unrenewed before the node is marked Ready=Unknown")
+	fs.DurationVar(&f.nodeStartupGrace, "node-startup-grace-period", time.Minute, "the grace period of a node that has never posted a Ready condition, as kube-controller-manager's flag")
 	fs.DurationVar(&f.quotaSync, "resource-quota-sync-period", resourcequota.DefaultResyncPeriod, "how often every quota is counted again (besides after each deletion), as kube-controller-manager's flag")
 	fs.Float64Var(&f.zones.EvictionRate, "node-eviction-rate", nodelifecycle.DefaultEvictionRate, "nodes a second, in each zone, that get the NoExecute taint when not Ready, while the zone is not partly disrupted")
 	fs.Float64Var(&f.zones.SecondaryEvictionRate, "secondary-node-eviction-rate", nodelifecycle.DefaultSecondaryEvictionRate, "nodes a second that get the NoExecute taint in a partly disrupted zone of more than --large-cluster-size-threshold nodes")
@@ -380,6 +382,9 @@ func (f *serveFlags) check() error {
 	}
 	if f.nodeMonitorPeriod <= 0 || f.nodeMonitorGrace <= f.nodeMonitorPeriod {
 		return fmt.Errorf("--node-monitor-grace-period (%v) must be longer than --node-monitor-period (%v), which must be positive", f.nodeMonitorGrace, f.nodeMonitorPeriod)
+	}
+	if f.nodeStartupGrace <= 0 {
+		return fmt.Errorf("--node-startup-grace-period (%v) must be positive", f.nodeStartupGrace)
 	}
 	if f.quotaSync <= 0 {
 		return fmt.Errorf("--resource-quota-sync-period must be positive, not %v", f.quotaSync)
@@ -827,7 +832,7 @@ func builtinControllers(f serveFlags, reads func(schema.GroupVersionResource, st
 				return err
 			}
 			nc, err := nodelifecycle.New(nodelifecycle.Config{
-				Client: client, Reads: plainReads, CutOff: leasesCutOff, MonitorPeriod: f.nodeMonitorPeriod, GracePeriod: f.nodeMonitorGrace,
+				Client: client, Reads: plainReads, CutOff: leasesCutOff, MonitorPeriod: f.nodeMonitorPeriod, GracePeriod: f.nodeMonitorGrace, StartupGracePeriod: f.nodeStartupGrace,
 				Zones:  f.zones,
 				Logger: slog.Default().With("controller", "node-lifecycle"),
 			})

@@ -154,6 +154,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--authentication-token-webhook-config-file", junk}, "--authentication-token-webhook-config-file", true},
 		{[]string{"--node-monitor-grace-period", "5s"}, "must be longer than --node-monitor-period", false},
 		{[]string{"--node-monitor-period", "0s"}, "must be longer than --node-monitor-period", false},
+		{[]string{"--node-startup-grace-period", "0s"}, "--node-startup-grace-period (0s) must be positive", false},
 		{[]string{"--node-eviction-rate", "-1"}, "--node-eviction-rate", false},
 		{[]string{"--secondary-node-eviction-rate", "NaN"}, "--secondary-node-eviction-rate", false},
 		{[]string{"--large-cluster-size-threshold", "-1"}, "--large-cluster-size-threshold", false},

@@ -142,6 +142,11 @@ type Config struct {
 	// the node is marked Unknown and tainted unreachable; default 50s. It
 	// must be greater than MonitorPeriod.
 	GracePeriod time.Duration
+	// StartupGracePeriod replaces GracePeriod for a node that has never
+	// posted a Ready condition, from when the controller registers it, as
+	// kube-controller-manager's --node-startup-grace-period (1m there);
+	// default GracePeriod.
+	StartupGracePeriod time.Duration
 	// Workers is how many nodes a pass visits at once; default
 	// DefaultWorkers. Each visit that writes waits for the API server, so
 	// a pass after many nodes went silent at once (a rack, a zone, the
@@ -184,6 +189,7 @@ type Controller struct {
 	reads   func(schema.GroupVersionResource, string) (cache.ListerWatcher, error) // Config.Reads
 	period  time.Duration
 	grace   time.Duration
+	startup time.Duration // Config.StartupGracePeriod
 	workers int
 	zoneCfg Zones
 	clock   clock.WithTicker
@@ -321,6 +327,15 @@ type nodeSummary struct {
 
 func (st nodeState) seen() bool { return st.obj != nil || st.sum != nil }
 
+// posted tells whether the node has a Ready condition: whether its agent
+// (or anyone) ever posted its status.
+func (st nodeState) posted() bool {
+	if st.sum != nil {
+		return st.sum.ready != ""
+	}
+	return st.obj != nil && readyStatus(st.obj) != ""
+}
+
 func (st nodeState) uid() types.UID {
 	if st.sum != nil {
 		return st.sum.uid
@@ -423,6 +438,12 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.GracePeriod == 0 {
 		cfg.GracePeriod = DefaultGracePeriod
 	}
+	if cfg.StartupGracePeriod == 0 {
+		cfg.StartupGracePeriod = cfg.GracePeriod
+	}
+	if cfg.StartupGracePeriod < 0 {
+		return nil, fmt.Errorf("nodelifecycle: startup grace period %v must be positive", cfg.StartupGracePeriod)
+	}
 	if cfg.Workers == 0 {
 		cfg.Workers = DefaultWorkers
 	}
@@ -453,6 +474,7 @@ func New(cfg Config) (*Controller, error) {
 		cutOff:  cfg.CutOff,
 		period:  cfg.MonitorPeriod,
 		grace:   cfg.GracePeriod,
+		startup: cfg.StartupGracePeriod,
 		workers: cfg.Workers,
 		zoneCfg: cfg.Zones,
 		clock:   cfg.Clock,
@@ -1027,7 +1049,14 @@ func (c *Controller) monitorNode(ctx context.Context, name string, seen nodeStat
 				c.countLocked(h.ready, -1)
 				c.unplaceLocked(h)
 			}
-			*h = health{probe: now, lease: h.lease, uid: seen.uid(), queued: h.queued, node: h.node}
+			probe := now
+			if !seen.posted() {
+				// Never posted a status: the startup grace period, as a
+				// probe moved by the difference, which keeps the due
+				// queue in probe order.
+				probe = now.Add(c.startup - c.grace)
+			}
+			*h = health{probe: probe, lease: h.lease, uid: seen.uid(), queued: h.queued, node: h.node}
 			c.countLocked(h.ready, 1)
 			c.queueLocked(name, h)
 		}

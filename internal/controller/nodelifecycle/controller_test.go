@@ -91,6 +91,8 @@ type env struct {
 	zones Zones
 	// cutOff, when set, is the controllers' Config.CutOff.
 	cutOff func() time.Time
+	// startup, when set, is the controllers' Config.StartupGracePeriod.
+	startup time.Duration
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -141,7 +143,7 @@ func (e *env) start() {
 	e.t.Helper()
 	e.rec = &recorder{}
 	c, err := New(Config{
-		Client: e.client, MonitorPeriod: period, GracePeriod: grace,
+		Client: e.client, MonitorPeriod: period, GracePeriod: grace, StartupGracePeriod: e.startup,
 		Clock: e.clock, Logger: testLogger(e.t), Recorder: e.rec, Zones: e.zones, CutOff: e.cutOff,
 	})
 	if err != nil {
@@ -900,6 +902,23 @@ func TestNoVerdictWhileCutOffFromEtcd(t *testing.T) {
 	if got := e.c.cutOffs; got != 1 {
 		t.Errorf("%d fresh grace periods after a cut, want 1", got)
 	}
+}
+
+// TestStartupGracePeriod: a node that never posted a Ready condition gets
+// the startup grace period, as kube-controller-manager gives it, and one
+// that did the ordinary one.
+func TestStartupGracePeriod(t *testing.T) {
+	bare := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare", UID: "uid-bare"}}
+	e := newStoppedEnv(t, readyNode("web-1"), bare)
+	e.startup = 3 * grace
+	e.start()
+	e.step(grace + period)
+	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+	if n := e.node("bare"); readyStatus(n) != "" {
+		t.Fatalf("bare node marked %s within its startup grace period", readyStatus(n))
+	}
+	e.step(2 * grace)
+	e.wantReady("bare", corev1.ConditionUnknown, ReasonNodeStatusNeverUpdated)
 }
 
 // TestNodeWithoutLease marks a node that never had a lease Unknown after the
