@@ -295,7 +295,8 @@ func runWhileLeading(ctx context.Context, command []string, term election.Term, 
 // handover), the Lease is still held and renewed meanwhile: --grace. Lost,
 // the command must be gone before a successor may start: one second short
 // of lease-duration - renew-deadline after the renew deadline passed, at
-// once when another already holds the Lease.
+// once when another already holds the Lease. It says so on stderr when
+// that is less than --grace.
 func (f electFlags) stopGrace(cause error) time.Duration {
 	var grace time.Duration
 	switch {

@@ -117,41 +117,44 @@ func TestConsistentListWhileCacheLags(t *testing.T) {
 	}
 	ns := sampleLease().Namespace
 	for _, limit := range []int64{0, 2} {
-		got := make(chan *ListResult, 1)
-		failed := make(chan error, 1)
-		go func() {
-			res, err := k.List(ctx, ListOptions{Namespace: ns, Limit: limit})
-			if err != nil {
-				failed <- err
-				return
-			}
-			got <- res
-		}()
-		deadline := time.After(30 * time.Second)
-	wait:
-		for {
-			// The list's wait is on the fake clock: step it until the list
-			// has given up on the cache.
-			clk.Step(waitTimeout)
-			select {
-			case res := <-got:
-				want := 3
-				if limit > 0 {
-					want = int(limit)
-				}
-				if len(res.Items) != want {
-					t.Fatalf("limit %d: %d items, want %d from etcd", limit, len(res.Items), want)
-				}
-				if limit > 0 && (res.RemainingItemCount == nil || *res.RemainingItemCount != 1) {
-					t.Fatalf("limit %d: remaining %v, want 1", limit, res.RemainingItemCount)
-				}
-				break wait
-			case err := <-failed:
-				t.Fatalf("limit %d: %v; want the list from etcd", limit, err)
-			case <-deadline:
-				t.Fatalf("limit %d: the list did not end", limit)
-			case <-time.After(20 * time.Millisecond):
-			}
+		var res *ListResult
+		var err error
+		stepUntilDone(t, clk, waitTimeout, func() { res, err = k.List(ctx, ListOptions{Namespace: ns, Limit: limit}) })
+		if err != nil {
+			t.Fatalf("limit %d: %v; want the list from etcd", limit, err)
+		}
+		want := 3
+		if limit > 0 {
+			want = int(limit)
+		}
+		if len(res.Items) != want {
+			t.Fatalf("limit %d: %d items, want %d from etcd", limit, len(res.Items), want)
+		}
+		if limit > 0 && (res.RemainingItemCount == nil || *res.RemainingItemCount != 1) {
+			t.Fatalf("limit %d: remaining %v, want 1", limit, res.RemainingItemCount)
+		}
+	}
+}
+
+// stepUntilDone runs f, stepping clk by step until f returns: f waits on
+// the fake clock from a goroutine of the store's, which the test cannot
+// see reach its timer, so the clock is stepped again every 20 ms.
+func stepUntilDone(t *testing.T, clk *clocktesting.FakeClock, step time.Duration, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	deadline := time.After(30 * time.Second)
+	for {
+		clk.Step(step)
+		select {
+		case <-done:
+			return
+		case <-deadline:
+			t.Fatal("gave up stepping the clock: the call did not return")
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
@@ -206,28 +209,13 @@ func TestGetNotOlderThanWhileCacheLags(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	failed := make(chan error, 1)
-	go func() {
-		_, err := k.GetNotOlderThan(ctx, key, rv)
-		failed <- err
-	}()
-	for deadline := time.After(30 * time.Second); ; {
-		clk.Step(waitTimeout) // the wait is on the fake clock
-		select {
-		case err := <-failed:
-			if !errors.Is(err, ErrTooLargeResourceVersion) {
-				t.Fatalf("get at revision %d the cache has not reached: %v, want ErrTooLargeResourceVersion", rv, err)
-			}
-			var tl *TooLargeResourceVersionError
-			if !errors.As(err, &tl) || tl.Requested != rv || tl.Current >= rv {
-				t.Errorf("the error %v does not name revision %d and the one the cache had reached", err, rv)
-			}
-		case <-deadline:
-			t.Fatal("the get did not end")
-		case <-time.After(20 * time.Millisecond):
-			continue
-		}
-		break
+	stepUntilDone(t, clk, waitTimeout, func() { _, err = k.GetNotOlderThan(ctx, key, rv) })
+	if !errors.Is(err, ErrTooLargeResourceVersion) {
+		t.Fatalf("get at revision %d the cache has not reached: %v, want ErrTooLargeResourceVersion", rv, err)
+	}
+	var tl *TooLargeResourceVersionError
+	if !errors.As(err, &tl) || tl.Requested != rv || tl.Current >= rv {
+		t.Errorf("the error %v does not name revision %d and the one the cache had reached", err, rv)
 	}
 
 	gate <- struct{}{} // let the create through

@@ -183,11 +183,20 @@ func (k *Kind) decode(kv *mvccpb.KeyValue) (runtime.Object, error) {
 
 // Get reads the object at key with a quorum read.
 func (k *Kind) Get(ctx context.Context, key string) (runtime.Object, error) {
+	return k.getEtcd(ctx, key, 0)
+}
+
+// getEtcd reads the object at key with a quorum read, refusing it when
+// etcd has not reached minRV.
+func (k *Kind) getEtcd(ctx context.Context, key string, minRV int64) (runtime.Object, error) {
 	start := k.s.cfg.Clock.Now()
 	resp, err := k.s.client.Get(ctx, key)
 	k.observe(opGet, start)
 	if err != nil {
 		return nil, err
+	}
+	if resp.Header.Revision < minRV {
+		return nil, tooLargeResourceVersion(minRV, resp.Header.Revision)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, ErrNotFound
@@ -232,19 +241,7 @@ func (k *Kind) GetNotOlderThan(ctx context.Context, key string, minRV int64) (ru
 		}
 		return c.get(key)
 	}
-	start := k.s.cfg.Clock.Now()
-	resp, err := k.s.client.Get(ctx, key)
-	k.observe(opGet, start)
-	if err != nil {
-		return nil, err
-	}
-	if resp.Header.Revision < minRV {
-		return nil, tooLargeResourceVersion(minRV, resp.Header.Revision)
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, ErrNotFound
-	}
-	return k.decode(resp.Kvs[0])
+	return k.getEtcd(ctx, key, minRV)
 }
 
 // filledCache returns the kind's watch cache once it holds the kind's
