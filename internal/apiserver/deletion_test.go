@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
@@ -132,5 +134,70 @@ func TestDeleteTerminatingNamespace(t *testing.T) {
 	_, err = namespaces.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "going"}}, metav1.CreateOptions{})
 	if want := `object is being deleted: namespaces "going" already exists`; !apierrors.IsAlreadyExists(err) || err.Error() != want {
 		t.Errorf("a create of the terminating namespace: %v, want 409 %q", err, want)
+	}
+}
+
+// TestLastFinalizerRemoved: an update that removes the last finalizer of an
+// object being deleted deletes it in the same write, as kube-apiserver's
+// store does, by PUT and by patch alike: a watcher sees it DELETED, never
+// stored being deleted with no finalizer left (a state nothing would have
+// finished, had the server stopped between two writes). The response is
+// the object as updated; a dry run deletes nothing.
+func TestLastFinalizerRemoved(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{})
+	ctx := context.Background()
+	leases := s.Client(t, "").CoordinationV1().Leases("default")
+	held := func(name string) *coordinationv1.Lease {
+		t.Helper()
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{"example.com/hold"}}}
+		if _, err := leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := leases.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if err != nil || l.DeletionTimestamp == nil {
+			t.Fatalf("%s after its delete: %v, %v; want it held", name, l, err)
+		}
+		return l
+	}
+	removeByPatch := []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)
+
+	dry := held("dry")
+	if _, err := leases.Patch(ctx, "dry", types.JSONPatchType, removeByPatch, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := leases.Get(ctx, "dry", metav1.GetOptions{}); err != nil || l.ResourceVersion != dry.ResourceVersion {
+		t.Errorf("after a dry-run removal: %v, %v; want it as it was", l, err)
+	}
+
+	for _, name := range []string{"put", "patch"} {
+		l := held(name)
+		w, err := leases.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: l.ResourceVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out *coordinationv1.Lease
+		if name == "put" {
+			l.Finalizers = nil
+			out, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		} else {
+			out, err = leases.Patch(ctx, name, types.JSONPatchType, removeByPatch, metav1.PatchOptions{})
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if out.Name != name || out.DeletionTimestamp == nil || len(out.Finalizers) > 0 {
+			t.Errorf("%s answered %+v; want the object without its finalizers", name, out.ObjectMeta)
+		}
+		ev := <-w.ResultChan()
+		w.Stop()
+		if ev.Type != watch.Deleted {
+			t.Errorf("%s: the watch saw %s first, want DELETED alone", name, ev.Type)
+		}
+		if _, err := leases.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: after the removal: %v, want it gone", name, err)
+		}
 	}
 }

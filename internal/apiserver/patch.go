@@ -77,6 +77,7 @@ func (s *Server) patch(req *request) error {
 	out, err := req.kind.Update(req.ctx, key, store.UpdateOptions{
 		AllowCreate: pt == types.ApplyYAMLPatchType && req.info.subresource == "",
 		DryRun:      wo.dryRun,
+		Delete:      deletesOnUpdate,
 	}, func(cur runtime.Object) (runtime.Object, error) {
 		created = cur == nil
 		force := opts.Force != nil && *opts.Force
@@ -124,9 +125,6 @@ func (s *Server) patch(req *request) error {
 		return s.prepareUpdate(req, obj, cur, wo.fieldManager, true)
 	})
 	if err != nil {
-		return err
-	}
-	if out, err = s.finishDeletion(req, key, out, wo.dryRun); err != nil {
 		return err
 	}
 	code := http.StatusOK

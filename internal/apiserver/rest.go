@@ -797,6 +797,7 @@ func (s *Server) update(req *request) error {
 		AllowCreate: req.res.AllowCreateOnUpdate && req.info.subresource == "",
 		DryRun:      wo.dryRun,
 		Changed:     func() bool { return req.changed },
+		Delete:      deletesOnUpdate,
 	}, func(cur runtime.Object) (runtime.Object, error) {
 		// The first attempt takes the decoded object as it is and changes
 		// it; another attempt (after a conflict) decodes the body again
@@ -836,10 +837,6 @@ func (s *Server) update(req *request) error {
 	if err != nil {
 		return err
 	}
-	out, err = s.finishDeletion(req, key, out, wo.dryRun)
-	if err != nil {
-		return err
-	}
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
@@ -864,25 +861,27 @@ func (s *Server) guess(ctx context.Context, k objectStore, key, rv string) runti
 	return obj
 }
 
-// finishDeletion deletes an object that is being deleted once its last
-// finalizer is gone, as Kubernetes does on the update that removes it.
-func (s *Server) finishDeletion(req *request, key string, obj runtime.Object, dryRun bool) (runtime.Object, error) {
+// deletesOnUpdate tells whether an update of an object being deleted
+// deletes it instead (store.UpdateOptions.Delete), as kube-apiserver's
+// ShouldDeleteDuringUpdate: the update removed the last of the stored
+// object's finalizers, and the deletion has no grace period left. A
+// Namespace goes once its spec's finalizers are gone as well, whichever
+// list its finalize or update emptied last.
+func deletesOnUpdate(obj, cur runtime.Object) bool {
 	m, _ := meta.Accessor(obj)
-	if m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 || dryRun {
-		return obj, nil
+	if m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
+		return false
 	}
-	if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
-		return obj, nil
+	if g := m.GetDeletionGracePeriodSeconds(); g != nil && *g != 0 {
+		return false
 	}
-	rv := m.GetResourceVersion()
-	_, err := req.kind.Delete(req.ctx, key, false, func(cur runtime.Object) error {
-		if cm, _ := meta.Accessor(cur); cm.GetResourceVersion() != rv {
-			return store.ErrConflict
+	cm, _ := meta.Accessor(cur)
+	had := len(cm.GetFinalizers()) > 0
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		if len(ns.Spec.Finalizers) > 0 {
+			return false
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
-		return nil, err
+		had = had || len(cur.(*corev1.Namespace).Spec.Finalizers) > 0
 	}
-	return obj, nil
+	return had
 }

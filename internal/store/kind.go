@@ -398,6 +398,13 @@ type UpdateOptions struct {
 	// the two (the check that makes an update that changes nothing write
 	// nothing). A renewal knows what it changed.
 	Changed func() bool
+	// Delete, when set, is asked about each object the UpdateFunc returns
+	// for one that exists: true deletes the object instead, on the same
+	// compare of its revision, and Update returns the object the
+	// UpdateFunc returned. An update that removes the last finalizer of an
+	// object being deleted deletes it so, as kube-apiserver does, and the
+	// object is never stored being deleted with no finalizer left.
+	Delete func(updated, current runtime.Object) bool
 }
 
 // Update applies fn to the current object and writes the result with a
@@ -436,6 +443,27 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 				continue
 			}
 			return nil, err
+		}
+		if current != nil && opts.Delete != nil && opts.Delete(updated, current) {
+			if opts.DryRun {
+				return updated, nil
+			}
+			start := k.s.cfg.Clock.Now()
+			res := k.s.batch.do(ctx, write{key: key, rev: Revision(current), del: true})
+			k.observe(opDelete, start)
+			if res.err != nil {
+				return nil, mapEtcdError(res.err)
+			}
+			if res.succeeded {
+				k.wrote(res.rev)
+				return updated, nil
+			}
+			if current, err = k.refresh(ctx, key); err != nil {
+				return nil, err
+			}
+			origData.release()
+			origData, fresh = nil, true
+			continue
 		}
 		value, err := k.encode(updated)
 		if err != nil {

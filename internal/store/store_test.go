@@ -628,3 +628,41 @@ func TestUpdateNoChange(t *testing.T) {
 		t.Fatalf("Changed true: no write, resourceVersion still %s", rv(out))
 	}
 }
+
+// TestUpdateDeletes: an update whose Delete says so deletes the object on
+// the compare an update would have made: from a stale guess it loses, and
+// the UpdateFunc and Delete are asked again about the object there now,
+// which a delete then takes.
+func TestUpdateDeletes(t *testing.T) {
+	_, k := newStore(t)
+	ctx := context.Background()
+	key := k.Key("default", "gone")
+	stale, err := k.Create(ctx, key, lease("default", "gone", "a"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Update(ctx, key, store.UpdateOptions{}, func(cur runtime.Object) (runtime.Object, error) {
+		l := cur.(*coordinationv1.Lease).DeepCopy()
+		l.Spec.HolderIdentity = ptr.To("b")
+		return l, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	out, err := k.Update(ctx, key, store.UpdateOptions{
+		Guess: stale,
+		Delete: func(updated, cur runtime.Object) bool {
+			asked = append(asked, *cur.(*coordinationv1.Lease).Spec.HolderIdentity)
+			return true
+		},
+	}, func(cur runtime.Object) (runtime.Object, error) { return cur.DeepCopyObject(), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *out.(*coordinationv1.Lease).Spec.HolderIdentity; got != "b" || !reflect.DeepEqual(asked, []string{"a", "b"}) {
+		t.Errorf("returned holder %s, Delete asked about %q; want b, and a then b", got, asked)
+	}
+	if _, err := k.Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("after the update: %v, want it gone", err)
+	}
+}
