@@ -694,12 +694,19 @@ func TestNamespaceDeletionRemovesLeases(t *testing.T) {
 // TestNamespaceHeldByFinalizer: a namespace whose content a finalizer
 // holds stays Terminating, and kubectl describe namespace says what is
 // left and which finalizer holds it, in kube-apiserver's conditions; once
-// the finalizer goes, so does the namespace.
+// the finalizer goes, so does the namespace. The namespace's content is
+// deleted in the background, as Kubernetes' namespace controller deletes
+// it: an owner that asked for a foreground deletion of its dependents
+// goes at once, not held by the dependent a finalizer keeps.
 func TestNamespaceHeldByFinalizer(t *testing.T) {
 	t.Parallel()
 	s := shared(t)
 	ns := testNamespace(t, s)
-	held := strings.Replace(leaseManifest("held", ns, "a"), "metadata:\n", "metadata:\n  finalizers: [example.com/hold]\n", 1)
+	owner := strings.Replace(leaseManifest("owner", ns, "o"), "metadata:\n", "metadata:\n  finalizers: [foregroundDeletion]\n", 1)
+	s.kubectlStdin(t, owner, "apply", "-f", "-")
+	uid := s.kubectl(t, "get", "lease", "owner", "-n", ns, "-o", "jsonpath={.metadata.uid}")
+	held := strings.Replace(leaseManifest("held", ns, "a"), "metadata:\n", "metadata:\n  finalizers: [example.com/hold]\n"+
+		"  ownerReferences: [{apiVersion: coordination.k8s.io/v1, kind: Lease, name: owner, uid: "+uid+", blockOwnerDeletion: true}]\n", 1)
 	s.kubectlStdin(t, held+"---\n"+leaseManifest("free", ns, "b"), "apply", "-f", "-")
 	s.kubectl(t, "delete", "namespace", ns, "--wait=false")
 

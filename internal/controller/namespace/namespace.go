@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/leasehold/leasehold/internal/registry"
 )
@@ -128,6 +129,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
+var background = metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
+
 // sync deletes the namespace's content and, once it is gone, finalizes it.
 // Each attempt leaves kube-apiserver's namespace controller's five
 // conditions in the namespace's status (kubectl describe namespace lists
@@ -147,7 +150,12 @@ func (c *Controller) sync(ctx context.Context, ns *corev1.Namespace) error {
 			continue
 		}
 		ri := c.dynamic.Resource(r.GroupVersionResource()).Namespace(ns.Name)
-		if err := ri.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		// In the background, as Kubernetes' namespace controller deletes
+		// content: the propagation policy takes away an orphan or
+		// foregroundDeletion finalizer an object carries, so that an
+		// owner is not kept waiting for its dependents, which go with the
+		// namespace anyway.
+		if err := ri.DeleteCollection(ctx, background, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			deleteErrs = append(deleteErrs, fmt.Sprintf("deleting %s: %v", r.Name, err))
 		}
 		items, err := ri.List(ctx, metav1.ListOptions{})
