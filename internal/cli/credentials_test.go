@@ -43,7 +43,7 @@ func TestCredentialsSharedDirectory(t *testing.T) {
 				f := serveFlags{dataDir: dir, listen: "127.0.0.1:6443"}
 				r := &results[i]
 				r.tokens = auth.NewTokens()
-				r.ca, _, _, r.err = credentials(f, "127.0.0.1", nil, r.tokens, clock.RealClock{}, slog.New(slog.DiscardHandler))
+				r.ca, _, _, r.err = credentials(f, "127.0.0.1", false, nil, r.tokens, clock.RealClock{}, slog.New(slog.DiscardHandler))
 			})
 		}
 		wg.Wait()
@@ -106,11 +106,11 @@ func TestCredentialsSharedDirectory(t *testing.T) {
 // admin-token.sha256 but no admin.kubeconfig gets a kubeconfig of its own,
 // and the copied token stays valid beside it (it was replaced, which
 // locked every kubeconfig made with it out of the replica's next start).
-// The kubeconfig follows a new --listen port, and keeps a server set by
-// hand.
+// The kubeconfig follows a new --listen port, but not a replica's that
+// shares the directory, and keeps a server set by hand.
 func TestAdminCredentialsCopied(t *testing.T) {
 	first := t.TempDir()
-	if _, _, _, err := credentials(serveFlags{dataDir: first, listen: "127.0.0.1:6443"}, "127.0.0.1", nil, auth.NewTokens(), clock.RealClock{}, slog.New(slog.DiscardHandler)); err != nil {
+	if _, _, _, err := credentials(serveFlags{dataDir: first, listen: "127.0.0.1:6443"}, "127.0.0.1", false, nil, auth.NewTokens(), clock.RealClock{}, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	firstKC, err := clientcmd.LoadFromFile(filepath.Join(first, "admin.kubeconfig"))
@@ -135,7 +135,7 @@ func TestAdminCredentialsCopied(t *testing.T) {
 	}
 	for start, listen := range []string{"127.0.0.1:6443", "127.0.0.1:7443"} {
 		tokens := auth.NewTokens()
-		if _, _, _, err := credentials(serveFlags{dataDir: second, listen: listen}, "127.0.0.1", nil, tokens, clock.RealClock{}, slog.New(slog.DiscardHandler)); err != nil {
+		if _, _, _, err := credentials(serveFlags{dataDir: second, listen: listen}, "127.0.0.1", false, nil, tokens, clock.RealClock{}, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatal(err)
 		}
 		secondKC, err := clientcmd.LoadFromFile(filepath.Join(second, "admin.kubeconfig"))
@@ -149,13 +149,21 @@ func TestAdminCredentialsCopied(t *testing.T) {
 			t.Errorf("start %d on %s: the kubeconfig's server is %s", start, listen, got)
 		}
 	}
+	// A replica sharing the directory, on a port of its own, leaves the
+	// kubeconfig to the server already there.
+	if _, _, _, err := credentials(serveFlags{dataDir: second, listen: "127.0.0.1:9443"}, "127.0.0.1", true, nil, auth.NewTokens(), clock.RealClock{}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(second, "admin.kubeconfig")
 	kc, _ := clientcmd.LoadFromFile(path)
+	if got := kc.Clusters[pki.KubeconfigCluster].Server; got != "https://127.0.0.1:7443" {
+		t.Errorf("after a replica's start on 9443 the kubeconfig's server is %s, want 7443's kept", got)
+	}
 	kc.Clusters[pki.KubeconfigCluster].Server = "https://leasehold.example:6443"
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := credentials(serveFlags{dataDir: second, listen: "127.0.0.1:8443"}, "127.0.0.1", nil, auth.NewTokens(), clock.RealClock{}, slog.New(slog.DiscardHandler)); err != nil {
+	if _, _, _, err := credentials(serveFlags{dataDir: second, listen: "127.0.0.1:8443"}, "127.0.0.1", false, nil, auth.NewTokens(), clock.RealClock{}, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	if kc, _ = clientcmd.LoadFromFile(path); kc.Clusters[pki.KubeconfigCluster].Server != "https://leasehold.example:6443" {
@@ -171,7 +179,7 @@ func TestCredentialsNewCAWarns(t *testing.T) {
 	start := func() string {
 		t.Helper()
 		var logged bytes.Buffer
-		if _, _, _, err := credentials(serveFlags{dataDir: dir, listen: "127.0.0.1:6443"}, "127.0.0.1", nil, auth.NewTokens(), clock.RealClock{}, slog.New(slog.NewTextHandler(&logged, nil))); err != nil {
+		if _, _, _, err := credentials(serveFlags{dataDir: dir, listen: "127.0.0.1:6443"}, "127.0.0.1", false, nil, auth.NewTokens(), clock.RealClock{}, slog.New(slog.NewTextHandler(&logged, nil))); err != nil {
 			t.Fatal(err)
 		}
 		return logged.String()

@@ -435,7 +435,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	defer etcd.close()
 	go apiserver.Prepare()
 	tokens := auth.NewTokens()
-	certs, adminToken, err := loadCertificates(f, host, tokens, clk, log)
+	shared, leave, err := pki.UseDir(f.dataDir)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	certs, adminToken, err := loadCertificates(f, host, shared, tokens, clk, log)
 	if err != nil {
 		return err
 	}
@@ -1080,7 +1085,7 @@ type serverCerts struct {
 // loadCertificates loads (or makes) the data directory's credentials, and
 // reads --tls-cert-file and --client-ca-file; adminToken is set when this
 // start made the admin token.
-func loadCertificates(f serveFlags, host string, tokens *auth.Tokens, clk clock.PassiveClock, log *slog.Logger) (c *serverCerts, adminToken string, err error) {
+func loadCertificates(f serveFlags, host string, shared bool, tokens *auth.Tokens, clk clock.PassiveClock, log *slog.Logger) (c *serverCerts, adminToken string, err error) {
 	c = &serverCerts{}
 	if f.tlsCertFile != "" {
 		if c.files, err = pki.NewReloading(pki.ParseServingPair, f.tlsCertFile, f.tlsKeyFile); err != nil {
@@ -1096,7 +1101,7 @@ func loadCertificates(f serveFlags, host string, tokens *auth.Tokens, clk clock.
 		}
 		c.sni = append(c.sni, pki.SNIPair{Pair: pair, Names: names, Flag: v})
 	}
-	if c.ca, c.own, adminToken, err = credentials(f, host, c.files, tokens, clk, log); err != nil {
+	if c.ca, c.own, adminToken, err = credentials(f, host, shared, c.files, tokens, clk, log); err != nil {
 		return nil, "", err
 	}
 	c.pool = caPool(c.ca)
@@ -1159,7 +1164,7 @@ func (c *serverCerts) clientRoots() *x509.CertPool {
 //
 // The admin kubeconfig trusts the server's CA, or with servedCert (from
 // --tls-cert-file) what pki.TrustAnchorPEM finds in its chain.
-func credentials(f serveFlags, host string, servedCert *pki.Reloading[*tls.Certificate], tokens *auth.Tokens, clk clock.PassiveClock, log *slog.Logger) (ca *pki.CA, serving *pki.Serving, adminToken string, err error) {
+func credentials(f serveFlags, host string, shared bool, servedCert *pki.Reloading[*tls.Certificate], tokens *auth.Tokens, clk clock.PassiveClock, log *slog.Logger) (ca *pki.CA, serving *pki.Serving, adminToken string, err error) {
 	release, err := pki.LockDir(f.dataDir)
 	if err != nil {
 		return nil, nil, "", err
@@ -1193,7 +1198,7 @@ func credentials(f serveFlags, host string, servedCert *pki.Reloading[*tls.Certi
 			return nil, nil, "", fmt.Errorf("--tls-cert-file: %w", err)
 		}
 	}
-	adminToken, err = adminCredentials(f, trust, host, tokens)
+	adminToken, err = adminCredentials(f, trust, host, shared, tokens)
 	return ca, serving, adminToken, err
 }
 
@@ -1266,13 +1271,16 @@ func certificateFileExpiry(files map[string]string) []prometheus.Collector {
 // an admin token, keeps its digest and writes admin.kubeconfig with it.
 // The kubeconfig trusts trust (none: the system's roots), also when it
 // exists already, so that it follows --tls-cert-file coming and going, and
-// follows a new --listen port (see followListen).
+// follows a new --listen port (see followListen) unless another server
+// uses the directory (shared, pki.UseDir): replicas on one machine sharing
+// it each listen on a port of their own, and the kubeconfig keeps the
+// first's, rather than following whichever started last.
 //
 // A data directory holding digests but no admin.kubeconfig (a replica's,
 // given the files of another, or one whose kubeconfig was deleted) gets a
 // new token whose digest is added beside the others, which stay valid:
 // replacing them would lock out every kubeconfig made with them.
-func adminCredentials(f serveFlags, trust []byte, host string, tokens *auth.Tokens) (string, error) {
+func adminCredentials(f serveFlags, trust []byte, host string, shared bool, tokens *auth.Tokens) (string, error) {
 	admin := &auth.User{Name: "leasehold-admin", Groups: []string{auth.GroupMasters, auth.GroupAuthenticated}}
 	digestPath := filepath.Join(f.dataDir, "admin-token.sha256")
 	kubeconfig := filepath.Join(f.dataDir, "admin.kubeconfig")
@@ -1292,7 +1300,11 @@ func adminCredentials(f serveFlags, trust []byte, host string, tokens *auth.Toke
 	}
 	if len(data) > 0 {
 		if _, err := os.Stat(kubeconfig); err == nil {
-			_, err := pki.UpdateKubeconfigCluster(kubeconfig, trust, followListen("https://"+adminServer(f, host)))
+			server := followListen("https://" + adminServer(f, host))
+			if shared {
+				server = func(old string) string { return old }
+			}
+			_, err := pki.UpdateKubeconfigCluster(kubeconfig, trust, server)
 			return "", err
 		}
 	}
