@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -144,21 +145,30 @@ func (c converted) Watch(ctx context.Context, opts store.WatchOptions) (*store.W
 	}
 	events := make(chan *store.Event)
 	done := make(chan struct{})
+	// held is the revision of the event being converted and handed on, 0
+	// while none is. Between taking an event from w.Events and setting
+	// held there is an instant in which Pending misses it: these watches
+	// are of kinds kept in another version, events.k8s.io's Events alone.
+	var held atomic.Int64
 	go func() {
 		defer close(events)
 		for e := range w.Events {
+			held.Store(e.RV)
 			ce := convert(e)
-			if ce == nil {
-				continue
+			if ce != nil {
+				select {
+				case events <- ce:
+				case <-done:
+					return
+				}
 			}
-			select {
-			case events <- ce:
-			case <-done:
-				return
-			}
+			held.Store(0)
 		}
 	}()
 	out.Events = events
+	out.SetPending(func(rev int64) bool {
+		return w.Pending(rev) || len(w.Events) > 0 || held.Load() >= rev
+	})
 	out.SetStop(func() {
 		close(done)
 		w.Stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,10 +52,23 @@ type Watch struct {
 	InitialRV int64
 	Events    <-chan *Event
 	stop      func()
+	pending   func(rev int64) bool
 }
 
 // Stop ends the watch and releases it.
 func (w *Watch) Stop() { w.stop() }
+
+// Pending tells whether events of revision rev may still be on their way
+// into Events: false once every event of rev is there (or the watch has
+// ended). One revision can change several objects (the store's writes go
+// to etcd in batches), and a client resumes a watch after the last
+// revision it saw, so a watch that ends of its own accord must end between
+// revisions, not after part of one.
+func (w *Watch) Pending(rev int64) bool { return w.pending != nil && w.pending(rev) }
+
+// SetPending sets what Pending asks, for wrappers that derive a Watch from
+// another.
+func (w *Watch) SetPending(pending func(rev int64) bool) { w.pending = pending }
 
 type watcher struct {
 	prefix    string
@@ -143,6 +157,13 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 		if w.filter == nil || w.filter(e.obj) {
 			out.Initial = append(out.Initial, &Event{Type: watch.Added, Object: e.obj, RV: Revision(e.obj)})
 		}
+	}
+	// The cache hands a watcher every event of a revision under its lock:
+	// once the lock is had, they are all in the channel.
+	out.pending = func(int64) bool {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		return false
 	}
 	out.stop = func() {
 		c.mu.Lock()
@@ -288,12 +309,19 @@ func (k *Kind) watchEtcd(ctx context.Context, w *watcher, from int64) (*Watch, e
 		return nil, mapEtcdError(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
+	// queuing is the last revision of the etcd response whose events are
+	// being queued (etcd does not split a revision between responses);
+	// 0 between responses.
+	var queuing atomic.Int64
 	go func() {
 		defer close(w.ch)
 		wch := k.s.client.Watch(wctx, w.prefix, clientv3.WithPrefix(), clientv3.WithRev(from+1), clientv3.WithPrevKV())
 		for resp := range wch {
 			if resp.Err() != nil || resp.CompactRevision != 0 {
 				return
+			}
+			if n := len(resp.Events); n > 0 {
+				queuing.Store(resp.Events[n-1].Kv.ModRevision)
 			}
 			for _, ev := range resp.Events {
 				e := &Event{RV: ev.Kv.ModRevision}
@@ -324,9 +352,11 @@ func (k *Kind) watchEtcd(ctx context.Context, w *watcher, from int64) (*Watch, e
 					}
 				}
 			}
+			queuing.Store(0)
 		}
 	}()
-	return &Watch{Events: w.ch, stop: cancel}, nil
+	pending := func(rev int64) bool { return queuing.Load() >= rev }
+	return &Watch{Events: w.ch, stop: cancel, pending: pending}, nil
 }
 
 // SetStop sets what Stop does, for wrappers that derive a Watch from another.
