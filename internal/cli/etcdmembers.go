@@ -1,10 +1,16 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,4 +114,47 @@ func callable(all []string, answered []bool) []string {
 		return all
 	}
 	return out
+}
+
+// etcdHealthTimeout bounds each request of whyEtcdUnreachable.
+const etcdHealthTimeout = 2 * time.Second
+
+// whyEtcdUnreachable asks each endpoint's /health over HTTP, with the
+// client's TLS configuration, for what its gRPC calls report only as a
+// deadline exceeded: a refused connection, an unknown name, a certificate
+// the CA did not sign, a member asking for a client certificate, plain
+// HTTP sent to a TLS port, a member without a leader. Nil when an
+// endpoint answers healthy (or none can be asked so, such as a unix
+// socket), the reason then being elsewhere.
+func whyEtcdUnreachable(ctx context.Context, endpoints []string, tlsCfg *tls.Config) error {
+	client := &http.Client{Timeout: etcdHealthTimeout, Transport: &http.Transport{TLSClientConfig: tlsCfg.Clone(), DisableKeepAlives: true}}
+	defer client.CloseIdleConnections()
+	var errs []error
+	for _, ep := range endpoints {
+		u := ep
+		if !strings.Contains(u, "://") {
+			u = "http://" + u
+		}
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return nil
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(u, "/")+"/health", nil)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+			continue
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			errs = append(errs, fmt.Errorf("%s: %s %s", ep, resp.Status, bytes.TrimSpace(body)))
+			continue
+		}
+		return nil
+	}
+	return errors.Join(errs...)
 }

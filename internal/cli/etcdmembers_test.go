@@ -2,9 +2,13 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"runtime"
 	"slices"
@@ -228,5 +232,75 @@ func TestJoinCommand(t *testing.T) {
 	members[0].PeerURLs = []string{"http://10.0.0.1:2380"}
 	if got := joinCommand("d", 4, []string{"http://10.0.0.4:2380"}, members); strings.Contains(got, "cert") {
 		t.Errorf("without TLS: %s", got)
+	}
+}
+
+// TestWhyEtcdUnreachable: what etcd's client reports as a deadline
+// exceeded is told apart by asking /health: a closed port, a certificate
+// no trusted CA signed, plain HTTP to a TLS port, a member without a
+// leader; a healthy member is no reason.
+func TestWhyEtcdUnreachable(t *testing.T) {
+	ctx := context.Background()
+	healthy := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"health":"true"}`)
+	}))
+	defer healthy.Close()
+	leaderless := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"health":"false","reason":"RAFT NO LEADER"}`)
+	}))
+	defer leaderless.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	trusting := &tls.Config{RootCAs: x509.NewCertPool()}
+	trusting.RootCAs.AddCert(healthy.Certificate())
+
+	for _, c := range []struct {
+		name      string
+		endpoints []string
+		tls       *tls.Config
+		want      string // "" for no reason
+	}{
+		{"closed port", []string{"http://" + closedAddr}, nil, "connection refused"},
+		{"closed port, no scheme", []string{closedAddr}, nil, "connection refused"},
+		{"unknown CA", []string{healthy.URL}, &tls.Config{RootCAs: x509.NewCertPool()}, "certificate signed by unknown authority"},
+		{"plain HTTP to TLS", []string{strings.Replace(healthy.URL, "https://", "http://", 1)}, nil, "HTTP request to an HTTPS server"},
+		{"no leader", []string{leaderless.URL}, nil, "503 Service Unavailable {\"health\":\"false\",\"reason\":\"RAFT NO LEADER\"}"},
+		{"healthy", []string{healthy.URL}, trusting, ""},
+		{"one of two healthy", []string{"http://" + closedAddr, healthy.URL}, trusting, ""},
+		{"unix socket", []string{"unix:///run/etcd.sock"}, nil, ""},
+	} {
+		err := whyEtcdUnreachable(ctx, c.endpoints, c.tls)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want no reason", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestEtcdClientConfigRefuses: an endpoint of another scheme, and a client
+// key or certificate given without the other, fail at once.
+func TestEtcdClientConfigRefuses(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, c := range []struct {
+		endpoints       []string
+		cert, key, want string
+	}{
+		{[]string{"htp://127.0.0.1:2379"}, "", "", `etcd endpoint "htp://127.0.0.1:2379": the scheme must be http, https, unix or unixs`},
+		{[]string{"https://127.0.0.1:2379"}, "", "client.key", "--etcd-certfile and --etcd-keyfile go together"},
+		{[]string{"https://127.0.0.1:2379"}, "client.crt", "", "--etcd-certfile and --etcd-keyfile go together"},
+	} {
+		if _, err := etcdClientConfig(c.endpoints, "", c.cert, c.key, log); err == nil || err.Error() != c.want {
+			t.Errorf("%v cert %q key %q: %v, want %q", c.endpoints, c.cert, c.key, err, c.want)
+		}
+	}
+	if _, err := etcdClientConfig([]string{"127.0.0.1:2379", "http://a:2379", "unix:///run/etcd.sock"}, "", "", "", log); err != nil {
+		t.Errorf("endpoints etcd takes: %v", err)
 	}
 }

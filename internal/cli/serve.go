@@ -519,7 +519,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		return err
 	}
 	if member == nil {
-		if err := waitForEtcd(ctx, etcdClient, clk, log); err != nil {
+		// Read once already, by openEtcd.
+		cfg, _ := etcdClientConfig(strings.Split(f.etcdServers, ","), f.etcdCA, f.etcdCert, f.etcdKey, log)
+		if err := waitForEtcd(ctx, etcdClient, cfg.TLS, clk, log); err != nil {
 			return stoppedOr(ctx, log, err)
 		}
 	}
@@ -1567,9 +1569,6 @@ func openEtcd(f serveFlags, log *slog.Logger) (*clientv3.Client, *embedded.Etcd,
 	return c, nil, unanswered, func() { cancel(); <-followed; c.Close() }, nil
 }
 
-// etcdClientConfig is the configuration of a client of an external etcd
-// at endpoints, verified with the CA bundle in caFile and authenticated
-// with certFile and keyFile when they are given, which logs to log.
 // cleanEtcdPrefix returns --etcd-prefix cleaned, or why it cannot be one.
 func cleanEtcdPrefix(prefix string) (string, error) {
 	if p := path.Clean(prefix); path.IsAbs(p) && p != "/" {
@@ -1578,7 +1577,21 @@ func cleanEtcdPrefix(prefix string) (string, error) {
 	return "", fmt.Errorf("--etcd-prefix must be an absolute path below /, such as /registry, not %q", prefix)
 }
 
+// etcdClientConfig is the configuration of a client of an external etcd
+// at endpoints, verified with the CA bundle in caFile and authenticated
+// with certFile and keyFile when they are given, which logs to log. An
+// endpoint of a scheme etcd's client does not take, or a key without its
+// certificate (or the reverse), is refused here rather than left to fail
+// every call.
 func etcdClientConfig(endpoints []string, caFile, certFile, keyFile string, log *slog.Logger) (clientv3.Config, error) {
+	for _, ep := range endpoints {
+		if scheme, _, ok := strings.Cut(ep, "://"); ok && !slices.Contains([]string{"http", "https", "unix", "unixs"}, scheme) {
+			return clientv3.Config{}, fmt.Errorf("etcd endpoint %q: the scheme must be http, https, unix or unixs", ep)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return clientv3.Config{}, errors.New("--etcd-certfile and --etcd-keyfile go together")
+	}
 	cfg := clientv3.Config{
 		Endpoints: endpoints, DialTimeout: 10 * time.Second,
 		DialKeepAliveTime: etcdKeepAliveTime, DialKeepAliveTimeout: etcdKeepAliveTimeout,
@@ -1607,7 +1620,7 @@ const (
 // etcd, or while a member is down, says so in its log every
 // etcdProbeTimeout instead of waiting in silence. It gives up after
 // etcdStartWait, or when ctx ends.
-func waitForEtcd(ctx context.Context, c *clientv3.Client, clk clock.Clock, log *slog.Logger) error {
+func waitForEtcd(ctx context.Context, c *clientv3.Client, tlsCfg *tls.Config, clk clock.Clock, log *slog.Logger) error {
 	began := clk.Now()
 	for {
 		tried := clk.Now()
@@ -1622,7 +1635,12 @@ func waitForEtcd(ctx context.Context, c *clientv3.Client, clk clock.Clock, log *
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case clk.Since(began) >= etcdStartWait:
+		}
+		// etcd's client says no more than that its call ran out of time.
+		if why := whyEtcdUnreachable(ctx, c.Endpoints(), tlsCfg); why != nil {
+			err = why
+		}
+		if clk.Since(began) >= etcdStartWait {
 			return fmt.Errorf("etcd at %s did not answer within %v: %w", strings.Join(c.Endpoints(), ","), etcdStartWait, err)
 		}
 		log.Warn("waiting for etcd to answer", "endpoints", c.Endpoints(), "waited", clk.Since(began).Round(time.Second), "err", err)
