@@ -76,7 +76,8 @@ func followAnswering(ctx context.Context, c *clientv3.Client, cfg clientv3.Confi
 			})
 		}
 		wg.Wait()
-		switch none := !slices.Contains(answers, true); {
+		none := !slices.Contains(answers, true)
+		switch {
 		case none && unanswered.Load() == 0 && ctx.Err() == nil:
 			unanswered.Store(clk.Now().UnixNano())
 			log.Warn("no etcd member answers", "endpoints", all)
@@ -92,7 +93,9 @@ func followAnswering(ctx context.Context, c *clientv3.Client, cfg clientv3.Confi
 			switch {
 			case was && !is:
 				log.Warn("etcd member does not answer; sending it no calls until it does", "endpoint", ep)
-			case !was && is:
+			case !was && is && !none:
+				// With none answering, every member is called again, and
+				// "no etcd member answers" said so.
 				log.Info("etcd member answers again", "endpoint", ep)
 			}
 		}
