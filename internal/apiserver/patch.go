@@ -74,11 +74,21 @@ func (s *Server) patch(req *request) error {
 
 	key := req.kind.Key(req.info.namespace, req.info.name)
 	created := false
+	// The cached object spares a read of etcd, as kube-apiserver patches
+	// its watch cache's copy: without a quorum the write then ends at the
+	// commit timeout, not at the request's.
+	var guess runtime.Object
+	warned := len(req.warnings)
+	if cur, err := req.kind.Cached(req.ctx, key); err == nil {
+		guess = cur
+	}
 	out, err := req.kind.Update(req.ctx, key, store.UpdateOptions{
+		Guess:       guess,
 		AllowCreate: pt == types.ApplyYAMLPatchType && req.info.subresource == "",
 		DryRun:      wo.dryRun,
 		Delete:      deletesOnUpdate,
 	}, func(cur runtime.Object) (runtime.Object, error) {
+		req.warnings = req.warnings[:warned] // each attempt warns anew
 		created = cur == nil
 		force := opts.Force != nil && *opts.Force
 		if cur == nil {

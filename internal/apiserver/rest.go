@@ -791,7 +791,7 @@ func (s *Server) update(req *request) error {
 		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), req.info.name)
 	}
 	key := req.kind.Key(req.info.namespace, req.info.name)
-	created, attempts := false, 0
+	created, attempts, warned := false, 0, len(req.warnings)
 	out, err := req.kind.Update(req.ctx, key, store.UpdateOptions{
 		Guess:       s.guess(req.ctx, req.kind, key, m.GetResourceVersion()),
 		AllowCreate: req.res.AllowCreateOnUpdate && req.info.subresource == "",
@@ -803,6 +803,7 @@ func (s *Server) update(req *request) error {
 		// it; another attempt (after a conflict) decodes the body again
 		// rather than every attempt copying it first.
 		proposed := obj
+		req.warnings = req.warnings[:warned] // each attempt warns anew
 		if attempts++; attempts > 1 {
 			var err error
 			if proposed, err = s.decodeAgain(req, body); err != nil {

@@ -385,7 +385,8 @@ type UpdateFunc func(current runtime.Object) (runtime.Object, error)
 type UpdateOptions struct {
 	// Guess is a recent copy of the current object (for example from the
 	// watch cache) that spares a read; if it turns out stale, Update reads
-	// etcd and tries again.
+	// etcd and tries again, as it does before it answers that an update
+	// changes nothing.
 	Guess runtime.Object
 	// AllowCreate passes nil to the UpdateFunc when the key does not exist
 	// and creates the object.
@@ -483,6 +484,17 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 			}
 			if origData != nil && bytes.Equal(origData.bytes(), w.value) {
 				value.release()
+				if !fresh {
+					// What changes nothing of a guess, which may be
+					// stale, may change what is there now: ask again
+					// of that, as kube-apiserver's storage does.
+					if current, err = k.refresh(ctx, key); err != nil {
+						return nil, err
+					}
+					origData.release()
+					origData, fresh = nil, true
+					continue
+				}
 				return current, nil
 			}
 			w.rev = Revision(current)

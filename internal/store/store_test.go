@@ -666,3 +666,38 @@ func TestUpdateDeletes(t *testing.T) {
 		t.Errorf("after the update: %v, want it gone", err)
 	}
 }
+
+// TestUpdateNoChangeOfStaleGuess: an update that changes nothing of a
+// stale guess is asked again of the object there now before Update
+// answers that nothing changed: it answers the object as it is, not the
+// guess.
+func TestUpdateNoChangeOfStaleGuess(t *testing.T) {
+	_, k := newStore(t)
+	ctx := context.Background()
+	key := k.Key("default", "moved")
+	stale, err := k.Create(ctx, key, lease("default", "moved", "a"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := k.Update(ctx, key, store.UpdateOptions{}, func(cur runtime.Object) (runtime.Object, error) {
+		l := cur.(*coordinationv1.Lease).DeepCopy()
+		l.Spec.HolderIdentity = ptr.To("b")
+		return l, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	out, err := k.Update(ctx, key, store.UpdateOptions{Guess: stale}, func(cur runtime.Object) (runtime.Object, error) {
+		calls++
+		return cur.DeepCopyObject(), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*coordinationv1.Lease)
+	if *got.Spec.HolderIdentity != "b" || got.ResourceVersion != now.(*coordinationv1.Lease).ResourceVersion || calls != 2 {
+		t.Errorf("answered holder %s at %s after %d calls; want b at %s, after a second call on a fresh read",
+			*got.Spec.HolderIdentity, got.ResourceVersion, calls, now.(*coordinationv1.Lease).ResourceVersion)
+	}
+}
