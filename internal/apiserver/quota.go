@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -114,9 +115,13 @@ func (s *Server) chargeQuota(req *request, dryRun bool) error {
 // hold a quota created a moment ago yet, which must limit the creates that
 // follow it. Creates in a namespace without quotas pay one read of etcd
 // every quotaLookupTTL. Concurrent creates that find no entry each read.
+// A read that etcd does not answer within quotaLookupTimeout (one without
+// a quorum) fails the create with kube-apiserver's 500, rather than
+// holding it to the request's timeout.
 const (
 	quotaLookupTTL     = 30 * time.Second
 	quotaLookupEntries = 100
+	quotaLookupTimeout = 10 * time.Second
 )
 
 // quotaWriteEntries bounds the quotas newestQuota remembers.
@@ -136,13 +141,22 @@ func (s *Server) liveQuotas(req *request, qk objectStore) ([]runtime.Object, err
 	if v, ok := s.quotaLookups.Get(ns); ok && now.Before(v.(quotaLookup).expiry) {
 		return v.(quotaLookup).quotas, nil
 	}
-	list, err := qk.List(req.ctx, store.ListOptions{Namespace: ns})
+	ctx, cancel := context.WithTimeoutCause(req.ctx, quotaLookupTimeout, errQuotaTimeout)
+	defer cancel()
+	list, err := qk.List(ctx, store.ListOptions{Namespace: ns})
+	if context.Cause(ctx) == errQuotaTimeout {
+		return nil, apierrors.NewInternalError(errQuotaTimeout)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.quotaLookups.Add(ns, quotaLookup{expiry: now.Add(quotaLookupTTL), quotas: list.Items})
 	return list.Items, nil
 }
+
+// errQuotaTimeout is kube-apiserver's word for a quota check that did not
+// finish in time.
+var errQuotaTimeout = errors.New("resource quota evaluation timed out")
 
 // created is told of every object the server created: a quota's namespace
 // has what liveQuotas remembered of it forgotten, so that the creates after
