@@ -252,7 +252,7 @@ func (e *Elector) acquire(ctx context.Context, obs observation, act action) (Ter
 		got, err = e.leases.Update(rctx, acquireRecord(obs.lease, e.cfg.Identity, e.durationSeconds, sent), metav1.UpdateOptions{})
 	}
 	if err != nil {
-		return Term{}, time.Time{}, err
+		return Term{}, time.Time{}, cutOff(rctx, err)
 	}
 	e.setObserved(got, got.ResourceVersion)
 	return Term{
@@ -456,7 +456,7 @@ func (e *Elector) renew(ctx context.Context, base *coordinationv1.Lease, sent, v
 	if err == nil {
 		return renewResult{sent: sent, lease: got}
 	}
-	r := renewResult{sent: sent, err: err}
+	r := renewResult{sent: sent, err: cutOff(rctx, err)}
 	if apierrors.IsConflict(err) {
 		if fresh, gerr := e.leases.Get(rctx, e.cfg.Name, metav1.GetOptions{}); gerr == nil {
 			r.fresh = fresh
@@ -535,6 +535,16 @@ func (e *Elector) contextFor(ctx context.Context, d time.Duration) (context.Cont
 		}
 	}()
 	return ctx, func() { cancel(nil) }
+}
+
+// cutOff says of a request that the deadline of rctx (from contextFor) cut
+// off that it went unanswered: client-go reports it only as the context's
+// cancellation, which reads as if the caller had given up.
+func cutOff(rctx context.Context, err error) error {
+	if err != nil && errors.Is(err, context.Canceled) && context.Cause(rctx) == context.DeadlineExceeded {
+		return fmt.Errorf("no answer in time: %w", err)
+	}
+	return err
 }
 
 // sleep waits d on e's clock, or until ctx ends.

@@ -725,3 +725,32 @@ func TestTermEndsWhileLoggerBlocks(t *testing.T) {
 		}
 	})
 }
+
+// TestCutOff: a request that its deadline on the elector's clock cut off
+// says it went unanswered; one whose caller gave up, or that failed
+// otherwise, says what it said.
+func TestCutOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(t0)
+		e := &Elector{clock: clk}
+		rctx, cancel := e.contextFor(context.Background(), time.Second)
+		defer cancel()
+		synctest.Wait()
+		clk.Step(time.Second)
+		<-rctx.Done()
+		if err := cutOff(rctx, fmt.Errorf("get: %w", rctx.Err())); err == nil || err.Error() != "no answer in time: get: context canceled" || !errors.Is(err, context.Canceled) {
+			t.Errorf("cut off by its deadline: %v", err)
+		}
+		parent, stop := context.WithCancel(context.Background())
+		rctx, cancel = e.contextFor(parent, time.Second)
+		defer cancel()
+		stop()
+		<-rctx.Done()
+		if err := cutOff(rctx, rctx.Err()); err != context.Canceled {
+			t.Errorf("given up by its caller: %v", err)
+		}
+		if err := cutOff(rctx, errors.New("boom")); err.Error() != "boom" {
+			t.Errorf("another failure: %v", err)
+		}
+	})
+}

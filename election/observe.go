@@ -72,7 +72,7 @@ func (e *Elector) read(ctx context.Context) (string, error) {
 		e.setObserved(nil, "")
 		return "", nil
 	case err != nil:
-		return "", err
+		return "", cutOff(rctx, err)
 	}
 	e.setObserved(l, l.ResourceVersion)
 	return l.ResourceVersion, nil
