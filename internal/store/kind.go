@@ -449,14 +449,11 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 			if opts.DryRun {
 				return updated, nil
 			}
-			start := k.s.cfg.Clock.Now()
-			res := k.s.batch.do(ctx, write{key: key, rev: Revision(current), del: true})
-			k.observe(opDelete, start)
-			if res.err != nil {
-				return nil, mapEtcdError(res.err)
+			deleted, err := k.deleteAt(ctx, key, Revision(current))
+			if err != nil {
+				return nil, err
 			}
-			if res.succeeded {
-				k.wrote(res.rev)
+			if deleted {
 				return updated, nil
 			}
 			if current, err = k.refresh(ctx, key); err != nil {
@@ -556,14 +553,11 @@ func (k *Kind) Delete(ctx context.Context, key string, dryRun bool, check Delete
 		if dryRun {
 			return current, nil
 		}
-		start := k.s.cfg.Clock.Now()
-		res := k.s.batch.do(ctx, write{key: key, rev: Revision(current), del: true})
-		k.observe(opDelete, start)
-		if res.err != nil {
-			return nil, mapEtcdError(res.err)
+		deleted, err := k.deleteAt(ctx, key, Revision(current))
+		if err != nil {
+			return nil, err
 		}
-		if res.succeeded {
-			k.wrote(res.rev)
+		if deleted {
 			return current, nil
 		}
 		// Changed or deleted since: check again what is there now.
@@ -571,6 +565,21 @@ func (k *Kind) Delete(ctx context.Context, key string, dryRun bool, check Delete
 			return nil, err
 		}
 	}
+}
+
+// deleteAt deletes key if its revision is still rev, and tells whether it
+// was.
+func (k *Kind) deleteAt(ctx context.Context, key string, rev int64) (bool, error) {
+	start := k.s.cfg.Clock.Now()
+	res := k.s.batch.do(ctx, write{key: key, rev: rev, del: true})
+	k.observe(opDelete, start)
+	if res.err != nil {
+		return false, mapEtcdError(res.err)
+	}
+	if res.succeeded {
+		k.wrote(res.rev)
+	}
+	return res.succeeded, nil
 }
 
 func mapEtcdError(err error) error {
