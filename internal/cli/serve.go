@@ -726,10 +726,21 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		idLease.Stop()
 	}
 	log.Info("publishing this replica's identity", "lease", identity.Namespace+"/"+idLease.Name, "holder", idLease.HolderIdentity)
-	mgr, err := manager.New(manager.Config{REST: loopback.config, Controllers: controllers, Logger: log})
+	// The controllers' Lease names the replica as its identity Lease does.
+	mgr, err := manager.New(manager.Config{REST: loopback.config, Controllers: controllers, Identity: idLease.HolderIdentity, Logger: log})
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "leader_election_master_status",
+		Help:        "Whether this replica holds the lease that the label names: 1 while it leads, 0 while another does, as kube-controller-manager reports it.",
+		ConstLabels: prometheus.Labels{"name": manager.LeaseName},
+	}, func() float64 {
+		if mgr.IsLeader() {
+			return 1
+		}
+		return 0
+	}))
 	ctrlCtx, stopControllers := context.WithCancel(context.Background())
 	ctrlDone := make(chan struct{})
 	go func() {

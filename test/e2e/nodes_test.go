@@ -866,6 +866,16 @@ func TestControllersMoveToAnotherReplica(t *testing.T) {
 	if got := other.kubectl(t, "get", "lease", "-n", "kube-system", "leasehold-controller-manager", "-o", "jsonpath={.spec.holderIdentity}"); got != identity {
 		t.Errorf("the controllers' Lease is held by %q, want the survivor, %q", got, identity)
 	}
+	// Which replica leads shows in its metrics, as kube-controller-manager
+	// shows it, and the controllers' holder is the replica's identity
+	// Lease's.
+	if m := other.kubectl(t, "get", "--raw", "/metrics"); !strings.Contains(m, "\nleader_election_master_status{name=\"leasehold-controller-manager\"} 1\n") {
+		t.Error("the survivor's /metrics lacks leader_election_master_status 1")
+	}
+	holders := other.kubectl(t, "get", "lease", "-n", "kube-system", "-l", "apiserver.kubernetes.io/identity", "-o", "jsonpath={.items[*].spec.holderIdentity}")
+	if !slices.Contains(strings.Fields(holders), identity) {
+		t.Errorf("identity Leases held by %q; want one the controllers' holder's, %q", holders, identity)
+	}
 	// The controllers were away for longer than the grace period: the new
 	// leader gives the node a fresh one, which its renewals through the
 	// survivor keep.
