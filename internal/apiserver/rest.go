@@ -863,26 +863,19 @@ func (s *Server) guess(ctx context.Context, k objectStore, key, rv string) runti
 }
 
 // deletesOnUpdate tells whether an update of an object being deleted
-// deletes it instead (store.UpdateOptions.Delete), as kube-apiserver's
-// ShouldDeleteDuringUpdate: the update removed the last of the stored
-// object's finalizers, and the deletion has no grace period left. A
-// Namespace goes once its spec's finalizers are gone as well, whichever
-// list its finalize or update emptied last.
+// deletes it instead (store.UpdateOptions.Delete), by the rule of
+// kube-apiserver's ShouldDeleteDuringUpdate (whose package would bring
+// its whole storage stack in): the stored object is being deleted with no
+// grace period left, and the update leaves it no finalizer. A Namespace
+// must have no spec finalizer left either, as its storage adds.
 func deletesOnUpdate(obj, cur runtime.Object) bool {
-	m, _ := meta.Accessor(obj)
-	if m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
+	if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
 		return false
 	}
-	if g := m.GetDeletionGracePeriodSeconds(); g != nil && *g != 0 {
+	m, cm := objectMeta(obj), objectMeta(cur)
+	if len(m.Finalizers) > 0 || cm.DeletionTimestamp == nil {
 		return false
 	}
-	cm, _ := meta.Accessor(cur)
-	had := len(cm.GetFinalizers()) > 0
-	if ns, ok := obj.(*corev1.Namespace); ok {
-		if len(ns.Spec.Finalizers) > 0 {
-			return false
-		}
-		had = had || len(cur.(*corev1.Namespace).Spec.Finalizers) > 0
-	}
-	return had
+	g := cm.DeletionGracePeriodSeconds
+	return g == nil || *g == 0
 }

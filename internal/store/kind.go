@@ -430,6 +430,13 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 	// returns.
 	var origData *encodedValue
 	defer func() { origData.release() }()
+	// again reads the object there now to start over from.
+	again := func() (err error) {
+		current, err = k.refresh(ctx, key)
+		origData.release()
+		origData, fresh = nil, true
+		return err
+	}
 	for {
 		if current == nil && !opts.AllowCreate {
 			return nil, ErrNotFound
@@ -437,10 +444,9 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 		updated, err := fn(current)
 		if err != nil {
 			if !fresh {
-				if current, err = k.refresh(ctx, key); err != nil {
+				if err := again(); err != nil {
 					return nil, err
 				}
-				fresh = true
 				continue
 			}
 			return nil, err
@@ -456,11 +462,9 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 			if deleted {
 				return updated, nil
 			}
-			if current, err = k.refresh(ctx, key); err != nil {
+			if err := again(); err != nil {
 				return nil, err
 			}
-			origData.release()
-			origData, fresh = nil, true
 			continue
 		}
 		value, err := k.encode(updated)
@@ -485,11 +489,9 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 					// What changes nothing of a guess, which may be
 					// stale, may change what is there now: ask again
 					// of that, as kube-apiserver's storage does.
-					if current, err = k.refresh(ctx, key); err != nil {
+					if err := again(); err != nil {
 						return nil, err
 					}
-					origData.release()
-					origData, fresh = nil, true
 					continue
 				}
 				return current, nil
@@ -518,11 +520,9 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 			return updated, nil
 		}
 		// Someone else wrote first: start again from what is there now.
-		if current, err = k.refresh(ctx, key); err != nil {
+		if err := again(); err != nil {
 			return nil, err
 		}
-		origData.release()
-		origData, fresh = nil, true
 	}
 }
 
