@@ -837,12 +837,15 @@ func testResourceVersionMatch(t *testing.T, e *cgEnv) {
 	}
 	// NotOlderThan a revision, with a limit: in pages, as kube-apiserver
 	// serves it (only at "0" does its cache ignore the limit).
-	if _, err := e.leases.Create(ctx, newLease("rv2", "h"), metav1.CreateOptions{}); err != nil {
+	// Not older than the second lease's creation, which the cache may
+	// otherwise not have yet.
+	second, err := e.leases.Create(ctx, newLease("rv2", "h"), metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	page, err := e.leases.List(ctx, metav1.ListOptions{ResourceVersion: rv1, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 1})
+	page, err := e.leases.List(ctx, metav1.ListOptions{ResourceVersion: second.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 1})
 	if err != nil || len(page.Items) != 1 || page.Continue == "" {
-		t.Errorf("NotOlderThan %s, limit 1: got %v, want one lease and a continue token", rv1, err)
+		t.Errorf("NotOlderThan %s, limit 1: got %v, %v, want one lease and a continue token", second.ResourceVersion, page, err)
 	} else if rest, err := e.leases.List(ctx, metav1.ListOptions{Continue: page.Continue}); err != nil || len(rest.Items) != 1 || rest.Items[0].Name == page.Items[0].Name {
 		t.Errorf("the next page: got %v", err)
 	}
@@ -1488,8 +1491,12 @@ func TestMetadataWatchBookmarks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := mc.Resource(coordinationv1.SchemeGroupVersion.WithResource("leases")).Namespace("default").
-		Watch(context.Background(), metav1.ListOptions{AllowWatchBookmarks: true, ResourceVersion: "1"})
+	leases := mc.Resource(coordinationv1.SchemeGroupVersion.WithResource("leases")).Namespace("default")
+	list, err := leases.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := leases.Watch(context.Background(), metav1.ListOptions{AllowWatchBookmarks: true, ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}

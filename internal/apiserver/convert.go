@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -145,30 +144,21 @@ func (c converted) Watch(ctx context.Context, opts store.WatchOptions) (*store.W
 	}
 	events := make(chan *store.Event)
 	done := make(chan struct{})
-	// held is the revision of the event being converted and handed on, 0
-	// while none is. Between taking an event from w.Events and setting
-	// held there is an instant in which Pending misses it: these watches
-	// are of kinds kept in another version, events.k8s.io's Events alone.
-	var held atomic.Int64
 	go func() {
 		defer close(events)
 		for e := range w.Events {
-			held.Store(e.RV)
 			ce := convert(e)
-			if ce != nil {
-				select {
-				case events <- ce:
-				case <-done:
-					return
-				}
+			if ce == nil {
+				continue
 			}
-			held.Store(0)
+			select {
+			case events <- ce:
+			case <-done:
+				return
+			}
 		}
 	}()
 	out.Events = events
-	out.SetPending(func(rev int64) bool {
-		return w.Pending(rev) || len(w.Events) > 0 || held.Load() >= rev
-	})
 	out.SetStop(func() {
 		close(done)
 		w.Stop()

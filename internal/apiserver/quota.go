@@ -179,7 +179,7 @@ func (s *Server) newestQuota(q *corev1.ResourceQuota) *corev1.ResourceQuota {
 		return q
 	}
 	w := v.(*corev1.ResourceQuota)
-	if w.UID == q.UID && store.Revision(w) > store.Revision(q) {
+	if w.UID == q.UID && store.ResourceVersion(w) > store.ResourceVersion(q) {
 		return w
 	}
 	s.quotaWrites.Remove(q.Namespace + "/" + q.Name) // the cache has caught up

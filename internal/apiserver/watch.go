@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
-	goruntime "runtime"
 	"strconv"
 	"time"
 
@@ -146,18 +145,13 @@ func (ew *eventWriter) stream(w *store.Watch, opts *metainternalversion.ListOpti
 
 	timer := s.clock.NewTimer(timeout)
 	defer timer.Stop()
-	var last int64 // the revision of the last event written
 	for {
 		select {
 		case <-stop:
 			return
 		case <-s.shutdown:
-			finishRevision(w, last, stop, ew.write)
-			flush()
 			return
 		case <-timer.C():
-			finishRevision(w, last, stop, ew.write)
-			flush()
 			return
 		case ev, ok := <-w.Events:
 			if !ok {
@@ -169,41 +163,10 @@ func (ew *eventWriter) stream(w *store.Watch, opts *metainternalversion.ListOpti
 			if err := ew.write(ev); err != nil {
 				return
 			}
-			last = ev.RV
 			if len(w.Events) == 0 {
 				flush()
 			}
 		}
-	}
-}
-
-// finishRevision writes the events of revision last that the stream has
-// not written yet, so that a watch ending of its own accord (its timeout,
-// the server's shutdown) ends between revisions: one revision may change
-// several objects, and the client resumes after the last revision it saw,
-// so ending after part of one would lose the rest. An event of a later
-// revision is left to the resumed watch.
-func finishRevision(w *store.Watch, last int64, stop <-chan struct{}, write func(*store.Event) error) {
-	for last != 0 {
-		settled := !w.Pending(last)
-		select {
-		case <-stop:
-			return
-		case ev, ok := <-w.Events:
-			if !ok || ev.RV > last {
-				return
-			}
-			if ev.Type != watch.Bookmark && write(ev) != nil {
-				return
-			}
-			continue
-		default:
-		}
-		if settled {
-			return
-		}
-		// The producer is still queuing the revision's events.
-		goruntime.Gosched()
 	}
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -38,7 +39,7 @@ import (
 // renewing every 10 s went from p99 243 ms to about 70 ms, and 100 clients
 // updating as fast as they can from about 2 800 to 3 150-3 350 updates/s.
 // One batch at a time needs room in it when commits slow down (a large
-// heap, a large database): the embedded etcd takes up to 1 000 writes per
+// heap, a large database): the embedded etcd takes up to 999 writes per
 // transaction, an external cluster etcd's default of 100.
 //
 // At moderate rates batches stay small: at 333 renewals a second a commit
@@ -109,6 +110,10 @@ type txnRequest struct {
 // rev, put value (attached to lease, unless 0) or delete the key.
 type write struct {
 	key string
+	// kind is the key prefix of the object's kind: the changes of a kind
+	// in one revision are numbered, in etcd's order, for their
+	// resourceVersions (rv.go).
+	kind string
 	// created compares the key's create revision, 0 when the key does not
 	// exist; otherwise its mod revision.
 	created bool
@@ -126,7 +131,10 @@ type write struct {
 type txnResult struct {
 	succeeded bool
 	rev       int64
-	err       error
+	// place is the write's place among the changes of its kind in rev
+	// (rv.go), when it succeeded.
+	place int
+	err   error
 	// abandoned: the caller stopped waiting while the write was queued or
 	// at etcd, so its value may still be read.
 	abandoned bool
@@ -433,18 +441,55 @@ func (b *batcher) commit(ctx context.Context, batch []*txnRequest) {
 		return
 	}
 	written := 0
+	// last is the place of each kind's latest change so far.
+	var last places
 	for i, r := range live {
 		nested := resp.Responses[i].GetResponseTxn()
 		if nested == nil {
 			r.done <- txnResult{err: errors.New("etcd returned no nested transaction response")}
 			continue
 		}
+		res := txnResult{succeeded: nested.Succeeded, rev: resp.Header.Revision}
 		if nested.Succeeded {
 			written++
+			res.place = ops[i].place
+			if r.del {
+				res.place = last.get(r.kind) + 1
+			}
+			last.set(r.kind, res.place)
 		}
-		r.done <- txnResult{succeeded: nested.Succeeded, rev: resp.Header.Revision}
+		r.done <- res
 	}
 	b.written.Add(int64(written))
+}
+
+// places holds a number for each kind of a transaction's writes: a batch
+// is nearly always of one kind, or of a few.
+type places []kindPlace
+
+type kindPlace struct {
+	kind string
+	n    int
+}
+
+// get returns kind's number, -1 for none.
+func (p places) get(kind string) int {
+	for _, e := range p {
+		if e.kind == kind {
+			return e.n
+		}
+	}
+	return -1
+}
+
+func (p *places) set(kind string, n int) {
+	for i := range *p {
+		if (*p)[i].kind == kind {
+			(*p)[i].n = n
+			return
+		}
+	}
+	*p = append(*p, kindPlace{kind, n})
 }
 
 // callOptions are clientv3's defaults for its own calls: wait for a
@@ -460,6 +505,12 @@ var callOptions = []grpc.CallOption{
 // writeOps are the messages of one write's transaction, allocated for a
 // whole batch at once rather than one by one.
 type writeOps struct {
+	// place is the write's place among its kind's in the batch, which a
+	// put stores with its value (appendPlace): as its resourceVersion's
+	// place in the revision should it succeed (rv.go). A deletion, which
+	// stores nothing, takes the place after its kind's last change before
+	// it, as every watch numbers it.
+	place   int
 	cmp     pb.Compare
 	modRev  pb.Compare_ModRevision
 	create  pb.Compare_CreateRevision
@@ -482,6 +533,7 @@ type batchMessages struct {
 	ops   []writeOps // as long as its capacity; build uses the start
 	used  int        // how many of ops the last build filled
 	keys  []byte     // the writes' keys, which ops point into
+	vals  []byte     // the values that carry a place, which ops point into
 	outer []*pb.RequestOp
 	txn   pb.TxnRequest
 }
@@ -489,18 +541,27 @@ type batchMessages struct {
 var batchMessagesPool = sync.Pool{New: func() any { return new(batchMessages) }}
 
 // build fills the compare and the operation of each write. The keys share
-// one buffer; values are not copied.
+// one buffer; so do the values that carry a place (all puts of a kind but
+// its first), copied there with their place; other values are not copied.
 func (m *batchMessages) build(writes []*txnRequest) []writeOps {
-	n := 0
-	for _, w := range writes {
-		n += len(w.key)
-	}
-	m.keys = slices.Grow(m.keys[:0], n)
 	if len(m.ops) < len(writes) {
 		m.ops = make([]writeOps, len(writes))
 	}
 	m.used = len(writes)
 	all := m.ops[:len(writes)]
+	var count places
+	n, v := 0, 0
+	for i, w := range writes {
+		n += len(w.key)
+		place := count.get(w.kind) + 1
+		count.set(w.kind, place)
+		all[i].place = place
+		if place > 0 && !w.del {
+			v += len(w.value) + 2*binary.MaxVarintLen16
+		}
+	}
+	m.keys = slices.Grow(m.keys[:0], n)
+	m.vals = slices.Grow(m.vals[:0], v)
 	for i, w := range writes {
 		start := len(m.keys)
 		m.keys = append(m.keys, w.key...)
@@ -517,7 +578,13 @@ func (m *batchMessages) build(writes []*txnRequest) []writeOps {
 		if w.del {
 			o.op.Request = &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: key}}
 		} else {
-			o.put.Key, o.put.Value, o.put.Lease = key, w.value, w.lease
+			value := w.value
+			if o.place > 0 {
+				start := len(m.vals)
+				m.vals = appendPlace(append(m.vals, w.value...), o.place)
+				value = m.vals[start:len(m.vals):len(m.vals)]
+			}
+			o.put.Key, o.put.Value, o.put.Lease = key, value, w.lease
 			o.putOp.RequestPut = &o.put
 			o.op.Request = &o.putOp
 		}

@@ -63,8 +63,8 @@ type cache struct {
 	mu          sync.RWMutex
 	items       map[string]runtime.Object
 	order       order // items in key order, for lists
-	rv          int64 // revision the state reflects
-	windowStart int64 // every event with a revision above this is in ring
+	rv          int64 // resourceVersion the state reflects: the end of a revision
+	windowStart int64 // every event with a resourceVersion above this is in ring
 	ring        []*Event
 	head, n     int // ring holds n events starting at head
 	watchers    map[*watcher]struct{}
@@ -77,9 +77,14 @@ type cache struct {
 
 	snapshots *listState[snapshotKey, *listSnapshot]
 
-	share  *sharer            // used by run's goroutine alone
-	events prometheus.Counter // the kind's series of cacheEvents
-	stalls prometheus.Counter // the kind's series of cacheStalls
+	share *sharer // used by run's goroutine alone
+	// lastRev is the revision of the last change applied, and lastPlace
+	// its place among the kind's changes in that revision (nextPlace).
+	// Used by run's goroutine alone.
+	lastRev   int64
+	lastPlace int
+	events    prometheus.Counter // the kind's series of cacheEvents
+	stalls    prometheus.Counter // the kind's series of cacheStalls
 	// objects are the kind's series of storageObjects and
 	// resourceObjects, kept current by each change (set by Store.Run, for
 	// a kind that keeps its cache; nil without).
@@ -100,7 +105,8 @@ type cache struct {
 type Event struct {
 	Type   watch.EventType
 	Object runtime.Object
-	// RV is the revision of the change (of the Object).
+	// RV is the resourceVersion of the change (of the Object): its
+	// revision and its place among the kind's changes in it (rv.go).
 	RV int64
 	// at is when the cache received the change, by its clock, in Unix
 	// nanoseconds: as a time.Time it would take Event from 128 bytes to
@@ -383,14 +389,14 @@ func (c *cache) reload(ctx context.Context, first bool) error {
 	c.items, c.order = items, order{entries: sorted}
 	c.countLocked()
 	c.head, c.n = 0, 0
-	c.windowStart = rev
+	c.windowStart = revisionRV(rev)
 	if !first {
 		// Watchers may have missed changes: make them start over.
 		for w := range c.watchers {
 			c.closeWatcherLocked(w)
 		}
 	}
-	c.setRVLocked(rev)
+	c.setRVLocked(revisionRV(rev))
 	cacheInitializations.WithLabelValues(c.k.resource.Group, c.k.resource.Resource).Inc()
 	c.log.Info("watch cache filled", "objects", len(items), "revision", rev, "took", c.clock.Since(began).Round(time.Millisecond))
 	return nil
@@ -428,7 +434,7 @@ func (c *cache) fetch(ctx context.Context, pages chan<- *clientv3.GetResponse) e
 // watch.
 func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time, created func()) error {
 	c.mu.RLock()
-	from := c.rv + 1
+	from := revisionOf(c.rv) + 1
 	c.mu.RUnlock()
 	stream, moved := c.k.s.watchStream()
 	c.stream.Store(stream)
@@ -467,8 +473,8 @@ func (c *cache) follow(ctx context.Context, bookmarks <-chan time.Time, created 
 			}
 			if resp.IsProgressNotify() {
 				c.mu.Lock()
-				if resp.Header.Revision > c.rv {
-					c.setRVLocked(resp.Header.Revision)
+				if rv := revisionRV(resp.Header.Revision); rv > c.rv {
+					c.setRVLocked(rv)
 				}
 				c.mu.Unlock()
 				continue
@@ -491,10 +497,13 @@ func (c *cache) apply(evs []*clientv3.Event) {
 	// names to the new ones.
 	decoded := make([]runtime.Object, len(evs))
 	keys := make([]string, len(evs))
+	rvs := make([]int64, len(evs))
 	for i, ev := range evs {
 		keys[i] = string(ev.Kv.Key)
+		c.lastRev, c.lastPlace = nextPlace(ev, c.lastRev, c.lastPlace)
+		rvs[i] = changeRV(c.lastRev, c.lastPlace)
 		if ev.Type == clientv3.EventTypePut {
-			obj, err := c.k.decode(ev.Kv)
+			obj, err := c.k.decodeAt(ev.Kv, rvs[i])
 			if err != nil {
 				c.log.Error("watch cache: skipping undecodable object", "key", keys[i], "err", err)
 				continue
@@ -506,11 +515,9 @@ func (c *cache) apply(evs []*clientv3.Event) {
 	now := c.clock.Now().UnixNano()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var last int64
 	for i, ev := range evs {
 		key := keys[i]
-		rev := ev.Kv.ModRevision
-		last = rev
+		rv := rvs[i]
 		prev := c.items[key]
 		var e *Event
 		switch ev.Type {
@@ -518,7 +525,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 			if decoded[i] == nil {
 				continue
 			}
-			e = &Event{Type: watch.Modified, Object: decoded[i], RV: rev, at: now, prev: prev}
+			e = &Event{Type: watch.Modified, Object: decoded[i], RV: rv, at: now, prev: prev}
 			switch {
 			case prev == nil:
 				e.Type = watch.Added
@@ -535,8 +542,8 @@ func (c *cache) apply(evs []*clientv3.Event) {
 				continue
 			}
 			gone := prev.DeepCopyObject()
-			setResourceVersion(gone, rev)
-			e = &Event{Type: watch.Deleted, Object: gone, RV: rev, at: now, prev: prev}
+			setResourceVersion(gone, rv)
+			e = &Event{Type: watch.Deleted, Object: gone, RV: rv, at: now, prev: prev}
 			delete(c.items, key)
 			c.order.remove(key)
 		}
@@ -549,7 +556,7 @@ func (c *cache) apply(evs []*clientv3.Event) {
 		c.order.merge(c.items)
 	}
 	c.countLocked()
-	if last > c.rv {
+	if last := revisionRV(c.lastRev); last > c.rv {
 		c.setRVLocked(last)
 	}
 }

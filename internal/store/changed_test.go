@@ -33,7 +33,7 @@ func TestWatchChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := strconv.FormatInt(Revision(created), 10)
+	from := strconv.FormatInt(ResourceVersion(created), 10)
 	changes, err := k.Watch(ctx, WatchOptions{ResourceVersion: from, Changed: holderChanged, Bookmarks: true})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestWatchChanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return Revision(out)
+		return ResourceVersion(out)
 	}
 	renew("a") // held back
 	renew("b") // delivered
@@ -68,8 +68,8 @@ func TestWatchChanged(t *testing.T) {
 	clk.Step(10 * time.Second) // the store's default bookmark interval
 	select {
 	case e := <-changes.Events:
-		if e.Type != watch.Bookmark || e.RV != last {
-			t.Fatalf("after the held-back renewal: %s at %d, want a BOOKMARK at %d", e.Type, e.RV, last)
+		if e.Type != watch.Bookmark || e.RV != revisionRV(revisionOf(last)) {
+			t.Fatalf("after the held-back renewal: %s at %d, want a BOOKMARK at the end of %d's revision", e.Type, e.RV, last)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no bookmark")

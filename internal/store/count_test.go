@@ -39,7 +39,7 @@ func TestStorageObjectsCached(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := k.cache.waitFor(ctx, rev); err != nil {
+		if err := k.cache.waitFor(ctx, revisionRV(rev)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -24,6 +24,46 @@ const (
 	typeMetaKind           = 2
 )
 
+// unknownPlace is leasehold's own field of a stored envelope: a varint,
+// the change's place among its kind's changes in its revision (rv.go),
+// absent for the first. Kubernetes' decoders skip it as an unknown field.
+const unknownPlace = 15
+
+// appendPlace appends the field unknownPlace holding place to a stored
+// value.
+func appendPlace(b []byte, place int) []byte {
+	b = protowire.AppendTag(b, unknownPlace, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(place))
+}
+
+// storedPlace is the place a stored value records (appendPlace), 0 when it
+// records none.
+func storedPlace(data []byte) int {
+	b, ok := bytes.CutPrefix(data, ProtobufPrefix)
+	if !ok {
+		return 0
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0
+		}
+		b = b[n:]
+		if num == unknownPlace && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 || v >= rvPerRevision {
+				return 0
+			}
+			return int(v)
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return 0
+		}
+		b = b[n:]
+	}
+	return 0
+}
+
 // unmarshaler is what the generated API types implement.
 type unmarshaler interface {
 	Unmarshal([]byte) error
@@ -93,7 +133,16 @@ func unwrap(data []byte, apiVersion, kind string) ([]byte, bool) {
 	}
 	var raw []byte
 	var seen [unknownContentType + 1]bool
+	place := false
 	for len(b) > 0 {
+		if num, typ, n := protowire.ConsumeTag(b); num == unknownPlace && typ == protowire.VarintType && !place {
+			_, vn := protowire.ConsumeVarint(b[n:])
+			if vn < 0 {
+				return nil, false
+			}
+			place, b = true, b[n+vn:]
+			continue
+		}
 		num, v, n := consumeBytesField(b)
 		if n < 0 || num > unknownContentType || seen[num] {
 			return nil, false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -127,9 +128,38 @@ func TestDecodeInPlace(t *testing.T) {
 		"a kind named twice":       envelope(field(nil, unknownTypeMeta, append(own, field(nil, typeMetaKind, []byte("Lease"))...)), field(nil, unknownRaw, inner)),
 		"JSON":                     []byte(`{"apiVersion":"coordination.k8s.io/v1","kind":"Lease"}`),
 		"nothing after the prefix": ProtobufPrefix,
+		"a place twice":            appendPlace(appendPlace(raw, 1), 2),
 	} {
 		if _, ok, _ := leases.decodeInPlace(data); ok {
 			t.Errorf("%s: decoded in place", name)
+		}
+	}
+}
+
+// TestStoredPlace: a value stored with its place decodes in place to the
+// object the serializer decodes from it, which skips the place as an
+// unknown field, and tells its place; one without tells place 0.
+func TestStoredPlace(t *testing.T) {
+	leases, _ := envelopeKinds(t)
+	raw := mustEncode(t, leases, sampleLease())
+	placed := appendPlace(slices.Clip(raw), 7)
+	got, ok, err := leases.decodeInPlace(placed)
+	if !ok || err != nil {
+		t.Fatalf("a value with its place: decoded in place %v, %v", ok, err)
+	}
+	want, _, err := leases.s.proto.Decode(placed, nil, &coordinationv1.Lease{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded in place:\n%v\nthe serializer:\n%v", got, want)
+	}
+	for _, c := range []struct {
+		data []byte
+		want int
+	}{{placed, 7}, {appendPlace(slices.Clip(raw), 998), 998}, {raw, 0}, {raw[:10], 0}, {[]byte("{}"), 0}} {
+		if got := storedPlace(c.data); got != c.want {
+			t.Errorf("storedPlace of %d bytes: %d, want %d", len(c.data), got, c.want)
 		}
 	}
 }
@@ -145,6 +175,7 @@ func FuzzDecodeInPlace(f *testing.F) {
 	f.Add(envelope(field(nil, unknownTypeMeta, typeMeta("coordination.k8s.io/v1", "Lease")), field(nil, unknownRaw, inner[:len(inner)/2])))
 	f.Add(envelope(field(nil, unknownRaw, inner), field(nil, unknownTypeMeta, typeMeta("v1", "Node"))))
 	f.Add([]byte("k8s\x00"))
+	f.Add(appendPlace(raw, 7))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, k := range []*Kind{leases, nodes} {
 			got, ok, gotErr := k.decodeInPlace(data)

@@ -43,10 +43,10 @@ func FuzzDecodeContinue(f *testing.F) {
 			}
 			return
 		}
-		if tok.Revision <= 0 || tok.APIVersion != "meta.k8s.io/v1" || strings.Contains(tok.Start, "..") {
+		if tok.ResourceVersion <= 0 || tok.APIVersion != "meta.k8s.io/v1" || strings.Contains(tok.Start, "..") {
 			t.Fatalf("decodeContinue(%q) accepted %+v", s, tok)
 		}
-		again, err := decodeContinue(encodeContinue(tok.Revision, tok.Start))
+		again, err := decodeContinue(encodeContinue(tok.ResourceVersion, tok.Start))
 		if err != nil || again != tok {
 			t.Fatalf("round trip of %+v: got %+v, %v", tok, again, err)
 		}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,7 +51,7 @@ func (k *Kind) Prefix(namespace string) string {
 func (k *Kind) encode(obj runtime.Object) (*encodedValue, error) {
 	// The stored copy carries no resourceVersion: etcd's revision is the
 	// truth, set again on every read.
-	rv := Revision(obj)
+	rv := ResourceVersion(obj)
 	clearResourceVersion(obj)
 	// Stored objects carry the kind's own apiVersion and kind, as
 	// decodeInPlace expects: set as the kind's own strings where the
@@ -169,7 +168,14 @@ func (v *encodedValue) release() {
 	v.pooled, v.buf = nil, nil
 }
 
+// decode decodes a stored object read from etcd, at the resourceVersion of
+// its revision and the place stored with it (rv.go).
 func (k *Kind) decode(kv *mvccpb.KeyValue) (runtime.Object, error) {
+	return k.decodeAt(kv, changeRV(kv.ModRevision, storedPlace(kv.Value)))
+}
+
+// decodeAt decodes a stored object whose resourceVersion is rv.
+func (k *Kind) decodeAt(kv *mvccpb.KeyValue, rv int64) (runtime.Object, error) {
 	out, ok, err := k.decodeInPlace(kv.Value)
 	if !ok {
 		out, _, err = k.s.proto.Decode(kv.Value, nil, k.newObj())
@@ -177,7 +183,7 @@ func (k *Kind) decode(kv *mvccpb.KeyValue) (runtime.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", kv.Key, err)
 	}
-	setResourceVersion(out, kv.ModRevision)
+	setResourceVersion(out, rv)
 	return out, nil
 }
 
@@ -195,21 +201,8 @@ func (k *Kind) getEtcd(ctx context.Context, key string, minRV int64) (runtime.Ob
 	if err != nil {
 		return nil, err
 	}
-	if resp.Header.Revision < minRV {
-		return nil, tooLargeResourceVersion(minRV, resp.Header.Revision)
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, ErrNotFound
-	}
-	return k.decode(resp.Kvs[0])
-}
-
-// GetAtRevision reads the object as it was at rev; ErrCompacted if that
-// revision is gone.
-func (k *Kind) GetAtRevision(ctx context.Context, key string, rev int64) (runtime.Object, error) {
-	resp, err := k.s.client.Get(ctx, key, clientv3.WithRev(rev))
-	if err != nil {
-		return nil, mapEtcdError(err)
+	if cur := revisionRV(resp.Header.Revision); cur < minRV {
+		return nil, tooLargeResourceVersion(minRV, cur)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, ErrNotFound
@@ -317,8 +310,8 @@ func (k *Kind) CutOff() time.Time {
 	return time.Unix(0, since)
 }
 
-// wrote notes that etcd acknowledged a write of the kind at rev, which
-// the kind's watch cache must then see (watchStalls).
+// wrote notes that etcd acknowledged a write of the kind at resourceVersion
+// rev, which the kind's watch cache must then see (watchStalls).
 func (k *Kind) wrote(rev int64) {
 	if k.cache == nil {
 		return
@@ -361,7 +354,7 @@ func (k *Kind) Create(ctx context.Context, key string, obj runtime.Object, dryRu
 		return nil, err
 	}
 	start := k.s.cfg.Clock.Now()
-	res := k.s.batch.do(ctx, write{key: key, created: true, value: value.bytes(), lease: lease})
+	res := k.s.batch.do(ctx, write{key: key, kind: k.prefix, created: true, value: value.bytes(), lease: lease})
 	k.observe(opCreate, start)
 	res.release(value)
 	if res.err != nil {
@@ -371,8 +364,9 @@ func (k *Kind) Create(ctx context.Context, key string, obj runtime.Object, dryRu
 	if !res.succeeded {
 		return nil, ErrExists
 	}
-	k.wrote(res.rev)
-	setResourceVersion(obj, res.rev)
+	rv := changeRV(res.rev, res.place)
+	k.wrote(rv)
+	setResourceVersion(obj, rv)
 	return obj, nil
 }
 
@@ -455,7 +449,7 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 			if opts.DryRun {
 				return updated, nil
 			}
-			deleted, err := k.deleteAt(ctx, key, Revision(current))
+			deleted, err := k.deleteAt(ctx, key, revisionOf(ResourceVersion(current)))
 			if err != nil {
 				return nil, err
 			}
@@ -471,7 +465,7 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 		if err != nil {
 			return nil, err
 		}
-		w := write{key: key, value: value.bytes()}
+		w := write{key: key, kind: k.prefix, value: value.bytes()}
 		if current == nil {
 			w.created = true
 		} else {
@@ -496,7 +490,7 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 				}
 				return current, nil
 			}
-			w.rev = Revision(current)
+			w.rev = revisionOf(ResourceVersion(current))
 		}
 		if opts.DryRun {
 			value.release()
@@ -515,8 +509,9 @@ func (k *Kind) Update(ctx context.Context, key string, opts UpdateOptions, fn Up
 			return nil, mapEtcdError(res.err)
 		}
 		if res.succeeded {
-			k.wrote(res.rev)
-			setResourceVersion(updated, res.rev)
+			rv := changeRV(res.rev, res.place)
+			k.wrote(rv)
+			setResourceVersion(updated, rv)
 			return updated, nil
 		}
 		// Someone else wrote first: start again from what is there now.
@@ -553,7 +548,7 @@ func (k *Kind) Delete(ctx context.Context, key string, dryRun bool, check Delete
 		if dryRun {
 			return current, nil
 		}
-		deleted, err := k.deleteAt(ctx, key, Revision(current))
+		deleted, err := k.deleteAt(ctx, key, revisionOf(ResourceVersion(current)))
 		if err != nil {
 			return nil, err
 		}
@@ -571,13 +566,13 @@ func (k *Kind) Delete(ctx context.Context, key string, dryRun bool, check Delete
 // was.
 func (k *Kind) deleteAt(ctx context.Context, key string, rev int64) (bool, error) {
 	start := k.s.cfg.Clock.Now()
-	res := k.s.batch.do(ctx, write{key: key, rev: rev, del: true})
+	res := k.s.batch.do(ctx, write{key: key, kind: k.prefix, rev: rev, del: true})
 	k.observe(opDelete, start)
 	if res.err != nil {
 		return false, mapEtcdError(res.err)
 	}
 	if res.succeeded {
-		k.wrote(res.rev)
+		k.wrote(changeRV(res.rev, res.place))
 	}
 	return res.succeeded, nil
 }

@@ -45,16 +45,16 @@ type ListResult struct {
 // ErrInvalidContinue: the continue token cannot be decoded.
 var ErrInvalidContinue = errors.New("invalid continue token")
 
-// continueToken is the opaque "continue" value: the revision of the first
-// page and the key to start after, relative to the kind's prefix.
+// continueToken is the opaque "continue" value: the resourceVersion of the
+// first page and the key to start after, relative to the kind's prefix.
 type continueToken struct {
-	APIVersion string `json:"v"`
-	Revision   int64  `json:"rv"`
-	Start      string `json:"start"`
+	APIVersion      string `json:"v"`
+	ResourceVersion int64  `json:"rv"`
+	Start           string `json:"start"`
 }
 
-func encodeContinue(rev int64, start string) string {
-	b, _ := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", Revision: rev, Start: start})
+func encodeContinue(rv int64, start string) string {
+	b, _ := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", ResourceVersion: rv, Start: start})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -71,7 +71,7 @@ func decodeContinue(s string) (continueToken, error) {
 	switch {
 	case t.APIVersion != "meta.k8s.io/v1":
 		return t, fmt.Errorf("%w: continue key is not valid: server does not recognize this encoded version %s", ErrInvalidContinue, t.APIVersion)
-	case t.Revision <= 0:
+	case t.ResourceVersion <= 0:
 		return t, fmt.Errorf("%w: continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)", ErrInvalidContinue)
 	case strings.Contains(t.Start, ".."):
 		return t, fmt.Errorf("%w: continue key is not valid: %s", ErrInvalidContinue, t.Start)
@@ -91,11 +91,11 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 			return nil, fmt.Errorf("%w: it continues a list of another namespace", ErrInvalidContinue)
 		}
 		if c := k.filledCache(); c != nil {
-			if res, ok := c.continueList(opts, t.Revision, start); ok {
+			if res, ok := c.continueList(opts, t.ResourceVersion, start); ok {
 				return res, nil
 			}
 		}
-		return k.listEtcd(ctx, opts, t.Revision, start)
+		return k.listEtcd(ctx, opts, t.ResourceVersion, start)
 	}
 	switch rv := opts.ResourceVersion; {
 	case rv == "":
@@ -109,9 +109,9 @@ func (k *Kind) List(ctx context.Context, opts ListOptions) (*ListResult, error) 
 		}
 		var res *ListResult
 		if opts.Limit > 0 {
-			res, err = c.listPaged(ctx, opts, cur)
+			res, err = c.listPaged(ctx, opts, revisionRV(cur))
 		} else {
-			res, err = c.list(ctx, opts, cur)
+			res, err = c.list(ctx, opts, revisionRV(cur))
 		}
 		if errors.Is(err, ErrTooLargeResourceVersion) {
 			// The cache has not caught up with etcd within waitTimeout:
@@ -154,15 +154,21 @@ func (k *Kind) listNotOlderThan(ctx context.Context, opts ListOptions, minRV int
 	return res, nil
 }
 
-// listEtcd reads one page from etcd at revision rev (0: latest), starting at
-// key start.
+// listEtcd reads one page from etcd at resourceVersion rv (0: the latest),
+// starting at key start, and answers it at rv. The state at a change's
+// resourceVersion holds the rest of its revision as well: etcd keeps no
+// state in between, and a watch from rv repeats those changes at worst.
 //
 // etcd counts every key left in the range to answer each read, limit or
 // not, so a list read from etcd a page at a time walked its range once per
 // page. A page of a list read in pages (a limit under etcdBatch) therefore
 // asks etcd for readAhead pages' worth of keys, and keeps those it does not
 // return, undecoded, for the next page (see etcdRest).
-func (k *Kind) listEtcd(ctx context.Context, opts ListOptions, rev int64, start string) (*ListResult, error) {
+func (k *Kind) listEtcd(ctx context.Context, opts ListOptions, rv int64, start string) (*ListResult, error) {
+	rev := revisionOf(rv)
+	if rv > 0 {
+		rev = max(rev, 1) // etcd reads revision 0 as the latest
+	}
 	prefix := k.Prefix(opts.Namespace)
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	res := &ListResult{}
@@ -189,7 +195,7 @@ func (k *Kind) listEtcd(ctx context.Context, opts ListOptions, rev int64, start 
 	for {
 		if len(kvs) == 0 {
 			if !more {
-				res.ResourceVersion = rev
+				res.ResourceVersion = rv
 				return res, nil
 			}
 			getOpts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(batch)}
@@ -201,7 +207,7 @@ func (k *Kind) listEtcd(ctx context.Context, opts ListOptions, rev int64, start 
 				return nil, mapEtcdError(err)
 			}
 			if rev == 0 {
-				rev = resp.Header.Revision
+				rev, rv = resp.Header.Revision, revisionRV(resp.Header.Revision)
 			}
 			kvs, count, more = resp.Kvs, resp.Count, resp.More
 			if len(kvs) == 0 {
@@ -221,7 +227,7 @@ func (k *Kind) listEtcd(ctx context.Context, opts ListOptions, rev int64, start 
 			if opts.Limit > 0 && int64(len(res.Items)) == opts.Limit {
 				if more || i < len(kvs)-1 {
 					next := string(kv.Key) + "\x00"
-					res.Continue = encodeContinue(rev, strings.TrimPrefix(next, k.prefix))
+					res.Continue = encodeContinue(rv, strings.TrimPrefix(next, k.prefix))
 					if opts.Filter == nil {
 						remaining := count - int64(i) - 1
 						res.RemainingItemCount = &remaining
@@ -232,7 +238,7 @@ func (k *Kind) listEtcd(ctx context.Context, opts ListOptions, rev int64, start 
 						})
 					}
 				}
-				res.ResourceVersion = rev
+				res.ResourceVersion = rv
 				return res, nil
 			}
 		}

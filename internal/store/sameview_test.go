@@ -34,7 +34,7 @@ func TestFilteredWatchesWithSameView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := strconv.FormatInt(Revision(created), 10)
+	from := strconv.FormatInt(ResourceVersion(created), 10)
 	live, err := k.Watch(ctx, WatchOptions{ResourceVersion: from, Filter: gold})
 	if err != nil {
 		t.Fatal(err)

@@ -135,7 +135,7 @@ type Config struct {
 	// MaxBatch is the most writes group commit puts in one etcd
 	// transaction; default DefaultMaxBatch (100), which suits etcd's default
 	// --max-txn-ops of 128. A larger value needs etcd's limit raised above
-	// it (the embedded etcd's is, to 1024).
+	// it (the embedded etcd's is, to 1024). At most MaxChangesPerRevision.
 	MaxBatch int
 	// CommitDelay is how long group commit holds a batch open for more
 	// writes to share its etcd commit, counted from when its oldest write
@@ -214,6 +214,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
 	}
+	cfg.MaxBatch = min(cfg.MaxBatch, MaxChangesPerRevision)
 	if cfg.BookmarkInterval <= 0 {
 		cfg.BookmarkInterval = 10 * time.Second
 	}
@@ -530,14 +531,16 @@ func (c *compactor) turn(ctx context.Context, trigger string) {
 // next compaction goes to.
 func (s *Store) compactKey() string { return s.cfg.Prefix + "/compact_rev_key" }
 
-// Compact compacts etcd up to rev now; tests use it to provoke 410 Gone.
-func (s *Store) Compact(ctx context.Context, rev int64) error {
-	_, err := s.client.Compact(ctx, rev, clientv3.WithCompactPhysical())
+// Compact compacts etcd now up to the revision of resourceVersion rv; tests
+// use it to provoke 410 Gone.
+func (s *Store) Compact(ctx context.Context, rv int64) error {
+	_, err := s.client.Compact(ctx, revisionOf(rv), clientv3.WithCompactPhysical())
 	return err
 }
 
-// Revision is the etcd revision obj's resourceVersion names; 0 for none.
-func Revision(obj runtime.Object) int64 {
+// ResourceVersion is obj's resourceVersion as a number (see rv.go); 0 for
+// none.
+func ResourceVersion(obj runtime.Object) int64 {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return 0

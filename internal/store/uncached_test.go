@@ -61,7 +61,7 @@ func TestWithoutWatchCache(t *testing.T) {
 	if got := names(res.Items); !slices.Equal(got, []string{"b/x"}) || res.ResourceVersion != last-1 {
 		t.Errorf("exact list of b at %d: %v at %d, want [b/x]", last-1, got, res.ResourceVersion)
 	}
-	if _, err := k.List(ctx, store.ListOptions{ResourceVersion: strconv.FormatInt(last+100, 10)}); !errors.Is(err, store.ErrTooLargeResourceVersion) {
+	if _, err := k.List(ctx, store.ListOptions{ResourceVersion: strconv.FormatInt(last+100*1000, 10)}); !errors.Is(err, store.ErrTooLargeResourceVersion) {
 		t.Errorf("list not older than a future revision: %v, want ErrTooLargeResourceVersion", err)
 	}
 	if obj, err := k.Cached(ctx, k.Key("a", "y")); err != nil || obj.(*coordinationv1.Lease).Name != "y" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,7 +16,7 @@ type WatchOptions struct {
 	Namespace string
 	// ResourceVersion: "" starts from a fresh consistent state, "0" from any
 	// cached state (both first deliver the current objects as ADDED events);
-	// "N" delivers every change after revision N.
+	// "N" delivers every change after resourceVersion N.
 	ResourceVersion string
 	// SendInitialEvents, when set, says explicitly whether the current
 	// objects come first as ADDED events (the watch-list protocol).
@@ -48,27 +47,14 @@ type WatchOptions struct {
 // revision it saw).
 type Watch struct {
 	Initial []*Event
-	// InitialRV is the revision Initial reflects.
+	// InitialRV is the resourceVersion Initial reflects.
 	InitialRV int64
 	Events    <-chan *Event
 	stop      func()
-	pending   func(rev int64) bool
 }
 
 // Stop ends the watch and releases it.
 func (w *Watch) Stop() { w.stop() }
-
-// Pending tells whether events of revision rev may still be on their way
-// into Events: false once every event of rev is there (or the watch has
-// ended). One revision can change several objects (the store's writes go
-// to etcd in batches), and a client resumes a watch after the last
-// revision it saw, so a watch that ends of its own accord must end between
-// revisions, not after part of one.
-func (w *Watch) Pending(rev int64) bool { return w.pending != nil && w.pending(rev) }
-
-// SetPending sets what Pending asks, for wrappers that derive a Watch from
-// another.
-func (w *Watch) SetPending(pending func(rev int64) bool) { w.pending = pending }
 
 type watcher struct {
 	prefix    string
@@ -99,7 +85,7 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 		if err != nil {
 			return nil, err
 		}
-		minRV = cur
+		minRV = revisionRV(cur)
 	case "0":
 	default:
 		n, err := ParseResourceVersion(rv)
@@ -155,15 +141,8 @@ func (k *Kind) Watch(ctx context.Context, opts WatchOptions) (*Watch, error) {
 	c.mu.Unlock()
 	for _, e := range state {
 		if w.filter == nil || w.filter(e.obj) {
-			out.Initial = append(out.Initial, &Event{Type: watch.Added, Object: e.obj, RV: Revision(e.obj)})
+			out.Initial = append(out.Initial, &Event{Type: watch.Added, Object: e.obj, RV: ResourceVersion(e.obj)})
 		}
-	}
-	// The cache hands a watcher every event of a revision under its lock:
-	// once the lock is had, they are all in the channel.
-	out.pending = func(int64) bool {
-		c.mu.RLock()
-		defer c.mu.RUnlock()
-		return false
 	}
 	out.stop = func() {
 		c.mu.Lock()
@@ -259,12 +238,12 @@ func (c *cache) sendBookmarks() {
 	}
 }
 
-// Bookmark returns a BOOKMARK event at rev: an empty object of the kind
-// carrying only the resourceVersion.
-func (k *Kind) Bookmark(rev int64) *Event {
+// Bookmark returns a BOOKMARK event at resourceVersion rv: an empty object
+// of the kind carrying only the resourceVersion.
+func (k *Kind) Bookmark(rv int64) *Event {
 	obj := k.newObj()
-	setResourceVersion(obj, rev)
-	return &Event{Type: watch.Bookmark, Object: obj, RV: rev}
+	setResourceVersion(obj, rv)
+	return &Event{Type: watch.Bookmark, Object: obj, RV: rv}
 }
 
 // watchUncached serves a watch of a kind without a watch cache from etcd:
@@ -283,7 +262,7 @@ func (k *Kind) watchUncached(ctx context.Context, w *watcher, namespace string, 
 			return nil, tooLargeResourceVersion(minRV, res.ResourceVersion)
 		}
 		for _, obj := range res.Items {
-			events = append(events, &Event{Type: watch.Added, Object: obj, RV: Revision(obj)})
+			events = append(events, &Event{Type: watch.Added, Object: obj, RV: ResourceVersion(obj)})
 		}
 		from = res.ResourceVersion
 	} else if from == 0 {
@@ -291,7 +270,7 @@ func (k *Kind) watchUncached(ctx context.Context, w *watcher, namespace string, 
 		if err != nil {
 			return nil, err
 		}
-		from = cur
+		from = revisionRV(cur)
 	}
 	out, err := k.watchEtcd(ctx, w, from)
 	if err != nil {
@@ -301,30 +280,35 @@ func (k *Kind) watchUncached(ctx context.Context, w *watcher, namespace string, 
 	return out, nil
 }
 
-// watchEtcd serves a watch from a revision older than the cache's window
-// (or of a kind without a cache) straight from etcd, or fails with
-// ErrCompacted when etcd no longer has it.
+// watchEtcd serves a watch from a resourceVersion older than the cache's
+// window (or of a kind without a cache) straight from etcd, or fails with
+// ErrCompacted when etcd no longer has it. It watches the whole kind, as
+// the cache does, to place the kind's deletions in each revision as every
+// other watch of it does (nextPlace), and keeps what is under w.prefix.
 func (k *Kind) watchEtcd(ctx context.Context, w *watcher, from int64) (*Watch, error) {
-	if _, err := k.s.client.Get(ctx, w.prefix, clientv3.WithRev(from), clientv3.WithLimit(1), clientv3.WithKeysOnly()); err != nil {
+	// The first revision with changes after from: from's own, unless from
+	// is its end.
+	start := revisionOf(from + 1)
+	if _, err := k.s.client.Get(ctx, w.prefix, clientv3.WithRev(start-1), clientv3.WithLimit(1), clientv3.WithKeysOnly()); err != nil {
 		return nil, mapEtcdError(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	// queuing is the last revision of the etcd response whose events are
-	// being queued (etcd does not split a revision between responses);
-	// 0 between responses.
-	var queuing atomic.Int64
 	go func() {
 		defer close(w.ch)
-		wch := k.s.client.Watch(wctx, w.prefix, clientv3.WithPrefix(), clientv3.WithRev(from+1), clientv3.WithPrevKV())
+		wch := k.s.client.Watch(wctx, k.prefix, clientv3.WithPrefix(), clientv3.WithRev(start), clientv3.WithPrevKV())
+		var rev int64
+		var place int
 		for resp := range wch {
 			if resp.Err() != nil || resp.CompactRevision != 0 {
 				return
 			}
-			if n := len(resp.Events); n > 0 {
-				queuing.Store(resp.Events[n-1].Kv.ModRevision)
-			}
 			for _, ev := range resp.Events {
-				e := &Event{RV: ev.Kv.ModRevision}
+				rev, place = nextPlace(ev, rev, place)
+				rv := changeRV(rev, place)
+				if rv <= from || !strings.HasPrefix(string(ev.Kv.Key), w.prefix) {
+					continue
+				}
+				e := &Event{RV: rv}
 				if ev.PrevKv != nil {
 					e.prev, _ = k.decode(ev.PrevKv)
 				}
@@ -333,9 +317,9 @@ func (k *Kind) watchEtcd(ctx context.Context, w *watcher, from int64) (*Watch, e
 						continue
 					}
 					e.Type, e.Object = watch.Deleted, e.prev.DeepCopyObject()
-					setResourceVersion(e.Object, e.RV)
+					setResourceVersion(e.Object, rv)
 				} else {
-					obj, err := k.decode(ev.Kv)
+					obj, err := k.decodeAt(ev.Kv, rv)
 					if err != nil {
 						continue
 					}
@@ -352,11 +336,9 @@ func (k *Kind) watchEtcd(ctx context.Context, w *watcher, from int64) (*Watch, e
 					}
 				}
 			}
-			queuing.Store(0)
 		}
 	}()
-	pending := func(rev int64) bool { return queuing.Load() >= rev }
-	return &Watch{Events: w.ch, stop: cancel, pending: pending}, nil
+	return &Watch{Events: w.ch, stop: cancel}, nil
 }
 
 // SetStop sets what Stop does, for wrappers that derive a Watch from another.

@@ -124,8 +124,10 @@ const MaxTxnOps = 1024
 
 // MaxBatch is the group-commit batch for this member (store.Config.MaxBatch):
 // one transaction of this many nested writes, each of a compare and a put
-// or get, stays within MaxTxnOps.
-const MaxBatch = 1000
+// or get, stays within MaxTxnOps; and a revision holds at most 999 changes
+// of a kind, each with a resourceVersion of its own
+// (store.MaxChangesPerRevision).
+const MaxBatch = 999
 
 // Etcd is a running member.
 type Etcd struct {
