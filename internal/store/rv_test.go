@@ -163,6 +163,22 @@ func TestResumeWithinRevision(t *testing.T) {
 	if rv := ResourceVersion(got); rv != changeRV(r2, 2) {
 		t.Errorf("b/0 read from etcd at %d, want %d as written", rv, changeRV(r2, 2))
 	}
+	// A resourceVersion before the first revision's end watches from the
+	// first revision, not from now.
+	early := &watcher{prefix: k.Prefix("a"), ch: make(chan *Event, 100)}
+	fromStart, err := k.watchEtcd(ctx, early, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-fromStart.Events:
+		if describe(e) != fmt.Sprintf("ADDED a/taken %d", start) {
+			t.Errorf("a watch from 5: first %s, want a/taken's creation at %d", describe(e), start)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("a watch from 5: nothing, want a/taken's creation at %d", start)
+	}
+	fromStart.Stop()
 	rvs := []int64{start, changeRV(r1, 0), changeRV(r1, 1), changeRV(r1, 3), changeRV(r2, 0), changeRV(r2, 2), changeRV(r2, 3)}
 	for i, from := range rvs {
 		after := want[i:]

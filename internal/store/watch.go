@@ -287,9 +287,9 @@ func (k *Kind) watchUncached(ctx context.Context, w *watcher, namespace string, 
 // other watch of it does (nextPlace), and keeps what is under w.prefix.
 func (k *Kind) watchEtcd(ctx context.Context, w *watcher, from int64) (*Watch, error) {
 	// The first revision with changes after from: from's own, unless from
-	// is its end.
-	start := revisionOf(from + 1)
-	if _, err := k.s.client.Get(ctx, w.prefix, clientv3.WithRev(start-1), clientv3.WithLimit(1), clientv3.WithKeysOnly()); err != nil {
+	// is its end; etcd's first is 1 (a watch from 0 would start now).
+	start := max(revisionOf(from+1), 1)
+	if _, err := k.s.client.Get(ctx, w.prefix, clientv3.WithRev(max(start-1, 1)), clientv3.WithLimit(1), clientv3.WithKeysOnly()); err != nil {
 		return nil, mapEtcdError(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
