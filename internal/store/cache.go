@@ -52,9 +52,9 @@ type cache struct {
 	// failed in a row failed, in Unix nanoseconds; 0 once etcd has
 	// answered since (Kind.CutOff).
 	cutOff atomic.Int64
-	// acked is the highest revision of a write of the kind that etcd
-	// acknowledged to this server (Kind.wrote). stalled is when the cache
-	// was first found not to have reached such a revision, in Unix
+	// acked is the highest resourceVersion of a write of the kind that
+	// etcd acknowledged to this server (Kind.wrote). stalled is when the
+	// cache was first found not to have reached such a write, in Unix
 	// nanoseconds, once it has gone watchStall without (watchStalls); 0
 	// otherwise (Kind.CutOff). stream is the watch stream of the cache's
 	// latest watch of etcd (Store.watchStream).
@@ -311,7 +311,7 @@ func (c *cache) watchStalls(ctx context.Context) {
 		if probe != 0 && rv >= probe {
 			probe = 0
 			if c.stalled.Swap(0) != 0 {
-				c.log.Info("watch cache: etcd's watch delivers again", "revision", rv, "after", now.Sub(since).Round(time.Millisecond))
+				c.log.Info("watch cache: etcd's watch delivers again", "revision", revisionOf(rv), "after", now.Sub(since).Round(time.Millisecond))
 			}
 		}
 		if probe == 0 {
@@ -328,7 +328,7 @@ func (c *cache) watchStalls(ctx context.Context) {
 			c.stalls.Inc()
 			moved = time.Time{}
 			c.log.Warn("watch cache: etcd's watch has not delivered a write etcd acknowledged; the cache does not follow etcd until it does",
-				"revision", probe, "cacheRevision", rv, "for", now.Sub(since).Round(time.Millisecond))
+				"revision", revisionOf(probe), "cacheRevision", revisionOf(rv), "for", now.Sub(since).Round(time.Millisecond))
 		}
 		if moved.IsZero() || now.Sub(moved) >= watchStall {
 			moved = now

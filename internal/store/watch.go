@@ -44,7 +44,7 @@ type WatchOptions struct {
 
 // Watch is an open watch. Initial events come first; then Events delivers
 // changes until it is closed (the client should watch again from the last
-// revision it saw).
+// resourceVersion it saw).
 type Watch struct {
 	Initial []*Event
 	// InitialRV is the resourceVersion Initial reflects.
