@@ -18,10 +18,9 @@ import (
 
 // TestWatchResumedAnywhere: while writers create, update and delete leases
 // side by side (group commit puts their writes in shared etcd revisions),
-// a watcher that takes a moment over each event cuts its own watch at
-// random moments, as a client's deadline or a broken connection would, and
-// each time resumes from the last resourceVersion it saw. It sees every acknowledged write, and none
-// twice.
+// a watcher cuts its own watch at random moments, as a client's deadline
+// or a broken connection would, and each time resumes from the last
+// resourceVersion it saw. It sees every acknowledged write, and none twice.
 func TestWatchResumedAnywhere(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
