@@ -493,23 +493,23 @@ func TestStatusPostedAfterSilence(t *testing.T) {
 	h.expectWait(10 * time.Second)
 	expectCalls(t, c, "update leases")
 
+	// Each silence below is one step of the clock: the step fires the
+	// agent's 10 s timer, and the agent reads the time after it, so two
+	// steps would race with its reading.
 	h.clock.Step(time.Minute) // the agent stopped for a minute, past its 40 s lease
-	h.resume()
 	h.expectWait(10 * time.Second)
 	expectCalls(t, c, "update leases", "update nodes/status")
 	h.resume()
 	h.expectWait(10 * time.Second)
 	expectCalls(t, c, "update leases")
 
-	// Stopped for 30 s, short of the lease's 40 s but longer than a server
+	// Stopped for 35 s, short of the lease's 40 s but longer than a server
 	// with a 20 s grace period waits: posted again too. A renewal a little
 	// late is not.
-	h.clock.Step(30 * time.Second)
-	h.resume()
+	h.clock.Step(35 * time.Second)
 	h.expectWait(10 * time.Second)
 	expectCalls(t, c, "update leases", "update nodes/status")
-	h.clock.Step(10 * time.Second)
-	h.resume()
+	h.clock.Step(20 * time.Second)
 	h.expectWait(10 * time.Second)
 	expectCalls(t, c, "update leases")
 }
