@@ -224,11 +224,13 @@ func (c *cache) run(ctx context.Context, bookmarkInterval time.Duration) {
 		}
 	}
 	answered := func() {
+		// Not cut off before the line says so, so that whoever finds the
+		// line finds the cache following etcd.
+		c.cutOff.Store(0)
 		if failures > 0 {
 			c.log.Info("watch cache: etcd answers again", "failures", failures, "after", c.clock.Since(since).Round(time.Millisecond))
 		}
 		failures, backoff = 0, resumeBackoff
-		c.cutOff.Store(0)
 	}
 	for ctx.Err() == nil {
 		if reload {
@@ -310,8 +312,12 @@ func (c *cache) watchStalls(ctx context.Context) {
 		now := c.clock.Now()
 		if probe != 0 && rv >= probe {
 			probe = 0
-			if c.stalled.Swap(0) != 0 {
+			// This goroutine alone sets stalled. It logs before it
+			// changes stalled, here and below, so that whoever sees the
+			// change (CutOff) finds the line and the count.
+			if c.stalled.Load() != 0 {
 				c.log.Info("watch cache: etcd's watch delivers again", "revision", revisionOf(rv), "after", now.Sub(since).Round(time.Millisecond))
+				c.stalled.Store(0)
 			}
 		}
 		if probe == 0 {
@@ -324,11 +330,11 @@ func (c *cache) watchStalls(ctx context.Context) {
 			continue
 		}
 		if c.stalled.Load() == 0 {
-			c.stalled.Store(since.UnixNano())
 			c.stalls.Inc()
 			moved = time.Time{}
 			c.log.Warn("watch cache: etcd's watch has not delivered a write etcd acknowledged; the cache does not follow etcd until it does",
 				"revision", revisionOf(probe), "cacheRevision", revisionOf(rv), "for", now.Sub(since).Round(time.Millisecond))
+			c.stalled.Store(since.UnixNano())
 		}
 		if moved.IsZero() || now.Sub(moved) >= watchStall {
 			moved = now

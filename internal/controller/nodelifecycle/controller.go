@@ -549,7 +549,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	for {
 		c.monitor(ctx)
-		c.awake = c.clock.Now()
 	wait:
 		for {
 			select {
@@ -884,7 +883,7 @@ func (c *Controller) forgetLeaseLocked(name string) {
 func (c *Controller) monitor(ctx context.Context) {
 	now := c.clock.Now()
 	if !c.followsEtcd(now) {
-		c.update(func() { c.passes++ })
+		c.update(func() { c.passedLocked() })
 		return
 	}
 	var visit []string
@@ -925,8 +924,16 @@ func (c *Controller) monitor(ctx context.Context) {
 		c.judgeZonesLocked(now)
 		c.grantLocked()
 		c.visits = int(visits.Load())
-		c.passes++
+		c.passedLocked()
 	})
+}
+
+// passedLocked ends a pass: Run is awake from now, and the pass counts.
+// Both under the one lock, so that whoever waits for the count (a test
+// before it steps a fake clock) finds awake already read from the clock.
+func (c *Controller) passedLocked() {
+	c.awake = c.clock.Now()
+	c.passes++
 }
 
 // forgetNode drops a node that is gone, announcing it if it was
