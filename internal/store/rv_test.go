@@ -155,13 +155,33 @@ func TestResumeWithinRevision(t *testing.T) {
 		t.Fatalf("the watch cache's events:\n%v\nwant\n%v", got, want)
 	}
 	// A read from etcd gives the resourceVersion the write and the watch
-	// gave; so does a list, from etcd or the cache.
+	// gave; so does a list, from etcd or the cache, itself at the end of
+	// a revision.
 	got, err := k.Get(ctx, k.Key("b", "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rv := ResourceVersion(got); rv != changeRV(r2, 2) {
 		t.Errorf("b/0 read from etcd at %d, want %d as written", rv, changeRV(r2, 2))
+	}
+	fromCache, err := k.List(ctx, ListOptions{Namespace: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromEtcd, err := k.listEtcd(ctx, ListOptions{Namespace: "b"}, 0, k.Prefix("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, res := range map[string]*ListResult{"the cache": fromCache, "etcd": fromEtcd} {
+		if len(res.Items) == 0 {
+			t.Fatalf("a list of b from %s is empty", what)
+		}
+		if rv := ResourceVersion(res.Items[0]); rv != changeRV(r2, 2) {
+			t.Errorf("b/0 listed from %s at %d, want %d as written", what, rv, changeRV(r2, 2))
+		}
+		if res.ResourceVersion%rvPerRevision != rvPerRevision-1 {
+			t.Errorf("a list from %s at %d, want the end of a revision", what, res.ResourceVersion)
+		}
 	}
 	// A resourceVersion before the first revision's end watches from the
 	// first revision, not from now.
