@@ -251,3 +251,34 @@ func TestNegotiateQuality(t *testing.T) {
 		}
 	}
 }
+
+// TestNegotiateAcceptCache: an Accept header answered from the cache gets
+// what parsing it gets, the first time and every time after, and so do
+// headers past the cache's capacity; refusals are never cached.
+func TestNegotiateAcceptCache(t *testing.T) {
+	headers := []string{
+		"", "application/json", mediaProtobuf + ", */*",
+		"application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+		"application/yaml;q=0.5, application/json", "text/html",
+	}
+	for i := range acceptCacheSize + 10 {
+		headers = append(headers, fmt.Sprintf("application/json;q=0.%d, application/yaml", i%10), fmt.Sprintf("application/x-%d", i))
+	}
+	for round := range 3 {
+		for _, h := range headers {
+			want, wantErr := parseAccept(h)
+			got, err := negotiateAccept(h)
+			if (err != nil) != (wantErr != nil) || (err == nil && (got.mediaType != want.mediaType || got.as != want.as || got.meta != want.meta || got.info.MediaType != want.info.MediaType || got.pretty)) {
+				t.Fatalf("round %d, Accept %q: %+v, %v; parsed %+v, %v", round, h, got, err, want, wantErr)
+			}
+			if _, cached := acceptCache.m.Load(h); cached && err != nil {
+				t.Fatalf("Accept %q refused but cached", h)
+			}
+		}
+	}
+	n := 0
+	acceptCache.m.Range(func(any, any) bool { n++; return true })
+	if n > acceptCacheSize {
+		t.Errorf("%d headers cached, more than %d", n, acceptCacheSize)
+	}
+}
