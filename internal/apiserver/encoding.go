@@ -93,7 +93,9 @@ func negotiateAccept(accept string) (encoding, error) {
 		return e.(encoding), nil
 	}
 	e, err := parseAccept(accept)
-	if err == nil && acceptCache.n.Add(1) <= acceptCacheSize {
+	// The Load first keeps the count from wrapping around once the cache
+	// is full and misses go on.
+	if err == nil && acceptCache.n.Load() < acceptCacheSize && acceptCache.n.Add(1) <= acceptCacheSize {
 		acceptCache.m.Store(accept, e)
 	}
 	return e, err

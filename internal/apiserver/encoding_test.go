@@ -262,7 +262,9 @@ func TestNegotiateAcceptCache(t *testing.T) {
 		"application/yaml;q=0.5, application/json", "text/html",
 	}
 	for i := range acceptCacheSize + 10 {
-		headers = append(headers, fmt.Sprintf("application/json;q=0.%d, application/yaml", i%10), fmt.Sprintf("application/x-%d", i))
+		// Distinct headers that negotiate, more than the cache holds, and
+		// as many that are refused.
+		headers = append(headers, fmt.Sprintf("application/x-%d, application/json", i), fmt.Sprintf("application/x-%d", i))
 	}
 	for round := range 3 {
 		for _, h := range headers {
@@ -278,7 +280,10 @@ func TestNegotiateAcceptCache(t *testing.T) {
 	}
 	n := 0
 	acceptCache.m.Range(func(any, any) bool { n++; return true })
-	if n > acceptCacheSize {
-		t.Errorf("%d headers cached, more than %d", n, acceptCacheSize)
+	if n != acceptCacheSize {
+		t.Errorf("%d headers cached, want the cache full at %d", n, acceptCacheSize)
+	}
+	if c := acceptCache.n.Load(); c != acceptCacheSize {
+		t.Errorf("count %d after the cache filled, want it kept at %d", c, acceptCacheSize)
 	}
 }
