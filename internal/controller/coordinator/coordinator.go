@@ -6,10 +6,11 @@
 //
 // # Model
 //
-// The coordinator watches every LeaseCandidate and every Lease (except in
-// kube-node-lease, whose node heartbeats are never coordinated) through
-// informers, fed in leasehold serve by the watch cache in process. Event
-// handlers only record what was seen and when, on the coordinator's clock:
+// The coordinator watches every LeaseCandidate (through an informer) and
+// every Lease except in kube-node-lease, whose node heartbeats are never
+// coordinated (through a feed, which keeps no copy of its own); in
+// leasehold serve both read the watch cache in process. Event handlers
+// only record what was seen and when, on the coordinator's clock:
 // when a Lease's spec last changed, when a candidate was first seen, last
 // seen to renew (its spec.renewTime changed) and last pinged. One
 // goroutine, woken by those handlers or by a timer, runs the election
@@ -54,13 +55,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	coordinationv1informers "k8s.io/client-go/informers/coordination/v1"
 	coordinationv1beta1informers "k8s.io/client-go/informers/coordination/v1beta1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/leasehold/leasehold/internal/controller/feed"
 	"github.com/leasehold/leasehold/internal/registry"
 )
 
@@ -104,12 +105,11 @@ type Config struct {
 	Clock clock.WithTicker
 	// Logger receives the coordinator's logs. Default: discard.
 	Logger *slog.Logger
-	// Reads, when set, feeds the informers on leases and lease candidates
-	// from the API server's watch cache in process
+	// Reads, when set, feeds the informer on lease candidates and the feed
+	// of leases from the API server's watch cache in process
 	// (apiserver.Server.ListerWatcher) instead of through Client: every
 	// Lease outside kube-node-lease is then neither encoded nor decoded
-	// for the coordinator, nor copied into its informer. Writes always go
-	// through Client.
+	// for the coordinator. Writes always go through Client.
 	Reads func(gvr schema.GroupVersionResource, namespace string) (cache.ListerWatcher, error)
 }
 
@@ -173,28 +173,44 @@ func New(cfg Config) (*Coordinator, error) {
 // notNodeLeases selects the leases the coordinator watches.
 const notNodeLeases = "metadata.namespace!=" + nodeLeaseNamespace
 
-// informers returns the informers on lease candidates and on the leases
-// outside kube-node-lease, fed by Config.Reads or else by Config.Client.
-// The objects they hold must not be modified: with Reads they are the
-// watch cache's own, and every write starts from a copy.
-func (c *Coordinator) informers() (candidates, leases cache.SharedIndexInformer, err error) {
+// readers returns the informer on lease candidates and the feed of the
+// leases outside kube-node-lease, read through Config.Reads or else through
+// Config.Client. The objects they hand out must not be modified: with Reads
+// they are the watch cache's own, and every write starts from a copy.
+//
+// Candidates are few and the informer's store of them costs nothing. Leases
+// are every leader election's, each renewed every few seconds: the feed
+// hands each change straight to the coordinator's own table (c.leases),
+// without an informer's store, queue and listener in between.
+func (c *Coordinator) readers() (candidates cache.SharedIndexInformer, leases *feed.Feed, err error) {
+	var leaseLW cache.ListerWatcher
 	if c.cfg.Reads == nil {
 		candidates = coordinationv1beta1informers.NewLeaseCandidateInformer(c.cfg.Client, metav1.NamespaceAll, 0, cache.Indexers{})
-		leases = coordinationv1informers.NewFilteredLeaseInformer(c.cfg.Client, metav1.NamespaceAll, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
-			o.FieldSelector = notNodeLeases
-		})
-		return candidates, leases, nil
+		leaseClient := c.cfg.Client.CoordinationV1().Leases(metav1.NamespaceAll)
+		leaseLW = feed.ListWatch(c.cfg.Client, leaseClient.List, leaseClient.Watch)
+	} else {
+		candLW, err := c.cfg.Reads(coordinationv1beta1.SchemeGroupVersion.WithResource("leasecandidates"), metav1.NamespaceAll)
+		if err != nil {
+			return nil, nil, fmt.Errorf("coordinator: %w", err)
+		}
+		candidates = cache.NewSharedIndexInformer(candLW, &coordinationv1beta1.LeaseCandidate{}, 0, cache.Indexers{})
+		if leaseLW, err = c.cfg.Reads(coordinationv1.SchemeGroupVersion.WithResource("leases"), metav1.NamespaceAll); err != nil {
+			return nil, nil, fmt.Errorf("coordinator: %w", err)
+		}
 	}
-	candLW, err := c.cfg.Reads(coordinationv1beta1.SchemeGroupVersion.WithResource("leasecandidates"), metav1.NamespaceAll)
+	leases, err = feed.New(feed.Config{ListerWatcher: notInNodeLeases(leaseLW), Handler: c.leaseHandler(), Logger: c.log.With("resource", "leases")})
 	if err != nil {
 		return nil, nil, fmt.Errorf("coordinator: %w", err)
 	}
-	all, err := c.cfg.Reads(coordinationv1.SchemeGroupVersion.WithResource("leases"), metav1.NamespaceAll)
-	if err != nil {
-		return nil, nil, fmt.Errorf("coordinator: %w", err)
-	}
-	withCtx := cache.ToListerWatcherWithContext(all)
-	selected := &cache.ListWatch{
+	return candidates, leases, nil
+}
+
+// notInNodeLeases narrows lw's lists and watches to the leases outside
+// kube-node-lease, and keeps what lw tells a Reflector of itself: whether
+// it serves watch-list streams.
+func notInNodeLeases(lw cache.ListerWatcher) cache.ListerWatcher {
+	withCtx := cache.ToListerWatcherWithContext(lw)
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = notNodeLeases
 			return withCtx.ListWithContext(ctx, o)
@@ -203,13 +219,7 @@ func (c *Coordinator) informers() (candidates, leases cache.SharedIndexInformer,
 			o.FieldSelector = notNodeLeases
 			return withCtx.WatchWithContext(ctx, o)
 		},
-	}
-	// The selecting wrapper keeps what the reflector asks of the reader:
-	// whether it serves watch-list streams.
-	leaseLW := cache.ToListWatcherWithWatchListSemantics(selected, all)
-	candidates = cache.NewSharedIndexInformer(candLW, &coordinationv1beta1.LeaseCandidate{}, 0, cache.Indexers{})
-	leases = cache.NewSharedIndexInformer(leaseLW, &coordinationv1.Lease{}, 0, cache.Indexers{})
-	return candidates, leases, nil
+	}, lw)
 }
 
 // Run coordinates elections until ctx ends, then returns nil.
@@ -221,7 +231,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	candInf, leaseInf, err := c.informers()
+	candInf, leaseFeed, err := c.readers()
 	if err != nil {
 		return err
 	}
@@ -233,20 +243,12 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	leaseReg, err := leaseInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.leaseSeen,
-		UpdateFunc: func(_, obj any) { c.leaseSeen(obj) },
-		DeleteFunc: c.leaseGone,
-	})
-	if err != nil {
-		return err
-	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
 	wg.Go(func() { candInf.RunWithContext(ctx) })
-	wg.Go(func() { leaseInf.RunWithContext(ctx) })
-	if !cache.WaitForCacheSync(ctx.Done(), candReg.HasSynced, leaseReg.HasSynced) {
+	wg.Go(func() { leaseFeed.Run(ctx) })
+	if !cache.WaitForCacheSync(ctx.Done(), candReg.HasSynced, leaseFeed.HasSynced) {
 		return nil
 	}
 	c.log.Info("coordinating leader elections")
@@ -469,10 +471,37 @@ func (c *Coordinator) candidateGone(obj any) {
 	c.wake()
 }
 
-func (c *Coordinator) leaseSeen(obj any) {
-	if l, ok := obj.(*coordinationv1.Lease); ok {
-		c.observeLease(l)
-		c.wake()
+// leaseHandler keeps c.leases from the lease feed.
+func (c *Coordinator) leaseHandler() feed.Handler {
+	return feed.Handler{
+		Seen: func(obj runtime.Object, _ bool) {
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				c.observeLease(l)
+				c.wake()
+			}
+		},
+		Gone: func(obj runtime.Object) {
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				key := types.NamespacedName{Namespace: l.Namespace, Name: l.Name}
+				c.mu.Lock()
+				if s := c.leases[key]; s != nil && s.obj.UID == l.UID {
+					delete(c.leases, key)
+				}
+				c.mu.Unlock()
+				c.wake()
+			}
+		},
+		// Leases deleted while the feed was not watching.
+		Relisted: func(listed func(types.UID) bool) {
+			c.mu.Lock()
+			for key, s := range c.leases {
+				if !listed(s.obj.UID) {
+					delete(c.leases, key)
+				}
+			}
+			c.mu.Unlock()
+			c.wake()
+		},
 	}
 }
 
@@ -494,21 +523,6 @@ func (c *Coordinator) observeLease(l *coordinationv1.Lease) {
 			s.seenAt = now
 		}
 		s.obj = l
-	}
-}
-
-func (c *Coordinator) leaseGone(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if l, ok := obj.(*coordinationv1.Lease); ok {
-		c.mu.Lock()
-		key := types.NamespacedName{Namespace: l.Namespace, Name: l.Name}
-		if s := c.leases[key]; s != nil && s.obj.UID == l.UID {
-			delete(c.leases, key)
-		}
-		c.mu.Unlock()
-		c.wake()
 	}
 }
 

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,7 +11,11 @@ import (
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
@@ -205,4 +210,71 @@ func TestCoordinatorElectsAndCollects(t *testing.T) {
 			t.Fatal("Run did not return")
 		}
 	})
+}
+
+// TestLeaseHandler checks the coordinator's table of leases against what
+// its feed hands it: a deletion forgets only the version of the lease it
+// names, and a list after a watch gap forgets the leases it lacks.
+func TestLeaseHandler(t *testing.T) {
+	co, err := New(Config{Client: fake.NewClientset(), Clock: clocktesting.NewFakeClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	co.leases = map[types.NamespacedName]*leaseState{}
+	named := func(name string, uid types.UID) *coordinationv1.Lease {
+		l := lease("a", "", 0)
+		l.Name, l.UID = name, uid
+		return l
+	}
+	has := func() []string {
+		var out []string
+		for k, s := range co.leases {
+			out = append(out, k.Name+"/"+string(s.obj.UID))
+		}
+		slices.Sort(out)
+		return out
+	}
+	h := co.leaseHandler()
+	h.Seen(named("x", "1"), true)
+	h.Seen(named("y", "2"), true)
+	h.Seen(named("z", "3"), false)
+	h.Gone(named("x", "old")) // an earlier lease of the same name
+	if got, want := has(), []string{"x/1", "y/2", "z/3"}; !slices.Equal(got, want) {
+		t.Fatalf("after deleting another x: %v, want %v", got, want)
+	}
+	h.Gone(named("x", "1"))
+	if got, want := has(), []string{"y/2", "z/3"}; !slices.Equal(got, want) {
+		t.Fatalf("after deleting x: %v, want %v", got, want)
+	}
+	h.Relisted(func(uid types.UID) bool { return uid == "3" })
+	if got, want := has(), []string{"z/3"}; !slices.Equal(got, want) {
+		t.Fatalf("after a list of z alone: %v, want %v", got, want)
+	}
+}
+
+// TestNotInNodeLeases checks that the lease feed lists and watches every
+// namespace but kube-node-lease.
+func TestNotInNodeLeases(t *testing.T) {
+	var seen []string
+	lw := notInNodeLeases(&cache.ListWatch{
+		ListWithContextFunc: func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			seen = append(seen, "list "+o.FieldSelector)
+			return &coordinationv1.LeaseList{}, nil
+		},
+		WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			seen = append(seen, "watch "+o.FieldSelector)
+			return watch.NewEmptyWatch(), nil
+		},
+	})
+	withCtx := cache.ToListerWatcherWithContext(lw)
+	if _, err := withCtx.ListWithContext(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := withCtx.WatchWithContext(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"list metadata.namespace!=kube-node-lease", "watch metadata.namespace!=kube-node-lease"}
+	if !slices.Equal(seen, want) {
+		t.Errorf("selectors %q, want %q", seen, want)
+	}
 }
