@@ -628,12 +628,23 @@ rules:
 		resp.Body.Close()
 		return resp
 	}
-	if got := raw(apiservertest.AdminToken, clientID).Header.Get("Audit-Id"); got != clientID {
+	adminResp := raw(apiservertest.AdminToken, clientID)
+	if got := adminResp.Header.Get("Audit-Id"); got != clientID {
 		t.Errorf("Audit-Id %q, want the client's %q", got, clientID)
 	}
-	unauthID := raw("no-such-token", "").Header.Get("Audit-Id")
+	unauthResp := raw("no-such-token", "")
+	unauthID := unauthResp.Header.Get("Audit-Id")
 	if unauthID == "" {
 		t.Error("no Audit-Id on a 401")
+	}
+	// As kube-apiserver: no response is cached, a success or an error.
+	for _, resp := range []*http.Response{adminResp, unauthResp} {
+		if got := resp.Header.Values("Cache-Control"); !slices.Equal(got, []string{"no-cache, private"}) {
+			t.Errorf("%d: Cache-Control %q", resp.StatusCode, got)
+		}
+		if got := resp.Header.Values("Content-Type"); !slices.Equal(got, []string{"application/json"}) {
+			t.Errorf("%d: Content-Type %q", resp.StatusCode, got)
+		}
 	}
 	badTimeout, err := client.Get(s.URL + "/api/v1/namespaces?timeout=bogus")
 	if err != nil {

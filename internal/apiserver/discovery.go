@@ -215,7 +215,7 @@ func writeJSON(w http.ResponseWriter, code int, pretty bool, v any) {
 	} else {
 		data, _ = json.Marshal(v)
 	}
-	w.Header().Set("Content-Type", mediaJSON)
+	setContentType(w.Header(), mediaJSON)
 	w.WriteHeader(code)
 	w.Write(append(data, '\n'))
 }

@@ -53,6 +53,32 @@ type encoding struct {
 	meta schema.GroupVersion
 }
 
+// Header values written on most responses, made once: http.Header.Set
+// makes a new slice for every value it sets. Nothing changes a header
+// value in place (net/http copies a response's header before it writes
+// it), so responses may share them.
+var (
+	noCacheValue        = []string{"no-cache, private"}
+	contentTypeJSON     = []string{mediaJSON}
+	contentTypeYAML     = []string{mediaYAML}
+	contentTypeProtobuf = []string{mediaProtobuf}
+)
+
+// setContentType sets h's Content-Type to mediaType, with a shared value
+// for the three plain media types.
+func setContentType(h http.Header, mediaType string) {
+	switch mediaType {
+	case mediaJSON:
+		h["Content-Type"] = contentTypeJSON
+	case mediaYAML:
+		h["Content-Type"] = contentTypeYAML
+	case mediaProtobuf:
+		h["Content-Type"] = contentTypeProtobuf
+	default:
+		h.Set("Content-Type", mediaType)
+	}
+}
+
 // objectMediaTypes are the serializers for what is not a list
 // (registry.ObjectCodecs).
 var objectMediaTypes = registry.ObjectCodecs.SupportedMediaTypes()
@@ -357,7 +383,7 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e
 		// leases is some 50 MB, and their Table 80. An encoding error can then no
 		// longer become a 500, so the response is cut off instead, which
 		// every client sees as a failed request.
-		w.Header().Set("Content-Type", e.mediaType)
+		setContentType(w.Header(), e.mediaType)
 		var out io.Writer = w
 		var gz *gzipResponse
 		pool, size := &streamWriters[0], streamBuffer
@@ -398,7 +424,7 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, e
 		http.Error(w, "encoding response: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", e.mediaType)
+	setContentType(w.Header(), e.mediaType)
 	if buf.Len() > gzipThreshold && s.acceptsGzip(r) {
 		gz := newGzipResponse(w, code, false)
 		if _, err := gz.Write(buf.Bytes()); err == nil {

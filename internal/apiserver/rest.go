@@ -119,7 +119,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 	res, ok := info.lookup()
 	if !ok {
 		if list, ok := noneOf(info); ok {
-			w.Header().Set("Content-Type", mediaJSON)
+			setContentType(w.Header(), mediaJSON)
 			io.WriteString(w, list)
 			return
 		}

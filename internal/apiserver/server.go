@@ -352,7 +352,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			observeRequest(r, info, rw.code, rw.size, s.clock.Since(start), !rw.metered)
 		}
 	}()
-	rw.Header().Set("Cache-Control", "no-cache, private")
+	rw.Header()["Cache-Control"] = noCacheValue
 	// As kube-apiserver's outermost filter: every response names the
 	// request's audit ID, the client's own as it sent it or a new one, and
 	// the request's audit events carry the same.

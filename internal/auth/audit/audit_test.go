@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -114,6 +115,38 @@ func TestPolicyDecide(t *testing.T) {
 				t.Errorf("stage %s recorded", tt.wantStage)
 			}
 		})
+	}
+}
+
+// A decision shares the policy's omitted stages when its rule adds none;
+// neither a rule's own stages nor a caller's append may reach the policy.
+func TestDecideLeavesPolicyStages(t *testing.T) {
+	p, err := ParsePolicy([]byte(policyYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room past its end, where an append without a copy would write.
+	p.OmitStages = append(make([]Stage, 0, 4), p.OmitStages...)
+	u := &auth.User{Name: "bob"}
+	get := func(name string) auth.Attributes {
+		return auth.Attributes{User: u, Verb: "get", ResourceRequest: true, APIGroup: "coordination.k8s.io", Resource: "leases", Namespace: "a", Name: name}
+	}
+	special := p.Decide(get("special"))
+	plain := p.Decide(get("plain"))
+	for _, d := range []Decision{special, plain} {
+		if cap(d.OmitStages) != len(d.OmitStages) {
+			t.Fatalf("stages %v with room for %d: an append would write into what they share", d.OmitStages, cap(d.OmitStages))
+		}
+	}
+	_ = append(plain.OmitStages, StageResponseComplete)
+	if !slices.Equal(p.OmitStages, []Stage{StageRequestReceived}) {
+		t.Fatalf("the policy's omitted stages became %v", p.OmitStages)
+	}
+	if special.Records(StageResponseStarted) || !special.Records(StageResponseComplete) {
+		t.Fatalf("one decision's stages changed another's: %v", special.OmitStages)
+	}
+	if d := p.Decide(get("plain")); !d.Records(StageResponseStarted) || !d.Records(StageResponseComplete) {
+		t.Fatalf("a rule's or a caller's stage reached the next decision: %v", d.OmitStages)
 	}
 }
 

@@ -151,7 +151,8 @@ func validStages(ss []Stage) error {
 	return nil
 }
 
-// Decision is what the policy says about one request.
+// Decision is what the policy says about one request. Its OmitStages may
+// be the policy's own: read it, do not change it.
 type Decision struct {
 	Level             Level
 	OmitStages        []Stage
@@ -168,7 +169,14 @@ func (p *Policy) Decide(a auth.Attributes) Decision {
 	for i := range p.Rules {
 		r := &p.Rules[i]
 		if r.matches(a) {
-			d := Decision{Level: r.Level, OmitStages: append(slices.Clone(p.OmitStages), r.OmitStages...), OmitManagedFields: p.OmitManagedFields}
+			// A rule that omits no stage of its own shares the policy's
+			// list (clipped, so that an append copies it) rather than a
+			// copy on every request.
+			omit := slices.Clip(p.OmitStages)
+			if len(r.OmitStages) > 0 {
+				omit = append(slices.Clone(p.OmitStages), r.OmitStages...)
+			}
+			d := Decision{Level: r.Level, OmitStages: omit, OmitManagedFields: p.OmitManagedFields}
 			if r.OmitManagedFields != nil {
 				d.OmitManagedFields = *r.OmitManagedFields
 			}
