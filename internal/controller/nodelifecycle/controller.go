@@ -256,8 +256,10 @@ type Controller struct {
 	// from the table the feed fills, and a test waits on this to know a
 	// change has reached it.
 	nodeEvents int
-	// changed is closed and replaced whenever the fields above change, so
-	// that tests can wait for the controller without sleeping.
+	// changed, once a test waits on it (changedLocked), is closed at the
+	// next change of the fields above, so that tests can wait for the
+	// controller without sleeping; nil while no one waits, so that a
+	// running controller makes no channel per change.
 	changed chan struct{}
 }
 
@@ -487,7 +489,6 @@ func New(cfg Config) (*Controller, error) {
 		kick:    make(chan struct{}, 1),
 		byState: map[string]int{},
 		zones:   map[string]*zone{},
-		changed: make(chan struct{}),
 	}, nil
 }
 
@@ -672,13 +673,24 @@ func (c *Controller) update(f func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f()
-	close(c.changed)
-	c.changed = make(chan struct{})
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
+}
+
+// changedLocked is a channel closed at the controller's next change (update
+// or the end of a pass). The caller holds c.mu.
+func (c *Controller) changedLocked() <-chan struct{} {
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	return c.changed
 }
 
 // locked runs f under the mutex without waking anyone: a pass changes the
 // table node by node, and wakes its waiters once at the end (passes++),
-// rather than allocating a channel for every node it visits.
+// rather than at every node it visits.
 func (c *Controller) locked(f func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

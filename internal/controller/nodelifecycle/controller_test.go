@@ -185,7 +185,7 @@ func (e *env) waitFor(what string, cond func(c *Controller) bool) {
 	for {
 		e.c.mu.Lock()
 		ok := cond(e.c)
-		changed := e.c.changed
+		changed := e.c.changedLocked()
 		e.c.mu.Unlock()
 		if ok {
 			return
@@ -1380,4 +1380,27 @@ func TestStatusHeartbeatsKeepNodeReady(t *testing.T) {
 	e.wantReady("web-1", corev1.ConditionTrue, agentReason)
 	e.step(grace + period)
 	e.wantReady("web-1", corev1.ConditionUnknown, ReasonNodeStatusUnknown)
+}
+
+// A change makes no channel while no test waits for one, and wakes the
+// test that does.
+func TestUpdateWakesOnlyWaiters(t *testing.T) {
+	c := &Controller{}
+	if n := testing.AllocsPerRun(100, func() { c.update(func() { c.passes++ }) }); n != 0 {
+		t.Errorf("%v allocations a change with no one waiting", n)
+	}
+	c.mu.Lock()
+	changed := c.changedLocked()
+	c.mu.Unlock()
+	select {
+	case <-changed:
+		t.Fatal("woken before any change")
+	default:
+	}
+	c.update(func() { c.passes++ })
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a change did not wake the waiter")
+	}
 }
