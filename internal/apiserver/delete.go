@@ -28,7 +28,7 @@ func (s *Server) deleteOptions(req *request) (*metav1.DeleteOptions, error) {
 		return nil, err
 	}
 	if len(body) > 0 {
-		if _, err := decodeBody(req.r.Header.Get("Content-Type"), body, opts, metav1.SchemeGroupVersion.WithKind("DeleteOptions"), false); err != nil {
+		if _, err := decodeBody(req.r.Header.Get("Content-Type"), body, opts, metav1.SchemeGroupVersion.String(), metav1.SchemeGroupVersion.WithKind("DeleteOptions"), false); err != nil {
 			// Older clients label the options with their own group.
 			if _, _, err2 := registry.Codecs.UniversalDeserializer().Decode(body, nil, opts); err2 != nil {
 				return nil, err

@@ -461,9 +461,10 @@ const maxPooledResponse = 64 << 10
 // bodyMediaTypes are the request body formats, as 415 answers list them.
 const bodyMediaTypes = mediaJSON + ", " + mediaYAML + ", " + mediaProtobuf
 
-// decodeBody decodes a request body of the resource's kind. strict reports
-// unknown and duplicate fields as a strict decoding error.
-func decodeBody(contentType string, body []byte, into runtime.Object, gvk schema.GroupVersionKind, strict bool) (runtime.Object, error) {
+// decodeBody decodes a request body of the resource's kind, gvk, whose
+// group version apiVersion spells. strict reports unknown and duplicate
+// fields as a strict decoding error.
+func decodeBody(contentType string, body []byte, into runtime.Object, apiVersion string, gvk schema.GroupVersionKind, strict bool) (runtime.Object, error) {
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil || contentType == "" {
 		mt = mediaJSON
@@ -479,7 +480,7 @@ func decodeBody(contentType string, body []byte, into runtime.Object, gvk schema
 	// anything the fast way does not take (or fails on) goes the
 	// serializer's way, which gives the errors.
 	obj, err := into, error(nil)
-	if ok, ferr := store.DecodeProtobuf(body, gvk, into); !ok || ferr != nil {
+	if ok, ferr := store.DecodeProtobuf(body, apiVersion, gvk, into); !ok || ferr != nil {
 		if r, canReset := into.(interface{ Reset() }); ok && canReset {
 			r.Reset()
 		}

@@ -220,7 +220,7 @@ func FuzzDecodeProtobufBody(f *testing.F) {
 	f.Add([]byte("k8s\x00"))
 	gvk := registry.Leases.GroupVersionKind()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, gotErr := decodeBody(mediaProtobuf, data, &coordinationv1.Lease{}, gvk, true)
+		got, gotErr := decodeBody(mediaProtobuf, data, &coordinationv1.Lease{}, registry.Leases.APIVersion(), gvk, true)
 		want, wantErr := decodeWith(info, data, &coordinationv1.Lease{}, gvk, true)
 		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 			t.Fatalf("error %v, the serializer's %v", gotErr, wantErr)

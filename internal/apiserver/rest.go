@@ -448,7 +448,7 @@ func printable(s string, max int) bool {
 // honouring fieldValidation: Strict fails on unknown or duplicate fields,
 // Warn (the default) warns, Ignore drops them silently.
 func (s *Server) decodeObject(req *request, body []byte, validation string) (runtime.Object, error) {
-	obj, err := decodeBody(req.r.Header.Get("Content-Type"), body, req.res.New(), req.res.GroupVersionKind(), true)
+	obj, err := decodeBody(req.r.Header.Get("Content-Type"), body, req.res.New(), req.res.APIVersion(), req.res.GroupVersionKind(), true)
 	if err != nil {
 		if !runtime.IsStrictDecodingError(err) {
 			return nil, err
@@ -767,7 +767,7 @@ func (s *Server) readObject(req *request, optionsKind string, dryRun []string, m
 // attempt at a write: without strictness, whose warnings the first decoding
 // gave already, and with the same namespace.
 func (s *Server) decodeAgain(req *request, body []byte) (runtime.Object, error) {
-	obj, err := decodeBody(req.r.Header.Get("Content-Type"), body, req.res.New(), req.res.GroupVersionKind(), false)
+	obj, err := decodeBody(req.r.Header.Get("Content-Type"), body, req.res.New(), req.res.APIVersion(), req.res.GroupVersionKind(), false)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,22 +91,11 @@ func (k *Kind) decodeInPlace(data []byte) (obj runtime.Object, ok bool, err erro
 // false, and into untouched, for any other envelope (another kind, a
 // content encoding, a field twice); err is the generated Unmarshal's, and
 // into then holds part of the object. Either way the caller can fall back
-// to the serializer, after resetting into.
-func DecodeProtobuf(data []byte, gvk schema.GroupVersionKind, into runtime.Object) (ok bool, err error) {
-	return decodeInto(data, apiVersion(gvk.GroupVersion()), gvk, into)
-}
-
-// apiVersions holds GroupVersion.String of every group version decoded,
-// which otherwise joins the two on every request body.
-var apiVersions sync.Map // schema.GroupVersion → string
-
-// apiVersion is gv.String(), made once for each gv.
-func apiVersion(gv schema.GroupVersion) string {
-	if v, ok := apiVersions.Load(gv); ok {
-		return v.(string)
-	}
-	v, _ := apiVersions.LoadOrStore(gv, gv.String())
-	return v.(string)
+// to the serializer, after resetting into. apiVersion is gvk's group
+// version as an object spells it (registry.Resource.APIVersion), which
+// callers keep rather than have it joined on every request.
+func DecodeProtobuf(data []byte, apiVersion string, gvk schema.GroupVersionKind, into runtime.Object) (ok bool, err error) {
+	return decodeInto(data, apiVersion, gvk, into)
 }
 
 // decodeInto unmarshals the object inside data's envelope, which must name
