@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/agent"
 	"github.com/leasehold/leasehold/internal/bench"
+	"github.com/leasehold/leasehold/internal/controller/nodelifecycle"
 	"github.com/leasehold/leasehold/internal/pki"
 	"github.com/leasehold/leasehold/internal/version"
 )
@@ -226,9 +227,25 @@ func fleetScenario() *benchScenario {
 			if err != nil {
 				return nil, err
 			}
+			if note := graceNote(cfg.Interval); note != "" {
+				fmt.Fprintln(os.Stderr, note)
+			}
 			return f.Run(ctx)
 		},
 	}
+}
+
+// graceNote warns, when agents renewing every interval would outlast the
+// default grace period of a node lifecycle controller (leasehold serve's,
+// as kube-controller-manager's), that such a server marks their nodes
+// Unknown between renewals: the bench cannot read the server's setting,
+// and the controller's writes would then meet the agents' status posts.
+func graceNote(interval time.Duration) string {
+	if interval < nodelifecycle.DefaultGracePeriod {
+		return ""
+	}
+	return fmt.Sprintf("leasehold bench: note: the agents renew every %v, not within the default --node-monitor-grace-period (%v): a server left at that default marks their nodes Unknown between renewals; give it a grace period longer than %v",
+		interval, nodelifecycle.DefaultGracePeriod, interval)
 }
 
 func watchScenario() *benchScenario {

@@ -192,7 +192,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.BoolVar(&f.dashboard, "dashboard", true, "serve the web dashboard under /dashboard/ (its page signs in with a bearer token; RBAC decides what it shows)")
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ (to cluster-admins unless RBAC grants more)")
 	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks node leases")
-	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", 50*time.Second, "how long a node's lease may go unrenewed before the node is marked Ready=Unknown")
+	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", nodelifecycle.DefaultGracePeriod, "how long a node's lease may go unrenewed before the node is marked Ready=Unknown")
 	fs.DurationVar(&f.nodeStartupGrace, "node-startup-grace-period", time.Minute, "the grace period of a node that has never posted a Ready condition, as kube-controller-manager's flag")
 	fs.DurationVar(&f.quotaSync, "resource-quota-sync-period", resourcequota.DefaultResyncPeriod, "how often every quota is counted again (besides after each deletion), as kube-controller-manager's flag")
 	fs.Float64Var(&f.zones.EvictionRate, "node-eviction-rate", nodelifecycle.DefaultEvictionRate, "nodes a second, in each zone, that get the NoExecute taint when not Ready, while the zone is not partly disrupted")
