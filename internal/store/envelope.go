@@ -79,30 +79,24 @@ type unmarshaler interface {
 // every string and byte slice, so the object does not alias data.
 func (k *Kind) decodeInPlace(data []byte) (obj runtime.Object, ok bool, err error) {
 	obj = k.newObj()
-	if ok, err = decodeInto(data, k.apiVersion, k.gvk, obj); !ok || err != nil {
+	if ok, err = DecodeProtobuf(data, k.apiVersion, k.gvk, obj); !ok || err != nil {
 		return nil, ok, err
 	}
 	return obj, true, nil
 }
 
 // DecodeProtobuf decodes data, an object of gvk in Kubernetes' protobuf
-// envelope, into into, a new object of a generated type, the way
-// decodeInPlace does: for a request body, as for a stored object. ok is
-// false, and into untouched, for any other envelope (another kind, a
-// content encoding, a field twice); err is the generated Unmarshal's, and
-// into then holds part of the object. Either way the caller can fall back
-// to the serializer, after resetting into. apiVersion is gvk's group
-// version as an object spells it (registry.Resource.APIVersion), which
-// callers keep rather than have it joined on every request.
+// envelope, into into, a new object of a generated type: for a stored
+// object (decodeInPlace) and for a request body alike. apiVersion is gvk's
+// group version as an object spells it (Kind's, or
+// registry.Resource.APIVersion), kept by callers rather than joined on
+// every call. ok is false, and into untouched, for any other envelope
+// (another kind, a content encoding, a field twice); err is the generated
+// Unmarshal's, and into then holds part of the object. Either way the
+// caller can fall back to the serializer, after resetting into. As the
+// serializer does, it sets the kind on what it decodes: a TypeMeta with the
+// strings given rather than a new apiVersion per object.
 func DecodeProtobuf(data []byte, apiVersion string, gvk schema.GroupVersionKind, into runtime.Object) (ok bool, err error) {
-	return decodeInto(data, apiVersion, gvk, into)
-}
-
-// decodeInto unmarshals the object inside data's envelope, which must name
-// apiVersion (gvk's) and gvk's kind, into into. The serializer sets the
-// kind on what it decodes; so does this, a TypeMeta with the strings given
-// rather than a new apiVersion per object.
-func decodeInto(data []byte, apiVersion string, gvk schema.GroupVersionKind, into runtime.Object) (ok bool, err error) {
 	raw, ok := unwrap(data, apiVersion, gvk.Kind)
 	if !ok {
 		return false, nil
