@@ -116,6 +116,7 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 			moved = true
 		}
 	}
+	req.renewal = !moved && len(paths) == 1 && slices.Equal(paths[0], renewTimePath)
 	now := metav1.NewTime(s.clock.Now().UTC())
 	var entries []metav1.ManagedFieldsEntry
 	if moved {

@@ -56,6 +56,10 @@ var (
 		Name: "apiserver_watch_events_total",
 		Help: "Events sent to watchers, each watcher's counted, by group, version and resource.",
 	}, []string{"group", "version", "resource"})
+	renewalsDeferred = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "leasehold_node_lease_renewals_deferred_total",
+		Help: "Renewals of node leases answered without a write to etcd, between two checkpoints (--node-lease-checkpoint-interval).",
+	})
 	watchEventSizes = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "apiserver_watch_events_sizes",
 		Help:    "Bytes of the events sent to watchers, as framed for the watch's encoding, by group, version and resource.",
@@ -87,7 +91,7 @@ func requestLabelNames(dryRun bool, extra ...string) []string {
 
 // Collectors are the API server's Prometheus metrics.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, responseSizes, requestTerminations, longRunning, watchEvents, watchEventSizes, authenticationAttempts, authorizationAttempts}
+	return []prometheus.Collector{requestsTotal, requestDuration, requestSLIDuration, responseSizes, requestTerminations, longRunning, watchEvents, watchEventSizes, renewalsDeferred, authenticationAttempts, authorizationAttempts}
 }
 
 // BuildInfo is kube-apiserver's kubernetes_build_info, 1 with the server's

@@ -47,6 +47,13 @@ type request struct {
 	// changed is set by prepareUpdate when the object it returned is a
 	// heartbeat that certainly differs from the current one.
 	changed bool
+	// renewal is set by prepareUpdate when the object it returned changes
+	// spec.renewTime and nothing else but its manager's managedFields
+	// timestamp.
+	renewal bool
+	// deferred is set when the update's answer stands for a write that
+	// did not happen (renewalCheckpoint).
+	deferred bool
 	// body is the buffer from bodyBuffers the request's body was read
 	// into, returned once the request is answered.
 	body *[]byte
@@ -706,7 +713,7 @@ func (s *Server) prepareUpdate(req *request, obj, cur runtime.Object, manager st
 		}
 	}
 	heartbeat := false
-	req.changed = false
+	req.changed, req.renewal = false, false
 	if managed {
 		heartbeat, req.changed = s.heartbeatManagedFields(req, obj, cur, manager)
 	}
@@ -798,6 +805,7 @@ func (s *Server) update(req *request) error {
 		DryRun:      wo.dryRun,
 		Changed:     func() bool { return req.changed },
 		Delete:      deletesOnUpdate,
+		Defer:       s.renewalCheckpoint(req, wo.dryRun),
 	}, func(cur runtime.Object) (runtime.Object, error) {
 		// The first attempt takes the decoded object as it is and changes
 		// it; another attempt (after a conflict) decodes the body again
@@ -837,6 +845,9 @@ func (s *Server) update(req *request) error {
 	})
 	if err != nil {
 		return err
+	}
+	if req.deferred {
+		renewalsDeferred.Inc()
 	}
 	code := http.StatusOK
 	if created {

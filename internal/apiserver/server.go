@@ -93,6 +93,12 @@ type Config struct {
 	// HSTS is the Strict-Transport-Security header of every response
 	// (HSTSHeader); "" sends none.
 	HSTS string
+	// NodeLeaseCheckpointInterval, when above zero, writes a renewal of a
+	// lease in kube-node-lease to etcd only once the stored renewTime is
+	// that old, or half the lease's duration if less; the renewals between
+	// are answered without a write (renewalCheckpoint). Zero writes every
+	// renewal.
+	NodeLeaseCheckpointInterval time.Duration
 	// ResponseCompression gzips a response body larger than 128 KiB (a
 	// long list) for a client that accepts gzip, as kube-apiserver's
 	// APIResponseCompression does, on by default there.

@@ -95,6 +95,7 @@ type serveFlags struct {
 	watchCacheSizes                        string
 	cacheSizes                             map[schema.GroupResource]int // watchCacheSizes, parsed
 	nodeMonitorPeriod, nodeMonitorGrace    time.Duration
+	nodeLeaseCheckpoint                    time.Duration
 	nodeStartupGrace                       time.Duration
 	tlsMinVersionName, tlsCipherSuiteNames string
 	tlsMinVersion                          uint16   // tlsMinVersionName, parsed
@@ -193,6 +194,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.BoolVar(&f.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ (to cluster-admins unless RBAC grants more)")
 	fs.DurationVar(&f.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks node leases")
 	fs.DurationVar(&f.nodeMonitorGrace, "node-monitor-grace-period", nodelifecycle.DefaultGracePeriod, "how long a node's lease may go unrenewed before the node is marked Ready=Unknown")
+	fs.DurationVar(&f.nodeLeaseCheckpoint, "node-lease-checkpoint-interval", 0, "write a node lease's renewal to etcd only once the stored renewTime is this old (or half the lease's duration, if less), and answer the renewals between without a write, as etcd checkpoints its own leases; at most half --node-monitor-grace-period (0: write every renewal; see docs/PERFORMANCE.md, \"Renewals between checkpoints\")")
 	fs.DurationVar(&f.nodeStartupGrace, "node-startup-grace-period", time.Minute, "the grace period of a node that has never posted a Ready condition, as kube-controller-manager's flag")
 	fs.DurationVar(&f.quotaSync, "resource-quota-sync-period", resourcequota.DefaultResyncPeriod, "how often every quota is counted again (besides after each deletion), as kube-controller-manager's flag")
 	fs.Float64Var(&f.zones.EvictionRate, "node-eviction-rate", nodelifecycle.DefaultEvictionRate, "nodes a second, in each zone, that get the NoExecute taint when not Ready, while the zone is not partly disrupted")
@@ -382,6 +384,9 @@ func (f *serveFlags) check() error {
 	}
 	if f.nodeMonitorPeriod <= 0 || f.nodeMonitorGrace <= f.nodeMonitorPeriod {
 		return fmt.Errorf("--node-monitor-grace-period (%v) must be longer than --node-monitor-period (%v), which must be positive", f.nodeMonitorGrace, f.nodeMonitorPeriod)
+	}
+	if f.nodeLeaseCheckpoint < 0 || f.nodeLeaseCheckpoint > f.nodeMonitorGrace/2 {
+		return fmt.Errorf("--node-lease-checkpoint-interval (%v) must be between 0 and half --node-monitor-grace-period (%v)", f.nodeLeaseCheckpoint, f.nodeMonitorGrace)
 	}
 	if f.nodeStartupGrace <= 0 {
 		return fmt.Errorf("--node-startup-grace-period (%v) must be positive", f.nodeStartupGrace)
@@ -595,6 +600,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger) error {
 		ResponseCompression:         f.apiResponseCompression,
 		CORSAllowedOrigins:          f.corsOrigins,
 		HSTS:                        f.hsts,
+		NodeLeaseCheckpointInterval: f.nodeLeaseCheckpoint,
 	})
 	if err != nil {
 		return err

@@ -155,6 +155,8 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--node-monitor-grace-period", "5s"}, "must be longer than --node-monitor-period", false},
 		{[]string{"--node-monitor-period", "0s"}, "must be longer than --node-monitor-period", false},
 		{[]string{"--node-startup-grace-period", "0s"}, "--node-startup-grace-period (0s) must be positive", false},
+		{[]string{"--node-lease-checkpoint-interval", "26s"}, "--node-lease-checkpoint-interval (26s) must be between 0 and half --node-monitor-grace-period (50s)", false},
+		{[]string{"--node-lease-checkpoint-interval", "-1s"}, "--node-lease-checkpoint-interval (-1s) must be between 0", false},
 		{[]string{"--node-eviction-rate", "-1"}, "--node-eviction-rate", false},
 		{[]string{"--secondary-node-eviction-rate", "NaN"}, "--secondary-node-eviction-rate", false},
 		{[]string{"--large-cluster-size-threshold", "-1"}, "--large-cluster-size-threshold", false},

@@ -847,15 +847,45 @@ func readyThrough(t *testing.T, s *server, nodes []string, what string, back tim
 // controllers' Lease and runs them, the agent (which goes on through the
 // survivor) keeps its node Ready through the gap, and the new leader marks
 // the node once its agent dies.
+//
+// With --node-lease-checkpoint-interval the same holds, though only every
+// other renewal of the agent's (every 1 s, of a 4 s lease) reaches etcd:
+// the checkpoints (at least every 2 s, half the lease) are what the
+// survivor's controllers see.
 func TestControllersMoveToAnotherReplica(t *testing.T) {
 	t.Parallel()
-	const node = "moving-controllers-node"
-	a, b, ag := nodeReplicas(t, node)
+	for _, tc := range []struct {
+		name, node string
+		flags      []string
+	}{
+		{"every renewal written", "moving-controllers-node", nil},
+		{"renewals between checkpoints", "moving-checkpoints-node", []string{"--node-lease-checkpoint-interval", (nodeGrace / 2).String()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testControllersMoveToAnotherReplica(t, tc.node, tc.flags...)
+		})
+	}
+}
+
+func testControllersMoveToAnotherReplica(t *testing.T, node string, flags ...string) {
+	a, b, ag := nodeReplicas(t, node, flags...)
 	leader, other := controllersReplica(t, a, b)
 	leads := controllersIdentity
 	// kubectl goes to the survivor.
 	toItself(t, other)
 	waitNodeStatus(t, other, node, "Ready", 30*time.Second)
+	if len(flags) > 0 {
+		// Some of the agent's renewals were answered without a write, by
+		// a (which it tries first) or b.
+		toItself(t, leader)
+		eventually(t, 10*time.Second, func() error {
+			if n := deferredRenewals(t, a) + deferredRenewals(t, b); n == 0 {
+				return errors.New("no renewal answered without a write yet")
+			}
+			return nil
+		})
+	}
 
 	leader.kill()
 	killed := time.Now()
@@ -896,6 +926,22 @@ func TestControllersMoveToAnotherReplica(t *testing.T) {
 
 	ag.kill9(t)
 	waitNodeStatus(t, other, node, "NotReady", nodeGrace+nodePeriod+agentLease+pollMargin)
+}
+
+// deferredRenewals is s's leasehold_node_lease_renewals_deferred_total.
+func deferredRenewals(t *testing.T, s *server) float64 {
+	t.Helper()
+	for line := range strings.Lines(s.kubectl(t, "get", "--raw", "/metrics")) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "leasehold_node_lease_renewals_deferred_total "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("leasehold_node_lease_renewals_deferred_total %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("/metrics has no leasehold_node_lease_renewals_deferred_total")
+	return 0
 }
 
 // controllersIdentity is the identity with which the server s last took

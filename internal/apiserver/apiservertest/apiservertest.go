@@ -83,6 +83,9 @@ type Options struct {
 	Snapshot func(context.Context) (io.ReadCloser, error)
 	// LogCheck sets apiserver.Config.LogCheck; nil has none.
 	LogCheck healthz.HealthChecker
+	// NodeLeaseCheckpointInterval sets
+	// apiserver.Config.NodeLeaseCheckpointInterval.
+	NodeLeaseCheckpointInterval time.Duration
 }
 
 // Server is a running test server.
@@ -149,6 +152,7 @@ func Start(t testing.TB, opts Options) *Server {
 		WatchCacheSizes: opts.WatchCacheSizes, Clock: opts.Clock, APIAudiences: opts.APIAudiences,
 		RequestTimeout: opts.RequestTimeout, Snapshot: opts.Snapshot, ResponseCompression: opts.ResponseCompression,
 		CORSAllowedOrigins: opts.CORSAllowedOrigins, HSTS: opts.HSTS, LogCheck: opts.LogCheck,
+		NodeLeaseCheckpointInterval: opts.NodeLeaseCheckpointInterval,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,63 @@
+package apiserver
+
+import (
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/leasehold/leasehold/internal/registry"
+)
+
+// renewTimePath is a Lease's spec.renewTime as ChangedFields names it.
+var renewTimePath = []string{"f:spec", "f:renewTime"}
+
+// renewalCheckpoint returns the store.UpdateOptions.Defer of an update
+// that may be a node lease's renewal, when Config.NodeLeaseCheckpointInterval
+// is set: a renewal that changes only spec.renewTime, made less than the
+// interval (and less than half the lease's duration) after the stored
+// renewTime, is answered with the stored lease bearing the new renewTime,
+// at the stored resourceVersion, and not written. The agent renews from
+// that answer, so its next renewal names the stored resourceVersion and
+// passes its precondition; the first renewal at or past the interval is
+// written, as a checkpoint.
+//
+// What every reader sees is the stored lease, whose renewTime is at most
+// the interval plus one renewal interval behind the agent's latest: a
+// node lifecycle controller on any replica, or one that starts after a
+// restart, sees the lease change at least that often, so a live node is
+// never judged gone as long as that is shorter than its grace period
+// (serve checks the interval against --node-monitor-grace-period). A node that stops is
+// judged gone up to the interval earlier than with every renewal written.
+// Nothing is kept in memory: a restart or a replica failover loses only
+// the answered renewals, which nothing but their agent saw
+// (docs/PERFORMANCE.md, "Renewals between checkpoints").
+func (s *Server) renewalCheckpoint(req *request, dryRun bool) func(updated, cur runtime.Object) runtime.Object {
+	if s.cfg.NodeLeaseCheckpointInterval <= 0 || dryRun || req.res != registry.Leases || req.info.subresource != "" || req.info.namespace != corev1.NamespaceNodeLease {
+		return nil
+	}
+	return func(updated, cur runtime.Object) runtime.Object {
+		req.deferred = false
+		if !req.renewal {
+			return nil
+		}
+		l, c := updated.(*coordinationv1.Lease), cur.(*coordinationv1.Lease)
+		if l.Spec.RenewTime == nil || c.Spec.RenewTime == nil {
+			return nil
+		}
+		interval := s.cfg.NodeLeaseCheckpointInterval
+		if d := c.Spec.LeaseDurationSeconds; d != nil && time.Duration(*d)*time.Second/2 < interval {
+			interval = time.Duration(*d) * time.Second / 2
+		}
+		if since := l.Spec.RenewTime.Sub(c.Spec.RenewTime.Time); since < 0 || since >= interval {
+			return nil
+		}
+		// The cached lease is shared: answer with a copy of its top
+		// level, which the response's encoding may set the kind of.
+		answer := *c
+		answer.Spec.RenewTime = l.Spec.RenewTime
+		req.deferred = true
+		return &answer
+	}
+}
