@@ -5,6 +5,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/leasehold/leasehold/internal/registry"
@@ -13,15 +14,28 @@ import (
 // renewTimePath is a Lease's spec.renewTime as ChangedFields names it.
 var renewTimePath = []string{"f:spec", "f:renewTime"}
 
+// lastWritten is the newest timestamp of an object's managedFields: when
+// it was last written, truncated to the second.
+func lastWritten(entries []metav1.ManagedFieldsEntry) (time.Time, bool) {
+	var last time.Time
+	for _, e := range entries {
+		if e.Time != nil && e.Time.After(last) {
+			last = e.Time.Time
+		}
+	}
+	return last, !last.IsZero()
+}
+
 // renewalCheckpoint returns the store.UpdateOptions.Defer of an update
-// that may be a node lease's renewal, when Config.NodeLeaseCheckpointInterval
-// is set: a renewal that changes only spec.renewTime, made less than the
-// interval (and less than half the lease's duration) after the stored
-// renewTime, is answered with the stored lease bearing the new renewTime,
-// at the stored resourceVersion, and not written. The agent renews from
-// that answer, so its next renewal names the stored resourceVersion and
-// passes its precondition; the first renewal at or past the interval is
-// written, as a checkpoint.
+// that may be a node lease's renewal, when
+// Config.NodeLeaseCheckpointInterval is set: a renewal that changes only
+// spec.renewTime, less than the interval (and half the lease's duration)
+// after the stored renewTime, and less than the interval after the stored
+// lease was written by the server's clock, is answered with the stored
+// lease bearing the new renewTime, at the stored resourceVersion, and not
+// written. The agent renews from that answer, so its next renewal names
+// the stored resourceVersion and passes its precondition; the first
+// renewal at or past the interval is written, as a checkpoint.
 //
 // What every reader sees is the stored lease, whose renewTime is at most
 // the interval plus one renewal interval behind the agent's latest: a
@@ -51,6 +65,15 @@ func (s *Server) renewalCheckpoint(req *request, dryRun bool) func(updated, cur 
 			interval = time.Duration(*d) * time.Second / 2
 		}
 		if since := l.Spec.RenewTime.Sub(c.Spec.RenewTime.Time); since < 0 || since >= interval {
+			return nil
+		}
+		// And by the server's clock, whatever the agent's does (a clock
+		// that runs slow would have its renewTimes keep within the
+		// interval for longer): the stored lease's newest managedFields
+		// timestamp is when it was written, to the second, as every write
+		// sets its manager's.
+		written, ok := lastWritten(c.ManagedFields)
+		if !ok || s.clock.Since(written) >= interval {
 			return nil
 		}
 		// The cached lease is shared: answer with a copy of its top

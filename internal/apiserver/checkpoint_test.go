@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasehold/leasehold/internal/apiserver/apiservertest"
@@ -109,6 +110,36 @@ func TestNodeLeaseCheckpoints(t *testing.T) {
 	}
 	if !got.Spec.RenewTime.Equal(dry.Spec.RenewTime) {
 		t.Errorf("dry run answered renewTime %v, want %v", got.Spec.RenewTime, dry.Spec.RenewTime)
+	}
+}
+
+// TestNodeLeaseCheckpointsByServerClock: an agent whose clock runs slow
+// has its renewTimes keep within the interval for longer than the
+// interval lasts; the server's clock still has a renewal written once the
+// interval has passed since the stored lease was.
+func TestNodeLeaseCheckpointsByServerClock(t *testing.T) {
+	t.Parallel()
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := apiservertest.Start(t, apiservertest.Options{Clock: clk, NodeLeaseCheckpointInterval: 20 * time.Second})
+	cs := s.Client(t, "application/vnd.kubernetes.protobuf")
+	leases := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	l := createLease(t, cs, corev1.NamespaceNodeLease, "slow-clock", 40, t0)
+	for i, step := range []struct {
+		server  time.Duration // the server's clock moves on by this first
+		written bool
+	}{{10 * time.Second, false}, {9 * time.Second, false}, {2 * time.Second, true}, {10 * time.Second, false}} {
+		clk.Step(step.server)
+		next := l.DeepCopy()
+		next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(time.Duration(i+1) * time.Second))) // a second each time
+		got, err := leases.Update(context.Background(), next, metav1.UpdateOptions{FieldManager: "agent"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if written := got.ResourceVersion != l.ResourceVersion; written != step.written {
+			t.Errorf("renewal %d, the server's clock %v on: written %v, want %v", i+1, step.server, written, step.written)
+		}
+		l = got
 	}
 }
 
