@@ -30,8 +30,8 @@ func lastWritten(entries []metav1.ManagedFieldsEntry) (time.Time, bool) {
 // that may be a node lease's renewal, when
 // Config.NodeLeaseCheckpointInterval is set: a renewal that changes only
 // spec.renewTime, less than the interval (and half the lease's duration)
-// after the stored renewTime, and less than the interval after the stored
-// lease was written by the server's clock, is answered with the stored
+// after the stored renewTime, and less than the interval (and a second)
+// after the stored lease was written by the server's clock, is answered with the stored
 // lease bearing the new renewTime, at the stored resourceVersion, and not
 // written. The agent renews from that answer, so its next renewal names
 // the stored resourceVersion and passes its precondition; the first
@@ -70,10 +70,10 @@ func (s *Server) renewalCheckpoint(req *request, dryRun bool) func(updated, cur 
 		// And by the server's clock, whatever the agent's does (a clock
 		// that runs slow would have its renewTimes keep within the
 		// interval for longer): the stored lease's newest managedFields
-		// timestamp is when it was written, to the second, as every write
-		// sets its manager's.
+		// timestamp is when it was written, as every write sets its
+		// manager's, truncated to the second, which the check allows for.
 		written, ok := lastWritten(c.ManagedFields)
-		if !ok || s.clock.Since(written) >= interval {
+		if !ok || s.clock.Since(written) >= interval+time.Second {
 			return nil
 		}
 		// The cached lease is shared: answer with a copy of its top

@@ -116,7 +116,8 @@ func TestNodeLeaseCheckpoints(t *testing.T) {
 // TestNodeLeaseCheckpointsByServerClock: an agent whose clock runs slow
 // has its renewTimes keep within the interval for longer than the
 // interval lasts; the server's clock still has a renewal written once the
-// interval has passed since the stored lease was.
+// interval, and the second its timestamps are truncated to, have passed
+// since the stored lease was.
 func TestNodeLeaseCheckpointsByServerClock(t *testing.T) {
 	t.Parallel()
 	clk := clocktesting.NewFakeClock(time.Now())
@@ -128,7 +129,7 @@ func TestNodeLeaseCheckpointsByServerClock(t *testing.T) {
 	for i, step := range []struct {
 		server  time.Duration // the server's clock moves on by this first
 		written bool
-	}{{10 * time.Second, false}, {9 * time.Second, false}, {2 * time.Second, true}, {10 * time.Second, false}} {
+	}{{10 * time.Second, false}, {9 * time.Second, false}, {3 * time.Second, true}, {10 * time.Second, false}} {
 		clk.Step(step.server)
 		next := l.DeepCopy()
 		next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(time.Duration(i+1) * time.Second))) // a second each time
