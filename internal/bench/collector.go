@@ -24,6 +24,11 @@ const (
 	collectorCyclesMetric = "go_gc_cycles_total_gc_cycles_total"
 )
 
+// etcdPutsMetric counts the puts of the etcd embedded in a leasehold
+// server, which serves etcd's own metrics beside its own: one for each
+// object a committed write stores.
+const etcdPutsMetric = "etcd_mvcc_put_total"
+
 // The series Prometheus' process collector gives a process's CPU time and
 // resident memory, on the /metrics of leasehold serve and kube-apiserver
 // alike.
@@ -42,6 +47,13 @@ type CollectorStats struct {
 	Collections          uint64  `json:"collections"`
 }
 
+// EtcdPutStats counts the puts of the server's embedded etcd over a
+// measurement, and per op of the scenario.
+type EtcdPutStats struct {
+	Puts  uint64  `json:"puts"`
+	PerOp float64 `json:"perOp,omitempty"`
+}
+
 // collectorReading is one reading of the collector's two series.
 type collectorReading struct{ cpuSeconds, cycles float64 }
 
@@ -57,6 +69,7 @@ type processReading struct {
 type serverReading struct {
 	collector *collectorReading
 	process   *processReading
+	puts      *float64 // etcdPutsMetric
 }
 
 // metricsMeter reads the server's /metrics at the start of a measurement
@@ -89,17 +102,17 @@ func (c *Common) startMetricsMeter(ctx context.Context, now time.Time) metricsMe
 }
 
 // stop reads /metrics again and returns what the server's collector and
-// process spent since the start, ops being what the scenario did; either
-// is nil when a reading lacked its series or failed. The process's figures
-// have no PID, no peak and no split of its memory, which /metrics does not
-// give.
-func (m metricsMeter) stop(ctx context.Context, now time.Time, ops uint64) (*CollectorStats, *ProcessStats) {
+// process spent since the start, and the puts its embedded etcd made, ops
+// being what the scenario did; each is nil when a reading lacked its
+// series or failed. The process's figures have no PID, no peak and no
+// split of its memory, which /metrics does not give.
+func (m metricsMeter) stop(ctx context.Context, now time.Time, ops uint64) (*CollectorStats, *ProcessStats, *EtcdPutStats) {
 	if m.client == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	end, err := readServerMetrics(ctx, m.client, now)
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var gc *CollectorStats
 	if a, b := m.start.collector, end.collector; a != nil && b != nil {
@@ -119,7 +132,14 @@ func (m metricsMeter) stop(ctx context.Context, now time.Time, ops uint64) (*Col
 			proc.CPUSecondsPer1000Ops = cpu * 1000 / float64(ops)
 		}
 	}
-	return gc, proc
+	var puts *EtcdPutStats
+	if a, b := m.start.puts, end.puts; a != nil && b != nil && *b >= *a {
+		puts = &EtcdPutStats{Puts: uint64(*b - *a)}
+		if ops > 0 {
+			puts.PerOp = float64(puts.Puts) / float64(ops)
+		}
+	}
+	return gc, proc, puts
 }
 
 // sampler returns a function that reads the server's process from
@@ -154,7 +174,7 @@ func readServerMetrics(ctx context.Context, client rest.Interface, now time.Time
 	return parseServerMetrics(body, now)
 }
 
-// parseServerMetrics finds the collector's and the process's series in a
+// parseServerMetrics finds the collector's, the process's and etcd's series in a
 // /metrics page in Prometheus' text format. A page that does not parse is
 // an error; one without the series of a part leaves that part nil.
 func parseServerMetrics(page []byte, now time.Time) (serverReading, error) {
@@ -173,6 +193,9 @@ func parseServerMetrics(page []byte, now time.Time) (serverReading, error) {
 	rss, err2 := oneValue(families, processRSSMetric, dto.MetricType_GAUGE)
 	if err1 == nil && err2 == nil && rss >= 0 && rss < math.MaxUint64 {
 		r.process = &processReading{at: now, cpuSeconds: pcpu, rss: uint64(rss)}
+	}
+	if puts, err := oneValue(families, etcdPutsMetric, dto.MetricType_COUNTER); err == nil && puts >= 0 && puts < math.MaxUint64 {
+		r.puts = &puts
 	}
 	return r, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 )
 
 const collectorPage = `# HELP go_cpu_classes_gc_total_cpu_seconds_total Estimated total CPU time spent performing GC tasks.
@@ -43,6 +44,13 @@ func TestParseServerMetrics(t *testing.T) {
 	}
 	if got.process == nil || *got.process != (processReading{at: now, cpuSeconds: 81.25, rss: 512 << 20}) {
 		t.Errorf("process = %+v, want 81.25 CPU-s and 512 MiB", got.process)
+	}
+	if got.puts != nil {
+		t.Errorf("etcd puts %v from a page without them", *got.puts)
+	}
+	got, err = parseServerMetrics([]byte(processPage+"# TYPE etcd_mvcc_put_total counter\netcd_mvcc_put_total 91702\n"), now)
+	if err != nil || got.puts == nil || *got.puts != 91702 {
+		t.Errorf("etcd puts from leasehold's page: %v, %v; want 91702", got.puts, err)
 	}
 
 	// A part whose series are missing or malformed is left out; the other
@@ -98,6 +106,9 @@ func metricsServer(t *testing.T, readings []serverReading) *httptest.Server {
 			fmt.Fprintf(w, "# TYPE %s counter\n%s %g\n# TYPE %s gauge\n%s %d\n",
 				processCPUMetric, processCPUMetric, p.cpuSeconds, processRSSMetric, processRSSMetric, p.rss)
 		}
+		if p := rd.puts; p != nil {
+			fmt.Fprintf(w, "# TYPE %s counter\n%s %g\n", etcdPutsMetric, etcdPutsMetric, *p)
+		}
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -109,11 +120,14 @@ func TestMetricsMeter(t *testing.T) {
 	start := time.Unix(1700000000, 0)
 	end := start.Add(20 * time.Second)
 	srv := metricsServer(t, []serverReading{
-		{&collectorReading{cpuSeconds: 10, cycles: 3}, &processReading{cpuSeconds: 100, rss: 300 << 20}},
-		{&collectorReading{cpuSeconds: 12.5, cycles: 7}, &processReading{cpuSeconds: 116, rss: 320 << 20}},
+		{&collectorReading{cpuSeconds: 10, cycles: 3}, &processReading{cpuSeconds: 100, rss: 300 << 20}, ptr.To(4000.0)},
+		{&collectorReading{cpuSeconds: 12.5, cycles: 7}, &processReading{cpuSeconds: 116, rss: 320 << 20}, ptr.To(4250.0)},
 	})
 	c := Common{REST: &rest.Config{Host: srv.URL}, Logger: slog.New(slog.DiscardHandler)}
-	gc, proc := c.startMetricsMeter(t.Context(), start).stop(t.Context(), end, 500)
+	gc, proc, puts := c.startMetricsMeter(t.Context(), start).stop(t.Context(), end, 500)
+	if want := (EtcdPutStats{Puts: 250, PerOp: 0.5}); puts == nil || *puts != want {
+		t.Errorf("etcd puts = %+v, want %+v", puts, want)
+	}
 	wantGC := CollectorStats{CPUSeconds: 2.5, Collections: 4, CPUSecondsPer1000Ops: 5}
 	if gc == nil || *gc != wantGC {
 		t.Errorf("collector = %+v, want %+v", gc, wantGC)
@@ -125,8 +139,8 @@ func TestMetricsMeter(t *testing.T) {
 
 	// A server without the series: nothing measured, nothing reported.
 	c.REST = &rest.Config{Host: metricsServer(t, []serverReading{{}}).URL}
-	if gc, proc := c.startMetricsMeter(t.Context(), start).stop(t.Context(), end, 500); gc != nil || proc != nil {
-		t.Errorf("a server without the series: collector %+v, process %+v", gc, proc)
+	if gc, proc, puts := c.startMetricsMeter(t.Context(), start).stop(t.Context(), end, 500); gc != nil || proc != nil || puts != nil {
+		t.Errorf("a server without the series: collector %+v, process %+v, etcd puts %+v", gc, proc, puts)
 	}
 
 	// Another API server's: its process, without the collector's series.
@@ -134,8 +148,8 @@ func TestMetricsMeter(t *testing.T) {
 		{process: &processReading{cpuSeconds: 1, rss: 1 << 30}},
 		{process: &processReading{cpuSeconds: 3, rss: 1 << 30}},
 	}).URL}
-	if gc, proc := c.startMetricsMeter(t.Context(), start).stop(t.Context(), end, 0); gc != nil || proc == nil || proc.CPUSeconds != 2 || proc.CPUSecondsPer1000Ops != 0 {
-		t.Errorf("a server without the collector's series: collector %+v, process %+v", gc, proc)
+	if gc, proc, puts := c.startMetricsMeter(t.Context(), start).stop(t.Context(), end, 0); gc != nil || proc == nil || proc.CPUSeconds != 2 || proc.CPUSecondsPer1000Ops != 0 || puts != nil {
+		t.Errorf("a server without the collector's or etcd's series: collector %+v, process %+v, etcd puts %+v", gc, proc, puts)
 	}
 }
 
@@ -168,8 +182,8 @@ func TestMetricsSampler(t *testing.T) {
 
 func TestMetricsMeterInert(t *testing.T) {
 	// A meter whose first reading failed reports nothing, and reads nothing.
-	if gc, proc := (metricsMeter{}).stop(t.Context(), time.Now(), 10); gc != nil || proc != nil {
-		t.Errorf("inert meter reported %+v, %+v", gc, proc)
+	if gc, proc, puts := (metricsMeter{}).stop(t.Context(), time.Now(), 10); gc != nil || proc != nil || puts != nil {
+		t.Errorf("inert meter reported %+v, %+v, %+v", gc, proc, puts)
 	}
 }
 

@@ -125,7 +125,7 @@ func (m meters) stop(ctx context.Context, now time.Time, ops uint64, r *Report) 
 	r.ServerProcess = m.server.stop(now, ops)
 	r.EtcdProcess = m.etcd.stop(now, ops)
 	var fromMetrics *ProcessStats
-	r.ServerCollector, fromMetrics = m.metrics.stop(ctx, now, ops)
+	r.ServerCollector, fromMetrics, r.ServerEtcdPuts = m.metrics.stop(ctx, now, ops)
 	if r.ServerProcess == nil {
 		r.ServerProcess = fromMetrics
 	}

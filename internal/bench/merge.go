@@ -62,7 +62,8 @@ func Merge(reports []*Report) (*Report, error) {
 	var servers []string
 	lat := &Snapshot{}
 	var serverProcs, etcdProcs, loadProcs []*ProcessStats
-	var collectors []collectorWindow
+	var collectors []window[*CollectorStats]
+	var puts []window[*EtcdPutStats]
 	for i, r := range reports {
 		if !slices.Contains(servers, r.Server) {
 			servers = append(servers, r.Server)
@@ -94,7 +95,10 @@ func Merge(reports []*Report) (*Report, error) {
 		etcdProcs = appendNonNil(etcdProcs, r.EtcdProcess)
 		loadProcs = appendNonNil(loadProcs, r.LoadGenerator)
 		if r.ServerCollector != nil {
-			collectors = append(collectors, collectorWindow{r.ServerCollector, r.Seconds})
+			collectors = append(collectors, window[*CollectorStats]{r.ServerCollector, r.Seconds})
+		}
+		if r.ServerEtcdPuts != nil {
+			puts = append(puts, window[*EtcdPutStats]{r.ServerEtcdPuts, r.Seconds})
 		}
 	}
 	m.Server = strings.Join(servers, ", ")
@@ -103,6 +107,7 @@ func Merge(reports []*Report) (*Report, error) {
 	m.EtcdProcess = meanProcess(etcdProcs, m.OpsPerSecond)
 	m.LoadGenerator = sumProcesses(loadProcs, m.Ops)
 	m.ServerCollector = meanCollector(collectors, m.OpsPerSecond)
+	m.ServerEtcdPuts = meanPuts(puts, m.OpsPerSecond)
 	m.ServerToLoadCPU = m.serverToLoadCPU()
 	return m, nil
 }
@@ -214,31 +219,55 @@ func sumProcesses(ps []*ProcessStats, ops uint64) *ProcessStats {
 	return m
 }
 
-// collectorWindow is the server's collector as one load generator saw it,
-// over its measurement of that many seconds.
-type collectorWindow struct {
-	stats   *CollectorStats
+// window is a figure of the server as one load generator saw it, over its
+// measurement of that many seconds.
+type window[T any] struct {
+	stats   T
 	seconds float64
+}
+
+// windowMean is the mean of what several load generators saw of one
+// server figure, value, each over its own window, and the mean of its rate
+// per second.
+func windowMean[T any](ws []window[T], value func(T) float64) (mean, perSecond float64) {
+	n := float64(len(ws))
+	for _, w := range ws {
+		v := value(w.stats)
+		mean += v / n
+		if w.seconds > 0 {
+			perSecond += v / w.seconds / n
+		}
+	}
+	return mean, perSecond
 }
 
 // meanCollector is the server's collector as several load generators saw
 // it: the mean of their figures, and the mean of its CPU per second per
 // 1000 of the combined rate.
-func meanCollector(cs []collectorWindow, opsPerSecond float64) *CollectorStats {
+func meanCollector(cs []window[*CollectorStats], opsPerSecond float64) *CollectorStats {
 	if len(cs) == 0 {
 		return nil
 	}
-	m := &CollectorStats{}
-	var collections, perSecond float64
-	n := float64(len(cs))
-	for _, c := range cs {
-		m.CPUSeconds += c.stats.CPUSeconds / n
-		collections += float64(c.stats.Collections) / n
-		perSecond += c.stats.CPUSeconds / c.seconds / n
-	}
-	m.Collections = uint64(math.Round(collections))
+	cpu, perSecond := windowMean(cs, func(c *CollectorStats) float64 { return c.CPUSeconds })
+	collections, _ := windowMean(cs, func(c *CollectorStats) float64 { return float64(c.Collections) })
+	m := &CollectorStats{CPUSeconds: cpu, Collections: uint64(math.Round(collections))}
 	if opsPerSecond > 0 {
 		m.CPUSecondsPer1000Ops = perSecond * 1000 / opsPerSecond
+	}
+	return m
+}
+
+// meanPuts is the server's etcd puts as several load generators saw them:
+// the mean of their counts, and the mean of the puts per second over the
+// combined rate.
+func meanPuts(ps []window[*EtcdPutStats], opsPerSecond float64) *EtcdPutStats {
+	if len(ps) == 0 {
+		return nil
+	}
+	puts, perSecond := windowMean(ps, func(p *EtcdPutStats) float64 { return float64(p.Puts) })
+	m := &EtcdPutStats{Puts: uint64(math.Round(puts))}
+	if opsPerSecond > 0 {
+		m.PerOp = perSecond / opsPerSecond
 	}
 	return m
 }

@@ -48,6 +48,9 @@ func TestMerge(t *testing.T) {
 		&CollectorStats{CPUSeconds: 7, Collections: 6, CPUSecondsPer1000Ops: 7.0 / 6000 * 1000})
 	b.Parameters["nodes"] = "1000"
 	b.ErrorSamples, b.Errors = []string{"timeout"}, 1
+	// Both saw the server's etcd, over windows a second apart.
+	a.ServerEtcdPuts = &EtcdPutStats{Puts: 24000, PerOp: 24000.0 / 18000}
+	b.ServerEtcdPuts = &EtcdPutStats{Puts: 24200, PerOp: 24200.0 / 6000}
 
 	m, err := Merge([]*Report{a, b})
 	if err != nil {
@@ -87,6 +90,9 @@ func TestMerge(t *testing.T) {
 	}
 	if gc := m.ServerCollector; gc == nil || gc.CPUSeconds != 6.5 || gc.Collections != 6 || !near(gc.CPUSecondsPer1000Ops, 6.5/60*1000/400) {
 		t.Errorf("collector %+v", gc)
+	}
+	if p := m.ServerEtcdPuts; p == nil || p.Puts != 24100 || !near(p.PerOp, 24100.0/60/400) {
+		t.Errorf("etcd puts %+v, want 24100, %v per op", p, 24100.0/60/400)
 	}
 	// The load generators add up.
 	if l := m.LoadGenerator; l == nil || l.Processes != 2 || l.CPUSeconds != 16 || l.RSSBytes != 190<<20 || !near(l.CPUSecondsPer1000Ops, 16.0/24) {

@@ -41,6 +41,11 @@ type Report struct {
 	// measurement, as the server reports it on /metrics; nil when it
 	// reports no such figures (another API server) or /metrics is refused.
 	ServerCollector *CollectorStats `json:"serverCollector,omitempty"`
+	// ServerEtcdPuts are the puts the server's embedded etcd made over the
+	// measurement, when its /metrics gives them: one for each object a
+	// committed write stores, so one a renewal where every renewal is
+	// written (--node-lease-checkpoint-interval writes fewer).
+	ServerEtcdPuts *EtcdPutStats `json:"serverEtcdPuts,omitempty"`
 	// ServerToLoadCPU sets the server's CPU against the load generator's;
 	// nil unless both were measured as separate processes and the load
 	// generator used some.
@@ -237,6 +242,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	proc("load generator", r.LoadGenerator)
 	if c := r.ServerCollector; c != nil {
 		row("server collector", "%.1f CPU-s in %d collections (%.3f CPU-s per 1000 ops)", c.CPUSeconds, c.Collections, c.CPUSecondsPer1000Ops)
+	}
+	if p := r.ServerEtcdPuts; p != nil {
+		row("server etcd puts", "%d (%.2f per op)", p.Puts, p.PerOp)
 	}
 	if c := r.serverToLoadCPU(); c != nil {
 		ratio := fmt.Sprintf("%.2f", c.All)

@@ -36,6 +36,10 @@ type benchReport struct {
 	Fleet *struct {
 		Nodes int `json:"nodes"`
 	} `json:"fleet"`
+	ServerEtcdPuts *struct {
+		Puts  uint64  `json:"puts"`
+		PerOp float64 `json:"perOp"`
+	} `json:"serverEtcdPuts"`
 }
 
 func readBenchReport(t *testing.T, js string) benchReport {
@@ -90,6 +94,11 @@ func TestBenchFleetFromTwoGenerators(t *testing.T) {
 		if r.Errors != 0 || r.Ops == 0 || r.ServerProcess == nil {
 			t.Fatalf("generator %s: %d ops, %d errors, server %+v", gens[i].prefix, r.Ops, r.Errors, r.ServerProcess)
 		}
+		// Every renewal is written (the server's embedded etcd counts
+		// the other fleet's too, over the same window).
+		if p := r.ServerEtcdPuts; p == nil || p.Puts < r.Ops || p.PerOp < 1 {
+			t.Errorf("generator %s: server etcd puts %+v for %d renewals, want one a renewal at least", gens[i].prefix, p, r.Ops)
+		}
 		reports = append(reports, r)
 	}
 	if p := reports[0].ServerProcess; p.PID <= 0 || p.Source != "" {
@@ -111,7 +120,10 @@ func TestBenchFleetFromTwoGenerators(t *testing.T) {
 		t.Errorf("merged server %+v", m.ServerProcess)
 	}
 	table := leasehold(t, append([]string{"bench", "merge"}, files...)...)
-	for _, want := range []string{"loadGenerators", "2 processes:", "300 (registered"} {
+	if m.ServerEtcdPuts == nil || m.ServerEtcdPuts.Puts == 0 {
+		t.Errorf("merged server etcd puts %+v", m.ServerEtcdPuts)
+	}
+	for _, want := range []string{"loadGenerators", "2 processes:", "300 (registered", "server etcd puts"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("merged table lacks %q:\n%s", want, table)
 		}
