@@ -31,28 +31,28 @@ func lastWritten(entries []metav1.ManagedFieldsEntry) (time.Time, bool) {
 // Config.NodeLeaseCheckpointInterval is set: a renewal that changes only
 // spec.renewTime, less than the interval (and half the lease's duration)
 // after the stored renewTime, and less than the interval (and a second)
-// after the stored lease was written by the server's clock, is answered with the stored
-// lease bearing the new renewTime, at the stored resourceVersion, and not
-// written. The agent renews from that answer, so its next renewal names
-// the stored resourceVersion and passes its precondition; the first
-// renewal at or past the interval is written, as a checkpoint.
+// after the stored lease was written by the server's clock, is answered
+// with the stored lease bearing the new renewTime, at the stored
+// resourceVersion, and not written. The agent renews from that answer, so
+// its next renewal names the stored resourceVersion and passes its
+// precondition; the first renewal at or past the interval is written, as a
+// checkpoint.
 //
 // What every reader sees is the stored lease, whose renewTime is at most
-// the interval plus one renewal interval behind the agent's latest: a
-// node lifecycle controller on any replica, or one that starts after a
-// restart, sees the lease change at least that often, so a live node is
-// never judged gone as long as that is shorter than its grace period
-// (serve checks the interval against --node-monitor-grace-period). A node that stops is
-// judged gone up to the interval earlier than with every renewal written.
-// Nothing is kept in memory: a restart or a replica failover loses only
-// the answered renewals, which nothing but their agent saw
+// the interval plus one renewal interval behind the agent's latest: a node
+// lifecycle controller on any replica, or one that starts after a restart,
+// sees the lease change at least that often, so a live node is never
+// judged gone as long as that is shorter than its grace period (serve
+// checks the interval against --node-monitor-grace-period). A node that
+// stops is judged gone up to the interval earlier than with every renewal
+// written. Nothing is kept in memory: a restart or a replica failover
+// loses only the answered renewals, which nothing but their agent saw
 // (docs/PERFORMANCE.md, "Renewals between checkpoints").
 func (s *Server) renewalCheckpoint(req *request, dryRun bool) func(updated, cur runtime.Object) runtime.Object {
 	if s.cfg.NodeLeaseCheckpointInterval <= 0 || dryRun || req.res != registry.Leases || req.info.subresource != "" || req.info.namespace != corev1.NamespaceNodeLease {
 		return nil
 	}
 	return func(updated, cur runtime.Object) runtime.Object {
-		req.deferred = false
 		if !req.renewal {
 			return nil
 		}

@@ -52,7 +52,8 @@ type request struct {
 	// timestamp.
 	renewal bool
 	// deferred is set when the update's answer stands for a write that
-	// did not happen (renewalCheckpoint).
+	// did not happen (renewalCheckpoint); each attempt of the update
+	// starts it false.
 	deferred bool
 	// body is the buffer from bodyBuffers the request's body was read
 	// into, returned once the request is answered.
@@ -812,6 +813,7 @@ func (s *Server) update(req *request) error {
 		// rather than every attempt copying it first.
 		proposed := obj
 		req.warnings = req.warnings[:warned] // each attempt warns anew
+		req.deferred = false
 		if attempts++; attempts > 1 {
 			var err error
 			if proposed, err = s.decodeAgain(req, body); err != nil {
