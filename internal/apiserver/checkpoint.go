@@ -11,9 +11,6 @@ import (
 	"github.com/leasehold/leasehold/internal/registry"
 )
 
-// renewTimePath is a Lease's spec.renewTime as ChangedFields names it.
-var renewTimePath = []string{"f:spec", "f:renewTime"}
-
 // lastWritten is the newest timestamp of an object's managedFields: when
 // it was last written, truncated to the second.
 func lastWritten(entries []metav1.ManagedFieldsEntry) (time.Time, bool) {

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/leasehold/leasehold/internal/registry"
 )
 
 // heartbeatManagedFields is the fast path of managed fields for the updates
@@ -116,7 +118,7 @@ func (s *Server) heartbeatManagedFields(req *request, obj, cur runtime.Object, m
 			moved = true
 		}
 	}
-	req.renewal = !moved && len(paths) == 1 && slices.Equal(paths[0], renewTimePath)
+	req.renewal = !moved && len(paths) == 1 && slices.Equal(paths[0], registry.LeaseRenewTime)
 	now := metav1.NewTime(s.clock.Now().UTC())
 	var entries []metav1.ManagedFieldsEntry
 	if moved {

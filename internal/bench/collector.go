@@ -174,9 +174,10 @@ func readServerMetrics(ctx context.Context, client rest.Interface, now time.Time
 	return parseServerMetrics(body, now)
 }
 
-// parseServerMetrics finds the collector's, the process's and etcd's series in a
-// /metrics page in Prometheus' text format. A page that does not parse is
-// an error; one without the series of a part leaves that part nil.
+// parseServerMetrics finds the collector's, the process's and etcd's
+// series in a /metrics page in Prometheus' text format. A page that does
+// not parse is an error; one without the series of a part leaves that part
+// nil.
 func parseServerMetrics(page []byte, now time.Time) (serverReading, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(page))

@@ -194,9 +194,10 @@ func FuzzParseServerMetrics(f *testing.F) {
 	f.Add([]byte("go_gc_cycles_total_gc_cycles_total 1\n"))
 	f.Add([]byte("# TYPE x counter\nx{a=\"\\\"\"} 1e309\n"))
 	f.Add([]byte("# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes NaN\n"))
+	f.Add([]byte("# TYPE etcd_mvcc_put_total counter\netcd_mvcc_put_total -3\n"))
 	f.Fuzz(func(t *testing.T, page []byte) {
 		r, err := parseServerMetrics(page, time.Time{})
-		if err != nil && (r.collector != nil || r.process != nil) {
+		if err != nil && (r.collector != nil || r.process != nil || r.puts != nil) {
 			t.Errorf("error %v with a reading %+v", err, r)
 		}
 	})

@@ -192,12 +192,16 @@ func (r *Resource) nameRule() apivalidation.ValidateNameFunc {
 	return apivalidation.NameIsDNSSubdomain
 }
 
+// LeaseRenewTime is spec.renewTime as Leases.ChangedFields reports it: a
+// renewal changes that alone. Callers only read it.
+var LeaseRenewTime = []string{"f:spec", "f:renewTime"}
+
 // leaseSpecPaths are the paths leaseChangedFields reports, in the order it
 // checks them, built once: a renewal reports one on every request. Callers
 // only read them.
 var leaseSpecPaths = [...][]string{
 	{"f:spec", "f:holderIdentity"}, {"f:spec", "f:leaseDurationSeconds"}, {"f:spec", "f:acquireTime"},
-	{"f:spec", "f:renewTime"}, {"f:spec", "f:leaseTransitions"}, {"f:spec", "f:strategy"},
+	LeaseRenewTime, {"f:spec", "f:leaseTransitions"}, {"f:spec", "f:strategy"},
 	{"f:spec", "f:preferredHolder"},
 }
 
