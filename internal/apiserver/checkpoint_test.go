@@ -126,13 +126,26 @@ func TestNodeLeaseCheckpointsByServerClock(t *testing.T) {
 	leases := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	l := createLease(t, cs, corev1.NamespaceNodeLease, "slow-clock", 40, t0)
+	// The create's managedFields timestamp is the field manager's, from
+	// the real clock, which has moved on since the fake one was made (by
+	// the server's start): a first renewal 20 s on by renewTime is written
+	// with a timestamp of the server's clock, from which the steps count.
+	first := l.DeepCopy()
+	first.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(20 * time.Second)))
+	l, err := leases.Update(context.Background(), first, metav1.UpdateOptions{FieldManager: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.ManagedFields; len(got) != 1 || got[0].Time == nil || !got[0].Time.Equal(&metav1.Time{Time: clk.Now().Truncate(time.Second)}) {
+		t.Fatalf("the first renewal's managedFields %+v; want one entry at the server's clock, %v", got, clk.Now().Truncate(time.Second))
+	}
 	for i, step := range []struct {
 		server  time.Duration // the server's clock moves on by this first
 		written bool
 	}{{10 * time.Second, false}, {9 * time.Second, false}, {3 * time.Second, true}, {10 * time.Second, false}} {
 		clk.Step(step.server)
 		next := l.DeepCopy()
-		next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(time.Duration(i+1) * time.Second))) // a second each time
+		next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(time.Duration(21+i) * time.Second))) // a second each time
 		got, err := leases.Update(context.Background(), next, metav1.UpdateOptions{FieldManager: "agent"})
 		if err != nil {
 			t.Fatal(err)
