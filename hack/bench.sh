@@ -47,6 +47,12 @@
 #                of its own as in a real fleet, each on a fresh server: what
 #                a connection costs the server in memory (its anonymous
 #                memory, the difference over the connections added)
+#   checkpoints  $BENCH_CHECKPOINTS_NODES nodes renewing every 10 s, each
+#                renewal written and then with `leasehold serve
+#                --node-lease-checkpoint-interval $BENCH_CHECKPOINT_INTERVAL`,
+#                as many rounds of the pair as $BENCH_CHECKPOINTS_ROUNDS,
+#                each on a fresh server: what renewals between checkpoints
+#                save in CPU, latency, memory and etcd puts
 #
 # It does not build leasehold: bin/leasehold must exist (make builds it
 # first). Only the compare scenario builds something: bin/kube-apiserver.
@@ -70,7 +76,8 @@
 #                              and BENCH_LEASE_DURATION, and shows how cost
 #                              grows with N alone (default unset)
 #   BENCH_SCENARIOS            which of throughput, ceiling, fleet, watch,
-#                              compare, outage and connections to run
+#                              compare, outage, connections and
+#                              checkpoints to run
 #                              (default the first four; fleet includes list
 #                              and restart)
 #   BENCH_CEILING_NODES        the fleet of the ceiling run (default 100000)
@@ -81,6 +88,12 @@
 #                              5000; the load generator needs about 150 KB
 #                              a connection, and both need an open-file
 #                              limit above it)
+#   BENCH_CHECKPOINTS_NODES    the fleet of the checkpoints run (default
+#                              10000)
+#   BENCH_CHECKPOINT_INTERVAL  its --node-lease-checkpoint-interval (default
+#                              20s, at most half the server's 50 s grace
+#                              period)
+#   BENCH_CHECKPOINTS_ROUNDS   pairs of its runs, alternating (default 2)
 #   BENCH_COMPARE_TARGETS      servers compared (default "leasehold
 #                              leasehold-etcd kube-apiserver")
 #   BENCH_WATCHERS             watchers of the watch run (default 1000)
@@ -127,6 +140,9 @@ BENCH_COMPARE_NODES=${BENCH_COMPARE_NODES:-10000}
 BENCH_COMPARE_TARGETS=${BENCH_COMPARE_TARGETS:-"leasehold leasehold-etcd kube-apiserver"}
 BENCH_OUTAGE_NODES=${BENCH_OUTAGE_NODES:-10000}
 BENCH_CONNECTIONS_NODES=${BENCH_CONNECTIONS_NODES:-5000}
+BENCH_CHECKPOINTS_NODES=${BENCH_CHECKPOINTS_NODES:-10000}
+BENCH_CHECKPOINT_INTERVAL=${BENCH_CHECKPOINT_INTERVAL:-20s}
+BENCH_CHECKPOINTS_ROUNDS=${BENCH_CHECKPOINTS_ROUNDS:-2}
 # FLEET_SERVE_FLAGS are the flags a fleet of BENCH_RATE adds for its servers.
 FLEET_SERVE_FLAGS=""
 if [[ -z ${BENCH_TITLE:-} ]]; then
@@ -530,6 +546,37 @@ if wanted connections; then
 		"$n" "${anon[0]}" "$n" "${anon[1]}" "$per" >"$BENCH_OUT/connections-$n.json"
 	echo "a connection costs the server $((per / 1024)) KiB: anonymous memory $((anon[0] >> 20)) MiB with 8 connections, $((anon[1] >> 20)) MiB with $n" >&2
 	echo "results: $BENCH_OUT/connections-$n.json" >&2
+fi
+
+if wanted checkpoints; then
+	n=$BENCH_CHECKPOINTS_NODES
+	rows=() runs=()
+	# field NAME prints the first NAME of the report $result: the
+	# server's, whose process comes before the load generator's.
+	field() { grep -o "\"$1\": *[0-9.e+-]*" "$result" | head -n 1 | sed 's/.*: *//'; }
+	for ((round = 1; round <= BENCH_CHECKPOINTS_ROUNDS; round++)); do
+		for every in 0s "$BENCH_CHECKPOINT_INTERVAL"; do
+			label=written
+			[[ $every == 0s ]] || label=checkpoints
+			log "checkpoints, round $round: $n nodes renewing every 10 s, --node-lease-checkpoint-interval $every, for $BENCH_DURATION"
+			FLEET_SERVE_FLAGS="--node-lease-checkpoint-interval $every"
+			result="$BENCH_OUT/checkpoints-$n-$label-r$round.json"
+			fresh_server "checkpoints-$label-r$round"
+			bench fleet "$result" --nodes "$n" --interval 10s --lease-duration 40s --duration "$BENCH_DURATION"
+			stop_server
+			rm -rf "$DATA_DIR"
+			rows+=("$(printf '%-12s %5d %12.3f %9.1f %9.0f %10.2f' "$label" "$round" "$(field cpuSecondsPer1000Ops)" \
+				"$(field p99Ms)" "$(($(field rssBytes) >> 20))" "$(field perOp)")")
+			runs+=("$(printf '{"round": %d, "checkpointInterval": "%s", "report": "%s"}' "$round" "$every" "$(basename "$result")")")
+		done
+	done
+	FLEET_SERVE_FLAGS=""
+	printf '{"nodes": %d, "runs": [%s]}\n' "$n" "$(IFS=,; echo "${runs[*]}")" >"$BENCH_OUT/checkpoints-$n.json"
+	{
+		printf '%-12s %5s %12s %9s %9s %10s\n' renewals round 'CPU-s/1000' 'p99 ms' 'RSS MiB' 'puts/op'
+		printf '%s\n' "${rows[@]}"
+	} >&2
+	echo "results: $BENCH_OUT/checkpoints-$n.json" >&2
 fi
 
 # One fleet size is no curve: the committed plot stays, unless
